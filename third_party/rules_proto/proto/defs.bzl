@@ -1,0 +1,3 @@
+"""Offline stand-in for rules_proto: tdpolicy compiles protos with the system protoc (see //proto:defs.bzl)."""
+
+proto_library = native.proto_library
