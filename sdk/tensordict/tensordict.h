@@ -42,7 +42,7 @@
 #include "sdk/tensordict/nested_key.h"
 
 namespace at::indexing {
-class TensorIndex;
+struct TensorIndex;
 }
 
 namespace tdp {
@@ -209,6 +209,7 @@ class Entry {
   TensorDict tensordict() const;
 
  private:
+  friend struct TensorDictImpl;
   at::Tensor tensor_;
   std::shared_ptr<TensorDictImpl> tensordict_;
 };
