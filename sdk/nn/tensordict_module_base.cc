@@ -1,0 +1,156 @@
+#include "sdk/nn/tensordict_module_base.h"
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "sdk/nn/skip_existing.h"
+
+namespace tdp::nn {
+namespace {
+
+bool contains(const std::vector<NestedKey>& keys, const NestedKey& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+}  // namespace
+
+std::string to_string(Inplace inplace) {
+  switch (inplace) {
+    case Inplace::kTrue:
+      return "True";
+    case Inplace::kFalse:
+      return "False";
+    case Inplace::kEmpty:
+      return "'empty'";
+  }
+  return "?";
+}
+
+std::string indent_repr(const std::string& text, int spaces) {
+  const std::string pad(static_cast<size_t>(spaces), ' ');
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out += pad;
+  }
+  return out;
+}
+
+TensorDictModuleBase::TensorDictModuleBase(std::string name, std::vector<NestedKey> in_keys,
+                                           std::vector<NestedKey> out_keys)
+    : torch::nn::Module(name), type_name_(std::move(name)), in_keys_(std::move(in_keys)) {
+  set_out_keys(std::move(out_keys));
+}
+
+void TensorDictModuleBase::set_in_keys(std::vector<NestedKey> keys) { in_keys_ = std::move(keys); }
+
+void TensorDictModuleBase::set_out_keys(std::vector<NestedKey> keys) {
+  out_keys_source_ = keys;
+  out_keys_ = std::move(keys);
+  dropped_out_keys_.clear();
+  selected_ = false;
+}
+
+void TensorDictModuleBase::set_apparent_out_keys(std::vector<NestedKey> keys) {
+  out_keys_ = std::move(keys);
+}
+
+TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
+                                         const std::optional<TensorDict>& tensordict_out) {
+  if (skip_existing_enabled() && should_skip(tensordict)) return tensordict;
+  if (selected_) return forward_with_selection(tensordict, tensordict_out);
+  return forward_impl(tensordict, tensordict_out);
+}
+
+bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
+  if (!skip_existing().allows(in_keys_, out_keys_)) return false;
+  for (const NestedKey& key : out_keys_) {
+    if (!tensordict.contains(key)) return false;
+  }
+  return true;
+}
+
+TensorDict TensorDictModuleBase::forward_with_selection(
+    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) {
+  // A dropped key that the caller passed in is the caller's data: it stays (updated).
+  std::vector<bool> existed(dropped_out_keys_.size());
+  for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
+    existed[i] = tensordict.contains(dropped_out_keys_[i]);
+  }
+  TensorDict result = forward_impl(tensordict, tensordict_out);
+  const bool same = result.is_same(tensordict);
+  for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
+    if (same && existed[i]) continue;
+    if (result.contains(dropped_out_keys_[i])) result.erase(dropped_out_keys_[i]);
+  }
+  return result;
+}
+
+TensorDictModuleBase& TensorDictModuleBase::select_out_keys(const std::vector<NestedKey>& keys) {
+  for (const NestedKey& key : keys) {
+    if (!contains(out_keys_, key)) {
+      throw std::invalid_argument("Can't select non existent key: " + key.to_string() + ". " +
+                                  describe() + " has out_keys " + keys_to_string(out_keys_) +
+                                  ".");
+    }
+  }
+  out_keys_ = keys;
+  dropped_out_keys_.clear();
+  for (const NestedKey& key : out_keys_source_) {
+    if (!contains(out_keys_, key)) dropped_out_keys_.push_back(key);
+  }
+  selected_ = true;
+  return *this;
+}
+
+TensorDictModuleBase& TensorDictModuleBase::reset_out_keys() {
+  out_keys_ = out_keys_source_;
+  dropped_out_keys_.clear();
+  selected_ = false;
+  return *this;
+}
+
+std::vector<std::string> TensorDictModuleBase::children_repr_fields() const {
+  std::vector<std::string> fields;
+  for (const auto& child : named_children()) {
+    std::string text;
+    if (const auto* td_module = dynamic_cast<const TensorDictModuleBase*>(child.value().get())) {
+      text = td_module->to_string();
+    } else {
+      std::ostringstream stream;
+      stream << *child.value();
+      text = stream.str();
+    }
+    fields.push_back(child.key() + "=" + text);
+  }
+  return fields;
+}
+
+std::string TensorDictModuleBase::to_string() const {
+  std::vector<std::string> fields = children_repr_fields();
+  for (std::string& field : repr_fields()) fields.push_back(std::move(field));
+  fields.push_back("in_keys=" + keys_to_string(in_keys_));
+  fields.push_back("out_keys=" + keys_to_string(out_keys_));
+  std::string body;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) body += ",\n";
+    body += "    " + indent_repr(fields[i], 4);
+  }
+  return type_name_ + "(\n" + body + ")";
+}
+
+void TensorDictModuleBase::pretty_print(std::ostream& stream) const {
+  stream << type_name_ << "(in_keys=" << keys_to_string(in_keys_)
+         << ", out_keys=" << keys_to_string(out_keys_) << ")";
+}
+
+std::string TensorDictModuleBase::describe() const {
+  return type_name_ + "(in_keys=" + keys_to_string(in_keys_) +
+         ", out_keys=" + keys_to_string(out_keys_) + ")";
+}
+
+}  // namespace tdp::nn

@@ -1,0 +1,141 @@
+// TensorDictModuleBase: the base class of every tensordict module. A tensordict module reads
+// the entries named by in_keys() from a TensorDict and writes the entries named by out_keys();
+// that contract is what lets TensorDictSequential chain modules and compute its own keys.
+// It is a torch::nn::Module, so parameters(), to(), train()/eval() and torch::save just work.
+//
+//   struct AddOne : tdp::nn::TensorDictModuleBase {
+//     AddOne() : TensorDictModuleBase("AddOne", {"a"}, {"b"}) {}
+//     tdp::TensorDict forward_impl(tdp::TensorDict td, const std::optional<tdp::TensorDict>&) override {
+//       return td.set("b", td.get("a") + 1);
+//     }
+//   };
+//   auto module = std::make_shared<AddOne>();  module->forward(td);   // td now has "b"
+//
+// forward() is the entry point; it applies the skip-existing mode (skip_existing.h) and
+// select_out_keys(), and calls the subclass's forward_impl().
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sdk/tensordict/nested_key.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace tdp::nn {
+
+// Where a module writes its outputs: into the input TensorDict (kTrue), into a new empty
+// TensorDict with batch_size [] and no device (kFalse), or into input.empty(), which keeps
+// the batch_size and device (kEmpty). Python's inplace=True / False / "empty".
+enum class Inplace { kFalse, kTrue, kEmpty };
+std::string to_string(Inplace inplace);  // True, False or 'empty', as Python prints them
+
+// Implemented by user modules that hold parameters and know how to re-initialize them, so that
+// reset_parameters_recursive() reaches them (LibTorch's own layers are handled without it).
+class ParameterResettable {
+ public:
+  virtual ~ParameterResettable() = default;
+  virtual void reset_parameters() = 0;
+};
+
+class TensorDictModuleBase : public torch::nn::Module {
+ public:
+  // Runs the module. Without `tensordict_out` the module decides where outputs go (see
+  // Inplace); with it, outputs are written there and it is returned.
+  TensorDict forward(const TensorDict& tensordict,
+                     const std::optional<TensorDict>& tensordict_out = std::nullopt);
+
+  const std::vector<NestedKey>& in_keys() const { return in_keys_; }
+  // The keys found in the output: out_keys_source() unless select_out_keys() narrowed them.
+  const std::vector<NestedKey>& out_keys() const { return out_keys_; }
+  // Every key the module writes, whatever the selection.
+  const std::vector<NestedKey>& out_keys_source() const { return out_keys_source_; }
+
+  // Keeps only `keys` (a subset of out_keys()) in the output: the other keys the module writes
+  // are removed after each call unless the input already held them (then they are updated,
+  // as tensordict's TensorDictSequential does). Keys the module does not write are never
+  // touched. Throws std::invalid_argument naming the key that is not an out_key.
+  virtual TensorDictModuleBase& select_out_keys(const std::vector<NestedKey>& keys);
+  // Undoes select_out_keys().
+  virtual TensorDictModuleBase& reset_out_keys();
+
+  // Re-initializes, depth first, every descendant that knows how: LibTorch layers with a
+  // reset_parameters() (Linear, Conv*, *Norm*, Embedding*, RNN/LSTM/GRU and their cells,
+  // Bilinear) and modules implementing ParameterResettable. Parameters are re-initialized in
+  // place, so optimizers and shared references keep working. Returns false, and logs a
+  // warning, when nothing was reset.
+  bool reset_parameters_recursive();
+
+  // Python's repr: Name(\n    child=...,\n    in_keys=[...],\n    out_keys=[...]).
+  virtual std::string to_string() const;
+  // LibTorch's printed form (operator<<): this one-line header, then the children.
+  void pretty_print(std::ostream& stream) const override;
+
+  // The class name shown by to_string() and error messages, e.g. "TensorDictModule".
+  const std::string& type_name() const { return type_name_; }
+
+ protected:
+  // `name` is the class name; in_keys and out_keys may also be set later by the subclass.
+  explicit TensorDictModuleBase(std::string name, std::vector<NestedKey> in_keys = {},
+                                std::vector<NestedKey> out_keys = {});
+
+  // Subclasses do their work here. `tensordict_out` is forward()'s argument, untouched.
+  virtual TensorDict forward_impl(TensorDict tensordict,
+                                  const std::optional<TensorDict>& tensordict_out) = 0;
+
+  void set_in_keys(std::vector<NestedKey> keys);
+  // Sets out_keys_source() and out_keys(), dropping any selection.
+  void set_out_keys(std::vector<NestedKey> keys);
+  // Sets only the visible out_keys(); for subclasses that implement their own selection.
+  void set_apparent_out_keys(std::vector<NestedKey> keys);
+
+  // Extra "name=value" fields that to_string() shows before the keys.
+  virtual std::vector<std::string> repr_fields() const { return {}; }
+  // The fields for the children (name=child), in registration order.
+  std::vector<std::string> children_repr_fields() const;
+
+  // A short description of this module for error messages: Name(in_keys=[...], out_keys=[...]).
+  std::string describe() const;
+
+ private:
+  TensorDict forward_with_selection(const TensorDict& tensordict,
+                                    const std::optional<TensorDict>& tensordict_out);
+  bool should_skip(const TensorDict& tensordict) const;
+
+  std::string type_name_;
+  std::vector<NestedKey> in_keys_;
+  std::vector<NestedKey> out_keys_;
+  std::vector<NestedKey> out_keys_source_;
+  // Written keys that select_out_keys() left out; empty when there is no selection.
+  std::vector<NestedKey> dropped_out_keys_;
+  bool selected_ = false;
+};
+
+// A tensordict module given to a container: converts from any module holder of, or
+// std::shared_ptr to, a TensorDictModuleBase subclass.
+class TensorDictModuleRef {
+ public:
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<TensorDictModuleBase, M>>>
+  TensorDictModuleRef(std::shared_ptr<M> module)  // NOLINT: implicit by design
+      : ptr_(std::move(module)) {}
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<TensorDictModuleBase, M>>>
+  TensorDictModuleRef(const torch::nn::ModuleHolder<M>& holder)  // NOLINT
+      : ptr_(holder.is_empty() ? nullptr : holder.ptr()) {}
+
+  const std::shared_ptr<TensorDictModuleBase>& ptr() const { return ptr_; }
+
+ private:
+  std::shared_ptr<TensorDictModuleBase> ptr_;
+};
+
+// Indents every line but the first by `spaces`, as Python's repr of nested modules does.
+std::string indent_repr(const std::string& text, int spaces);
+
+}  // namespace tdp::nn
