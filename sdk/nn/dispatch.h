@@ -49,7 +49,7 @@ template <typename M>
 std::vector<at::Tensor> dispatch(const torch::nn::ModuleHolder<M>& module,
                                  std::vector<at::Tensor> args, NamedTensors kwargs = {},
                                  DispatchOptions options = {}) {
-  return dispatch(static_cast<TensorDictModuleBase&>(*module), std::move(args),
+  return dispatch(static_cast<TensorDictModuleBase&>(*module.ptr()), std::move(args),
                   std::move(kwargs), std::move(options));
 }
 

@@ -25,7 +25,7 @@ TensorList tensors_from(const TensorDict& result, const std::vector<NestedKey>& 
       continue;
     }
     if (!result.contains(key)) {
-      throw KeyError(who + ": the module returned a TensorDict without the out_key " +
+      throw KeyError("the module returned a TensorDict without the out_key " +
                      key.to_string() + "; it has keys " + keys_to_string(result.keys(true)) + ".");
     }
     tensors.push_back(result.get(key));
@@ -47,7 +47,7 @@ TensorList tensors_from(const Kwargs& result, const std::vector<NestedKey>& out_
       std::vector<NestedKey> names;
       for (const auto& item : result) names.emplace_back(item.first);
       std::sort(names.begin(), names.end());
-      throw KeyError(who + ": the module returned a map without the out_key " + key.to_string() +
+      throw KeyError("the module returned a map without the out_key " + key.to_string() +
                      "; it has keys " + keys_to_string(names) + ".");
     }
     tensors.push_back(it->second);
@@ -85,10 +85,14 @@ TensorList from_any_value(torch::nn::AnyValue&& value, const std::vector<NestedK
   if (auto* t = value.try_get<std::tuple<T, T, T>>()) return tuple_to_list(std::move(*t));
   if (auto* t = value.try_get<std::tuple<T, T, T, T>>()) return tuple_to_list(std::move(*t));
   if (auto* t = value.try_get<TensorDict>()) return tensors_from(*t, out_keys, who);
+  // LSTM-style (output, (h, c)): flattened to output, h, c.
+  if (auto* t = value.try_get<std::tuple<T, std::tuple<T, T>>>()) {
+    return {std::get<0>(*t), std::get<0>(std::get<1>(*t)), std::get<1>(std::get<1>(*t))};
+  }
   throw std::invalid_argument(
-      who + ": the module returned a value of type " + c10::demangle(value.type_info().name()) +
-      "; expected at::Tensor, a std::tuple of 2 to 4 tensors, std::vector<at::Tensor> or "
-      "tdp::TensorDict.");
+      "the module returned a value of type " + c10::demangle(value.type_info().name()) +
+      "; expected at::Tensor, a std::tuple of 2 to 4 tensors, std::tuple<at::Tensor, "
+      "std::tuple<at::Tensor, at::Tensor>>, std::vector<at::Tensor> or tdp::TensorDict.");
 }
 
 }  // namespace

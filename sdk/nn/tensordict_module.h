@@ -17,7 +17,8 @@
 // - a callable taking N tensors (or one `const TensorList&`, or one `const Kwargs&` for
 //   arguments by name);
 // The callable returns at::Tensor, a std::tuple of tensors, a TensorList, a tdp::TensorDict or a
-// Kwargs (the last two are read at out_keys), or nothing.
+// Kwargs (the last two are read at out_keys), or nothing. Through AnyModule, an LSTM's
+// (output, (h, c)) counts as three outputs.
 //
 // Inputs: `in_keys` lists the keys in argument order. `in_keys_map` instead pairs argument
 // names with keys: {argument, key} pairs by default (out_to_in_map true, as in tensordict), or
@@ -125,14 +126,38 @@ struct is_std_function : std::false_type {};
 template <typename R, typename... A>
 struct is_std_function<std::function<R(A...)>> : std::true_type {};
 
-// Callables accepted by the function constructor (not modules, which have their own).
+// A module whose forward is a template (torch::nn::Sequential) but can be called with one tensor.
+template <typename M, typename = void>
+struct one_tensor_forward : std::false_type {};
+template <typename M>
+struct one_tensor_forward<
+    M, std::void_t<decltype(std::declval<M&>().forward(std::declval<const at::Tensor&>()))>>
+    : std::true_type {};
+
+template <typename T>
+struct is_shared_ptr : std::false_type {};
+template <typename T>
+struct is_shared_ptr<std::shared_ptr<T>> : std::true_type {};
+
 template <typename F>
-inline constexpr bool is_tensor_callable_v =
-    !std::is_base_of_v<torch::detail::ModuleHolderIndicator, std::decay_t<F>> &&
-    !std::is_same_v<std::decay_t<F>, torch::nn::AnyModule> &&
-    !std::is_same_v<std::decay_t<F>, TensorDictModuleOptions> &&
-    (std::is_invocable_v<F&, const Kwargs&> || std::is_invocable_v<F&, const TensorList&> ||
-     (fn_traits<std::decay_t<F>>::known && fn_traits<std::decay_t<F>>::tensor_args));
+struct is_module_like
+    : std::bool_constant<std::is_base_of_v<torch::detail::ModuleHolderIndicator, F> ||
+                         std::is_same_v<F, torch::nn::AnyModule> || is_shared_ptr<F>::value ||
+                         std::is_same_v<F, TensorDictModuleOptions>> {};
+
+template <typename F, typename = void>
+struct known_tensor_fn : std::false_type {};
+template <typename F>
+struct known_tensor_fn<F, std::enable_if_t<fn_traits<F>::known>>
+    : std::bool_constant<fn_traits<F>::tensor_args> {};
+
+// Callables accepted by the function constructor (modules have their own). std::conjunction
+// stops before asking a module holder whether it is invocable, which would not compile.
+template <typename F>
+inline constexpr bool is_tensor_callable_v = std::conjunction_v<
+    std::negation<is_module_like<std::decay_t<F>>>,
+    std::disjunction<std::is_invocable<F&, const Kwargs&>, std::is_invocable<F&, const TensorList&>,
+                     known_tensor_fn<std::decay_t<F>>>>;
 
 TensorList tensors_from(const TensorDict& result, const std::vector<NestedKey>& out_keys,
                         const std::string& who);
@@ -240,6 +265,12 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
       function_ = [call, out_keys = out_keys_source(), who = describe()](TensorList& in) mutable {
         return detail::call_positional(call, in, out_keys, who,
                                        std::make_index_sequence<traits::arity>{});
+      };
+    } else if constexpr (detail::one_tensor_forward<M>::value) {
+      // torch::nn::Sequential and other modules with a templated forward: one input.
+      if (in_keys().size() != 1) detail::throw_arity(describe(), 1, in_keys().size());
+      function_ = [module, out_keys = out_keys_source(), who = describe()](TensorList& in) {
+        return detail::to_tensor_list(module->forward(in[0]), out_keys, who);
       };
     } else {
       function_ = detail::any_module_function(torch::nn::AnyModule(module), out_keys_source(),

@@ -328,7 +328,7 @@ TensorDict TensorDictSequentialImpl::forward_impl(
 std::string TensorDictSequentialImpl::to_string() const {
   std::string list = named_ ? "ModuleDict(\n" : "ModuleList(\n";
   for (size_t i = 0; i < modules_.size(); ++i) {
-    list += "  (" + names_[i] + "): " + indent_repr(modules_[i]->to_string(), 4) + "\n";
+    list += "  (" + names_[i] + "): " + indent_repr(modules_[i]->to_string(), 2) + "\n";
   }
   list += ")";
   std::vector<std::string> fields = {"module=" + list};
