@@ -266,5 +266,92 @@ TEST(TensorDictBatchTest, StackKeepsCommonDeviceOnly) {
   EXPECT_FALSE(TensorDict::stack({a, b}).device().has_value());
 }
 
+TEST(TensorDictBatchTest, SetInPlaceThroughAnIndexedViewReachesTheOriginal) {
+  // test_tensordict_indexing: td[0].set_ and td[:, 0].set_ write into td.
+  TensorDict td({3, 4});
+  td.set("key1", at::zeros({3, 4, 5}));
+  at::Tensor x = at::randn({4, 5});
+  td[0].set_("key1", x);
+  EXPECT_TRUE(td.get("key1")[0].equal(x));
+  at::Tensor y = at::randn({3, 5});
+  td.index({Slice(), 0}).set_("key1", y);
+  EXPECT_TRUE(td.get("key1").select(1, 0).equal(y));
+  // Rebuilding from rows and from rows of rows gives the same TensorDict.
+  std::vector<TensorDict> rows;
+  for (int64_t i = 0; i < 3; ++i) rows.push_back(td[i]);
+  EXPECT_TRUE(TensorDict::stack(rows).equal(td));
+}
+
+TEST(TensorDictBatchTest, IndexPutPreallocatesNestedBuffer) {
+  // test_tensordict_prealloc_nested: writing steps into an empty buffer allocates its entries.
+  constexpr int64_t N = 3, B = 5, T = 4;
+  TensorDict buffer({B, N});
+  TensorDict step({{"env.time", at::rand({N, 1})},
+                   {"agent.obs", TensorDict({{"image", at::rand({N, T, 64})}, {"state", at::rand({N, T, 3, 8, 8})}},
+                                            {N, T})}},
+                  {N});
+  buffer.index_put_({0}, step);
+  buffer.index_put_({1}, step.clone());
+  EXPECT_THAT(batch(buffer), ElementsAre(B, N));
+  EXPECT_THAT(batch(buffer.get_tensordict("agent.obs")), ElementsAre(B, N, T));
+  EXPECT_THAT(sizes(buffer.get({"agent.obs", "state"})), ElementsAre(B, N, T, 3, 8, 8));
+  EXPECT_TRUE(buffer[1].get({"agent.obs", "image"}).equal(step.get({"agent.obs", "image"})));
+  EXPECT_EQ(buffer[2].get("env.time").abs().sum().item<float>(), 0.0f);
+}
+
+TEST(TensorDictBatchTest, IndexPutFillsRowsAndMasks) {
+  // test_filling_empty_tensordict: td[i] = other for each row.
+  TensorDict td({16}, c10::Device(c10::kCPU));
+  for (int64_t i = 0; i < 16; ++i) {
+    TensorDict row({{"a", at::randn({10})}, {"b", at::ones({1})}}, {});
+    td.index_put_({i}, row);
+  }
+  EXPECT_THAT(sizes(td.get("a")), ElementsAre(16, 10));
+  EXPECT_TRUE(td.get("b").eq(1).all().item<bool>());
+
+  at::Tensor mask = at::tensor({1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}).to(at::kBool);
+  TensorDict three({{"b", at::full({3, 1}, 7.0)}}, {3});
+  td.index_put_({mask}, three);
+  EXPECT_EQ(td.get("b").sum().item<float>(), 13.0f + 21.0f);
+  // dtype follows the destination.
+  td.index_put_({Slice(0, 2)}, TensorDict({{"b", at::zeros({2, 1}, at::kDouble)}}, {2}));
+  EXPECT_EQ(td.get("b").scalar_type(), at::kFloat);
+}
+
+TEST(TensorDictBatchTest, IndexPutChecksEverythingBeforeWriting) {
+  TensorDict td = make_batched();
+  TensorDict before = td.clone();
+  TensorDict wrong_batch({{"x", at::zeros({2, 2})}}, {2});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { td.index_put_({0}, wrong_batch); }),
+            "TensorDict.index_put_: the value has batch_size [2] but the indexed batch shape is [3]");
+  TensorDict wrong_feature({{"new", at::ones({3})}, {"x", at::zeros({3, 7})}}, {3});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { td.index_put_({0}, wrong_feature); }),
+            "TensorDict.index_put_: key 'x' has shape [4, 3, 2] here, so the value's [3, 7] does not fit "
+            "(expected [4, 3, 7])");
+  EXPECT_FALSE(td.contains("new"));
+  EXPECT_TRUE(td.equal(before));
+  EXPECT_THROW(td.index_put_({7}, TensorDict({3})), std::out_of_range);
+}
+
+TEST(TensorDictBatchTest, Narrow) {
+  TensorDict td = make_batched();
+  TensorDict n = td.narrow(1, 1, 2);
+  EXPECT_THAT(batch(n), ElementsAre(4, 2));
+  EXPECT_TRUE(n.get("x").equal(td.get("x").narrow(1, 1, 2)));
+  EXPECT_THAT(batch(td.narrow(0, -2, 2)), ElementsAre(2, 3));
+  EXPECT_EQ(error_of<std::out_of_range>([&] { td.narrow(0, 3, 2); }),
+            "TensorDict.narrow: start 3 and length 2 do not fit batch dim 0 of size 4");
+}
+
+TEST(TensorDictBatchTest, CatNamesKeyOfTensorsOnDifferentDevices) {
+  TensorDict sub1({{"a", at::randn({2, 3})}}, {2});
+  TensorDict sub2({{"a", at::randn({2, 3}, at::TensorOptions().device(c10::kMeta))}}, {2});
+  TensorDict td1({{"sub", sub1}}, {2});
+  TensorDict td2({{"sub", sub2}}, {2});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { TensorDict::cat({td1, td2}, 0); }),
+            "TensorDict.cat: tensors on different devices at key ('sub', 'a'): cpu in tensordict 0, meta in "
+            "tensordict 1");
+}
+
 }  // namespace
 }  // namespace tdp

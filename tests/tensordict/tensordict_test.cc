@@ -439,5 +439,30 @@ TEST(TensorDictTest, PrintsLikePythonRepr) {
             "TensorDict(\n    fields={},\n    batch_size=torch.Size([]),\n    device=meta)");
 }
 
+TEST(TensorDictTest, SetNestedTensorDictReplacesIt) {
+  // test_setitem_nested: a nested TensorDict is stored by handle and can be replaced.
+  TensorDict td({4});
+  TensorDict sub({4, 5});
+  TensorDict inner({{"c", at::randn({4, 5, 6, 7})}}, {4, 5, 6});
+  TensorDict inner2({{"c", at::ones({4, 5, 6, 7})}}, {4, 5, 6});
+  sub.set("b", inner);
+  td.set("a", sub);
+  EXPECT_TRUE(td.get_tensordict({"a", "b"}).is_same(inner));
+  td.set({"a", "b"}, inner2);
+  EXPECT_TRUE(td.get_tensordict({"a", "b"}).is_same(inner2));
+  EXPECT_TRUE(td.get({"a", "b", "c"}).eq(1).all().item<bool>());
+}
+
+TEST(TensorDictTest, SetdefaultReturnsExistingOrSetsDefault) {
+  TensorDict td({4});
+  at::Tensor existing = at::randn({4, 5});
+  at::Tensor fallback = at::ones({4, 5});
+  td.set({"a", "b", "c"}, existing);
+  EXPECT_TRUE(td.setdefault({"a", "b", "c"}, fallback).is_same(existing));
+  EXPECT_TRUE(td.setdefault({"a", "b", "d"}, fallback).is_same(fallback));
+  EXPECT_TRUE(td.get({"a", "b", "d"}).is_same(fallback));
+  EXPECT_THROW(td.setdefault("bad", at::ones({3})), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace tdp
