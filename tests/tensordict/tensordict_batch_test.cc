@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "sdk/tensordict/tensordict.h"
+#include "tests/testing/error_of.h"
 
 namespace tdp {
 namespace {
@@ -15,6 +16,7 @@ using at::indexing::Ellipsis;
 using at::indexing::None;
 using at::indexing::Slice;
 using ::testing::ElementsAre;
+using ::tdp::test_util::error_of;
 
 // batch_size [4, 3]; "x" [4, 3, 2] counts 0..23; "nested" has batch [4, 3, 5] and "y" [4, 3, 5].
 TensorDict make_batched() {
@@ -27,17 +29,6 @@ TensorDict make_batched() {
 
 std::vector<int64_t> sizes(const at::Tensor& t) { return t.sizes().vec(); }
 std::vector<int64_t> batch(const TensorDict& td) { return td.batch_size().vec(); }
-
-template <typename Exception, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Exception& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
 
 TEST(TensorDictBatchTest, IntegerIndexDropsFirstBatchDim) {
   TensorDict td = make_batched();

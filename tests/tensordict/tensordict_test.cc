@@ -1,6 +1,7 @@
 // TensorDict: entries, nested keys, batch-size rules, exact error texts, atomic failures,
 // copies, conversions and printing. Indexing and shape ops are in tensordict_batch_test.cc.
 #include "sdk/tensordict/tensordict.h"
+#include "tests/testing/error_of.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@ namespace tdp {
 namespace {
 
 using ::testing::ElementsAre;
+using ::tdp::test_util::error_of;
 using ::testing::HasSubstr;
 
 // Builds {"a": [3, 4], "nested": {"b": [3, 4, 5]}} with batch_size [3, 4].
@@ -18,17 +20,6 @@ TensorDict make_nested() {
                  {{"nested", "b"}, at::ones({3, 4, 5})}},
                 {3, 4});
   return td;
-}
-
-template <typename Exception, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Exception& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
 }
 
 TEST(TensorDictTest, DefaultIsEmptyWithScalarBatch) {
