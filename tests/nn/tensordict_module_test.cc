@@ -6,6 +6,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/rnn.h>
+#include <torch/serialize.h>
 #include <torch/types.h>
 
 #include <sstream>
@@ -253,6 +254,20 @@ TEST(TensorDictModuleTest, ParametersTrainEvalAndDtypeReachTheWrappedModule) {
   EXPECT_FALSE(linear->is_training());
   module->to(torch::kFloat64);
   EXPECT_EQ(linear->weight.scalar_type(), torch::kFloat64);
+}
+
+TEST(TensorDictModuleTest, SaveAndLoadThroughTorchSerialize) {
+  torch::manual_seed(0);
+  TensorDictSequential saved({TensorDictModule(torch::nn::Linear(3, 4), keys({"x"}, {"h"})),
+                              TensorDictModule(torch::nn::Linear(4, 2), keys({"h"}, {"y"}))});
+  TensorDictSequential loaded({TensorDictModule(torch::nn::Linear(3, 4), keys({"x"}, {"h"})),
+                               TensorDictModule(torch::nn::Linear(4, 2), keys({"h"}, {"y"}))});
+  std::stringstream buffer;
+  torch::save(saved, buffer);
+  torch::load(loaded, buffer);
+  TensorDict td = make_td({{"x", torch::randn({5, 3})}}, {5});
+  EXPECT_TRUE(saved(td.clone()).get("y").equal(loaded(td.clone()).get("y")));
+  EXPECT_TRUE(loaded->named_parameters().contains("module.1.module.bias"));
 }
 
 TEST(TensorDictModuleTest, StrictMissingInputThrowsKeyError) {
