@@ -40,6 +40,9 @@ class CartPole : public BatchedEnv {
   at::Tensor initial_state(int64_t n) override;
   at::Tensor observe(const at::Tensor& state) const override;
   Transition transition(const at::Tensor& state, const TensorDict& action_td) override;
+
+ private:
+  at::Tensor limits_;  // |state| above these terminates: (2.4, inf, 12 degrees, inf)
 };
 
 }  // namespace tdp::envs

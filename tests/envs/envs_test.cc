@@ -151,6 +151,19 @@ TEST_P(AnyEnv, WritingIntoOutputsLeavesTheEnvironmentAlone) {
   EXPECT_FALSE(next.equal(state));
 }
 
+TEST_P(AnyEnv, OutputsAreOrdinaryTensorsForAutograd) {
+  // step() runs below the autograd dispatch keys; what it returns must still train a network.
+  auto env = make_env(GetParam(), 4);
+  env->reset(0);
+  at::Generator gen = at::detail::createCPUGenerator(1);
+  TensorDict out = env->step(random_actions(*env, gen));
+  const at::Tensor obs = out.get("observation");
+  EXPECT_FALSE(obs.is_inference());
+  at::Tensor weight = at::ones({obs.size(1), 1}).set_requires_grad(true);
+  obs.matmul(weight).mul(out.get("reward")).sum().backward();
+  EXPECT_TRUE(weight.grad().defined());
+}
+
 INSTANTIATE_TEST_SUITE_P(Envs, AnyEnv, ::testing::Values("CartPole", "Pendulum", "Goal"),
                          [](const auto& info) { return info.param; });
 
