@@ -85,7 +85,7 @@ TensorDict BatchedEnv::reset_to(const at::Tensor& state) {
 TensorDict BatchedEnv::reset(const at::Tensor& env_mask) {
   BelowAutograd below_autograd;
   if (!state_.defined()) {
-    throw std::logic_error(name() + ".reset(env_mask): call reset(seed) first");
+    throw std::logic_error(name() + ".reset(env_mask): call reset(seed) or reset_to() first");
   }
   if (env_mask.scalar_type() != at::kBool || env_mask.dim() != 1 ||
       env_mask.size(0) != num_envs_) {

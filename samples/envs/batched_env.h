@@ -107,7 +107,7 @@ class BatchedEnv {
   TensorDict reset(uint64_t seed);
   // Starts a new episode in the environments where `env_mask` ([N] bool) is true, drawing from
   // the current generator; the others keep their state and step count. Returns every
-  // environment's current observation. The first reset must be reset(seed).
+  // environment's current observation. Needs an earlier reset(seed) or reset_to().
   TensorDict reset(const at::Tensor& env_mask);
   // Advances every environment by one step; see the contract at the top of this file.
   TensorDict step(const TensorDict& action_td);

@@ -306,6 +306,41 @@ TEST(BatchedEnv, ResetToStartsFromTheGivenStates) {
   EXPECT_NEAR(out.get("observation")[0][2].item<float>(), 3.0f * 2.0f * 0.05f, 1e-6);
 }
 
+// The usage examples of the headers, as written there.
+TEST(HeaderExamples, Run) {
+  {  // batched_env.h
+    tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/64));
+    tdp::TensorDict td = env.reset(/*seed=*/0);
+    td.set("action", at::randint(2, {64}, at::kLong));
+    tdp::TensorDict out = env.step(td);
+    at::Tensor done = out.get("terminated") | out.get("truncated");
+    EXPECT_EQ(done.sizes(), c10::IntArrayRef({64, 1}));
+  }
+  {  // cartpole.h
+    tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::TensorDict td = env.reset(/*seed=*/1);
+    td.set("action", at::ones({8}, at::kLong));
+    tdp::TensorDict out = env.step(td);
+    EXPECT_TRUE(out.get("reward").eq(1).all().item<bool>());
+  }
+  {  // pendulum.h
+    tdp::envs::Pendulum env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::TensorDict td = env.reset(/*seed=*/1);
+    td.set("action", at::zeros({8, 1}));
+    tdp::TensorDict out = env.step(td);
+    EXPECT_TRUE(out.get("reward").le(0).all().item<bool>());
+    EXPECT_TRUE(out.get("reward").ge(-16.2736044).all().item<bool>());
+  }
+  {  // goal.h
+    tdp::envs::Goal env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::TensorDict td = env.reset(/*seed=*/1);
+    td.set("action_type", at::full({8}, tdp::envs::Goal::kShoot));
+    td.set("action_param", at::zeros({8, 1}));
+    tdp::TensorDict out = env.step(td);
+    EXPECT_TRUE(out.get("terminated").all().item<bool>());
+  }
+}
+
 // Mean return per finished episode of `policy` over `episodes` episodes in 64 environments.
 double goal_mean_return(const std::function<TensorDict(const at::Tensor&)>& policy,
                         int episodes) {
