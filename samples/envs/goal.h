@@ -17,7 +17,7 @@
 //   environment's generator: shots are noisier from further away. Reward
 //   max(0, 1 - |landing - g| / 0.25); the episode terminates.
 // - p = action_param, clipped to [-1, 1]. Truncated after 50 steps.
-// Shooting at once scores little; dribbling close and then shooting scores about 0.8. A random
+// Shooting at once scores little; dribbling close and then shooting scores about 0.9. A random
 // policy averages about 0.
 // - observation: [N, 4] float32 = (x, g, g - x, steps taken / max_episode_steps)
 // - action_type: [N] int64 in {0, 1}; action_param: [N, 1] float32 in [-1, 1]
