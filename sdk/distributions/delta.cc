@@ -2,7 +2,6 @@
 
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
-#include <c10/core/GradMode.h>
 
 #include <limits>
 
@@ -31,9 +30,9 @@ Delta::Delta(const at::Tensor& param, double atol, double rtol, std::vector<int6
       atol_(atol),
       rtol_(rtol) {}
 
-at::Tensor Delta::sample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
-  c10::NoGradGuard no_grad;
-  return rsample(sample_shape, generator);
+at::Tensor Delta::sample(c10::IntArrayRef sample_shape, const GeneratorOpt&) const {
+  // A view made under no_grad still requires grad; detach so that samples never do.
+  return param_.detach().expand(internal::concat(sample_shape, param_.sizes()));
 }
 
 at::Tensor Delta::rsample(c10::IntArrayRef sample_shape, const GeneratorOpt&) const {
