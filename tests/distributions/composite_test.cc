@@ -70,7 +70,9 @@ TEST(CompositeLpAggregate, SetForGood) {
   std::thread([&] { seen_elsewhere = composite_lp_aggregate(); }).join();
   EXPECT_TRUE(seen_elsewhere);
   set_composite_lp_aggregate(std::nullopt);
-  if (std::getenv("COMPOSITE_LP_AGGREGATE") == nullptr) EXPECT_FALSE(composite_lp_aggregate());
+  if (std::getenv("COMPOSITE_LP_AGGREGATE") == nullptr) {
+    EXPECT_FALSE(composite_lp_aggregate());
+  }
 }
 
 // ---- CompositeDistribution ------------------------------------------------------------------
