@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -39,7 +40,10 @@ class DistributionBuilder {
   DistributionBuilder(const char* registry_name) : registry_name_(registry_name) {}  // NOLINT
   DistributionBuilder(std::string registry_name)                                      // NOLINT
       : registry_name_(std::move(registry_name)) {}
-  DistributionBuilder(DistributionFactory factory) : factory_(std::move(factory)) {}  // NOLINT
+  // Any callable DistributionPtr(const Params&, const Kwargs&), lambdas included.
+  template <typename F, typename = std::enable_if_t<std::is_invocable_r_v<
+                            DistributionPtr, const F&, const Params&, const Kwargs&>>>
+  DistributionBuilder(F factory) : factory_(std::move(factory)) {}  // NOLINT
 
   DistributionPtr build(const Params& params, const Kwargs& kwargs) const;
   // The registry name, or "<factory>".

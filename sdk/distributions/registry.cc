@@ -91,12 +91,13 @@ void register_builtins(DistributionRegistry& registry) {
         TanhNormalOptions options;
         // Bounds: tensors among the params, else scalar kwargs, else [-1, 1].
         options.upscale(kwarg_double(k, "upscale", 5.0, name))
-            .low(p.count("low") ? p.at("low")
-                                : at::scalar_tensor(kwarg_double(k, "low", -1.0, name), loc.options()))
-            .high(p.count("high") ? p.at("high")
-                                  : at::scalar_tensor(kwarg_double(k, "high", 1.0, name), loc.options()))
             .tanh_loc(kwarg_bool(k, "tanh_loc", false, name))
             .safe_tanh(kwarg_bool(k, "safe_tanh", true, name));
+        if (p.count("low")) {
+          options.low(p.at("low")).high(p.at("high"));
+        } else {
+          options.low(kwarg_double(k, "low", -1.0, name)).high(kwarg_double(k, "high", 1.0, name));
+        }
         if (k.count("event_dims")) options.event_dims(kwarg_int(k, "event_dims", 1, name));
         if (auto v = kwarg_validate_args(k, name)) options.validate_args(*v);
         return std::make_shared<TanhNormal>(loc, param(p, "scale"), options);

@@ -57,9 +57,9 @@ struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
   }
 };
 
-at::Tensor bound(const at::Tensor& given, double fallback, const at::Tensor& loc) {
-  if (!given.defined()) return at::scalar_tensor(fallback, loc.options());
-  return given.to(loc.device(), loc.scalar_type());
+// The bound as given (a CPU double scalar when set from a number), or the default.
+at::Tensor given_or(const at::Tensor& given, double fallback) {
+  return given.defined() ? given : at::scalar_tensor(fallback, at::kDouble);
 }
 
 }  // namespace
@@ -91,14 +91,18 @@ void prepare(const at::Tensor& loc_in, const at::Tensor& scale_in, const TanhNor
              bool& non_trivial, int64_t& event_dims) {
   internal::require_defined(loc_in, "TanhNormal", "loc");
   internal::require_defined(scale_in, "TanhNormal", "scale");
-  low = bound(o.low_, -1.0, loc_in);
-  high = bound(o.high_, 1.0, loc_in);
-  if (!(high > low).all().item<bool>()) {
+  // Checked on the bounds as given: number bounds live on the CPU, so building a TanhNormal
+  // on an accelerator needs no device sync (TorchRL skips these checks under graph capture).
+  const at::Tensor low_given = given_or(o.low_, -1.0);
+  const at::Tensor high_given = given_or(o.high_, 1.0);
+  if (!(high_given > low_given).all().item<bool>()) {
     throw std::invalid_argument("TanhNormal high values must be strictly greater than low values (low: " +
-                                internal::param_to_string(low) + ", high: " +
-                                internal::param_to_string(high) + ")");
+                                internal::param_to_string(low_given) + ", high: " +
+                                internal::param_to_string(high_given) + ")");
   }
-  non_trivial = (high != 1.0).any().item<bool>() || (low != -1.0).any().item<bool>();
+  non_trivial = (high_given != 1.0).any().item<bool>() || (low_given != -1.0).any().item<bool>();
+  low = low_given.to(loc_in.device(), loc_in.scalar_type());
+  high = high_given.to(loc_in.device(), loc_in.scalar_type());
   event_dims = o.event_dims_.value_or(std::min<int64_t>(1, loc_in.dim()));
   loc = loc_in;
   if (o.tanh_loc_) {

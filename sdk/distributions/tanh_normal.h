@@ -23,6 +23,8 @@ struct TanhNormalOptions {
   // `upscale` in loc = upscale * tanh(loc / upscale); used only with tanh_loc.
   TanhNormalOptions& upscale(double value) { upscale_ = value; return *this; }
   // Bounds of the support (default -1 and 1); scalars or tensors broadcasting with loc.
+  // Construction checks high > low on the bounds as given: free for numbers, a device sync
+  // for accelerator tensors.
   TanhNormalOptions& low(double value);
   TanhNormalOptions& low(at::Tensor value) { low_ = std::move(value); return *this; }
   TanhNormalOptions& high(double value);

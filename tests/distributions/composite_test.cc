@@ -253,6 +253,15 @@ TEST_F(CompositeTest, FromDistributions) {
   EXPECT_THROW(dist.get("missing"), KeyError);
 }
 
+TEST_F(CompositeTest, InlineLambdaFactory) {
+  CompositeDistribution dist(params_, {{"cont", [](const Params& p, const Kwargs& k) {
+                                          EXPECT_EQ(k.at("shift").toDouble(), 1.5);
+                                          return std::make_shared<Normal>(p.at("loc") + 1.5, p.at("scale"));
+                                        }}},
+                             CompositeDistributionOptions().extra_kwargs({{"cont", {{"shift", 1.5}}}}));
+  EXPECT_TRUE(at::allclose(dist.mean().get("cont"), loc_ + 1.5));
+}
+
 TEST_F(CompositeTest, ErrorsNameTheKeyAndTheDistribution) {
   try {
     CompositeDistribution(params_, {{"missing", "normal"}});
