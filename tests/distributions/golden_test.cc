@@ -173,3 +173,24 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GoldenTest, ::testing::Values("f32", "f64"),
 
 }  // namespace
 }  // namespace tdp::dist
+
+namespace tdp::dist {
+namespace {
+
+// The comparison the golden tests rely on must be able to fail.
+TEST(TensorsClose, RejectsWhatDiffers) {
+  const at::Tensor a = at::tensor({1.0f, 2.0f});
+  EXPECT_TRUE(testing::TensorsClose(a, a.clone()));
+  EXPECT_FALSE(testing::TensorsClose(a, at::tensor({1.0f, 2.001f})));
+  EXPECT_FALSE(testing::TensorsClose(a, at::tensor({1.0f, 2.0f, 3.0f})));
+  EXPECT_FALSE(testing::TensorsClose(a, a.to(at::kDouble)));
+  EXPECT_FALSE(testing::TensorsClose(at::tensor({1.0f, NAN}), at::tensor({1.0f, 2.0f})));
+  EXPECT_FALSE(testing::TensorsClose(at::tensor({1.0f, 2.0f}), at::tensor({1.0f, NAN})));
+  EXPECT_TRUE(testing::TensorsClose(at::tensor({INFINITY, NAN}), at::tensor({INFINITY, NAN})));
+  EXPECT_FALSE(testing::TensorsClose(at::tensor({-INFINITY}), at::tensor({INFINITY})));
+  EXPECT_FALSE(testing::TensorsClose(at::tensor({1.0, 2.0}), at::tensor({1.0, 2.0 + 1e-9})));
+  EXPECT_GT(Golden::get().size(), 200u);
+}
+
+}  // namespace
+}  // namespace tdp::dist
