@@ -403,6 +403,11 @@ TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
   return *this;
 }
 
+at::Tensor TensorDict::setdefault(const NestedKey& key, const at::Tensor& default_value) {
+  if (!contains(key)) set(key, default_value);
+  return get(key);
+}
+
 namespace {
 // One write of an update. With `dry_run` an in-place copy only checks shapes, so a rehearsal
 // on a structural copy finds every failure before the real pass writes anything.
@@ -643,29 +648,34 @@ TensorDict TensorDict::index(std::initializer_list<at::indexing::TensorIndex> in
   return index(c10::ArrayRef<at::indexing::TensorIndex>(indices));
 }
 
-TensorDict TensorDict::index(c10::ArrayRef<at::indexing::TensorIndex> indices) const {
+namespace {
+// Batch dims an index consumes: a boolean mask covers as many dims as it has.
+bool is_mask(const at::indexing::TensorIndex& index) {
+  return index.is_tensor() &&
+         (index.tensor().scalar_type() == at::kBool || index.tensor().scalar_type() == at::kByte);
+}
+
+int64_t consumed_dims(const at::indexing::TensorIndex& index) {
+  if (index.is_none() || index.is_ellipsis() || index.is_boolean()) return 0;
+  if (is_mask(index)) return std::max<int64_t>(index.tensor().dim(), 1);
+  return 1;
+}
+
+// Checks `indices` against the batch dims and expands Ellipsis to full slices over batch dims
+// only, so that applying the result to any entry never touches its feature dims.
+std::vector<at::indexing::TensorIndex> normalize_batch_index(
+    c10::ArrayRef<at::indexing::TensorIndex> indices, c10::IntArrayRef batch, const char* op) {
   using at::indexing::TensorIndex;
-  const auto& batch = impl_->batch_size;
   const int64_t ndim = static_cast<int64_t>(batch.size());
-  // Batch dims each index consumes; Ellipsis is expanded to full slices over batch dims only,
-  // so feature dims are never indexed.
-  auto consumed = [](const TensorIndex& index) -> int64_t {
-    if (index.is_none() || index.is_ellipsis() || index.is_boolean()) return 0;
-    if (index.is_tensor() && (index.tensor().scalar_type() == at::kBool ||
-                              index.tensor().scalar_type() == at::kByte)) {
-      return std::max<int64_t>(index.tensor().dim(), 1);
-    }
-    return 1;
-  };
   int64_t used = 0;
   int ellipses = 0;
   for (const TensorIndex& index : indices) {
-    used += consumed(index);
+    used += consumed_dims(index);
     ellipses += index.is_ellipsis() ? 1 : 0;
   }
-  if (ellipses > 1) throw std::invalid_argument("TensorDict.index: at most one Ellipsis is allowed");
+  if (ellipses > 1) throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": at most one Ellipsis is allowed"));
   if (used > ndim) {
-    throw std::out_of_range(absl::StrCat("TensorDict.index: ", used, " indices for batch_size ",
+    throw std::out_of_range(absl::StrCat("TensorDict.", op, ": ", used, " indices for batch_size ",
                                          shape_str(batch), " (", ndim, " batch dims)"));
   }
   std::vector<TensorIndex> expanded;
@@ -679,36 +689,112 @@ TensorDict TensorDict::index(c10::ArrayRef<at::indexing::TensorIndex> indices) c
       const int64_t size = batch[dim];
       const int64_t value = index.integer();
       if (value < -size || value >= size) {
-        throw std::out_of_range(absl::StrCat("TensorDict.index: index ", value,
+        throw std::out_of_range(absl::StrCat("TensorDict.", op, ": index ", value,
                                              " is out of range for batch dim ", dim, " of size ", size));
       }
     }
-    if (index.is_tensor() && consumed(index) > 0 &&
-        (index.tensor().scalar_type() == at::kBool || index.tensor().scalar_type() == at::kByte)) {
+    if (is_mask(index) && index.tensor().dim() > 0) {
       c10::IntArrayRef mask_shape = index.tensor().sizes();
-      c10::IntArrayRef covered = c10::IntArrayRef(batch).slice(dim, std::min<int64_t>(mask_shape.size(), ndim - dim));
+      c10::IntArrayRef covered = batch.slice(dim, mask_shape.size());
       if (mask_shape != covered) {
-        throw std::out_of_range(absl::StrCat("TensorDict.index: boolean mask of shape ", shape_str(mask_shape),
+        throw std::out_of_range(absl::StrCat("TensorDict.", op, ": boolean mask of shape ", shape_str(mask_shape),
                                              " does not match batch dims ", shape_str(covered),
                                              " starting at dim ", dim));
       }
     }
-    dim += consumed(index);
+    dim += consumed_dims(index);
     expanded.push_back(index);
   }
+  return expanded;
+}
+
+// What indexing does to a tensor of shape `batch`; an expanded scalar answers without
+// allocating batch-sized memory.
+std::vector<int64_t> indexed_batch(const std::vector<at::indexing::TensorIndex>& indices,
+                                          c10::IntArrayRef batch, std::optional<c10::Device> device) {
+  at::TensorOptions options = at::TensorOptions().dtype(at::kByte);
+  if (device) options = options.device(*device);
+  return at::zeros({}, options).expand(batch).index(indices).sizes().vec();
+}
+}  // namespace
+
+TensorDict TensorDict::index(c10::ArrayRef<at::indexing::TensorIndex> indices) const {
+  const auto& batch = impl_->batch_size;
+  auto expanded = normalize_batch_index(indices, batch, "index");
   try {
-    // The result's batch_size is whatever indexing does to a tensor of shape batch_size; an
-    // expanded scalar gives it without allocating batch-sized memory.
-    at::TensorOptions options = at::TensorOptions().dtype(at::kByte);
-    if (impl_->device) options = options.device(*impl_->device);
-    at::Tensor placeholder = at::zeros({}, options).expand(batch);
-    std::vector<int64_t> new_batch = placeholder.index(expanded).sizes().vec();
     return impl_->map_batch([&expanded](const at::Tensor& t) { return t.index(expanded); },
-                            std::move(new_batch));
+                            indexed_batch(expanded, batch, impl_->device));
   } catch (const c10::Error& error) {
     throw std::out_of_range(absl::StrCat("TensorDict.index: batch_size ", shape_str(batch), ": ",
                                          error.what_without_backtrace()));
   }
+}
+
+TensorDict& TensorDict::index_put_(std::initializer_list<at::indexing::TensorIndex> indices,
+                                   const TensorDict& value) {
+  return index_put_(c10::ArrayRef<at::indexing::TensorIndex>(indices), value);
+}
+
+TensorDict& TensorDict::index_put_(c10::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value) {
+  const auto& batch = impl_->batch_size;
+  auto expanded = normalize_batch_index(indices, batch, "index_put_");
+  std::vector<int64_t> target;
+  try {
+    target = indexed_batch(expanded, batch, impl_->device);
+  } catch (const c10::Error& error) {
+    throw std::out_of_range(absl::StrCat("TensorDict.index_put_: batch_size ", shape_str(batch), ": ",
+                                         error.what_without_backtrace()));
+  }
+  if (value.batch_size() != c10::IntArrayRef(target)) {
+    throw std::invalid_argument(absl::StrCat("TensorDict.index_put_: the value has batch_size ",
+                                             shape_str(value.batch_size()), " but the indexed batch shape is ",
+                                             shape_str(target)));
+  }
+  // Here an entry has shape batch_size + (its shape in `value` past value's batch dims).
+  const size_t value_ndim = value.batch_size().size();
+  auto here_shape = [&](c10::IntArrayRef there) {
+    std::vector<int64_t> shape = batch;
+    shape.insert(shape.end(), there.begin() + value_ndim, there.end());
+    return shape;
+  };
+  std::vector<std::pair<NestedKey, TensorDict>> new_tensordicts;
+  std::vector<std::pair<NestedKey, at::Tensor>> new_leaves;
+  std::vector<std::pair<NestedKey, at::Tensor>> writes;
+  for (const auto& [key, entry] : value.items(/*include_nested=*/true, /*leaves_only=*/false)) {
+    c10::IntArrayRef there = entry.is_tensor() ? entry.tensor().sizes() : entry.tensordict().batch_size();
+    std::vector<int64_t> shape = here_shape(there);
+    const Entry* existing = impl_->lookup(key, nullptr);
+    if (existing == nullptr) {
+      if (entry.is_tensor()) {
+        const at::Tensor& leaf = entry.tensor();
+        new_leaves.emplace_back(key, at::zeros(shape, leaf.options().device(impl_->device.value_or(leaf.device()))));
+        writes.emplace_back(key, leaf);
+      } else {
+        new_tensordicts.emplace_back(key, TensorDict(shape, impl_->device));
+      }
+      continue;
+    }
+    if (existing->is_tensor() != entry.is_tensor()) {
+      throw std::invalid_argument(absl::StrCat("TensorDict.index_put_: key ", key.to_string(), " is a ",
+                                               existing->is_tensor() ? "tensor" : "TensorDict", " here but a ",
+                                               entry.is_tensor() ? "tensor" : "TensorDict", " in the value"));
+    }
+    c10::IntArrayRef here = existing->is_tensor() ? existing->tensor().sizes() : existing->tensordict().batch_size();
+    if (here != c10::IntArrayRef(shape)) {
+      throw std::invalid_argument(absl::StrCat("TensorDict.index_put_: key ", key.to_string(), " has shape ",
+                                               shape_str(here), " here, so the value's ", shape_str(there),
+                                               " does not fit (expected ", shape_str(shape), ")"));
+    }
+    if (entry.is_tensor()) writes.emplace_back(key, entry.tensor());
+  }
+  // Everything fits: allocate, then write.
+  for (const auto& [key, td] : new_tensordicts) impl_->set(key, Entry(td));
+  for (const auto& [key, zeros] : new_leaves) impl_->set(key, Entry(zeros));
+  for (const auto& [key, leaf] : writes) {
+    at::Tensor destination = get(key);
+    destination.index_put_(expanded, leaf.to(destination.options()));
+  }
+  return *this;
 }
 
 TensorDict TensorDict::masked_select(const at::Tensor& mask) const {
@@ -834,6 +920,20 @@ TensorDict TensorDict::permute(std::vector<int64_t> dims) const {
       std::move(new_batch));
 }
 
+TensorDict TensorDict::narrow(int64_t dim, int64_t start, int64_t length) const {
+  const int64_t d = wrap_dim(dim, ndim(), "narrow");
+  const int64_t size = impl_->batch_size[d];
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start + length > size) {
+    throw std::out_of_range(absl::StrCat("TensorDict.narrow: start ", start, " and length ", length,
+                                         " do not fit batch dim ", d, " of size ", size));
+  }
+  std::vector<int64_t> new_batch = impl_->batch_size;
+  new_batch[d] = length;
+  return impl_->map_batch([d, start, length](const at::Tensor& t) { return t.narrow(d, start, length); },
+                          std::move(new_batch));
+}
+
 std::vector<TensorDict> TensorDict::unbind(int64_t dim) const {
   const int64_t d = wrap_dim(dim, ndim(), "unbind");
   std::vector<int64_t> new_batch = impl_->batch_size;
@@ -868,10 +968,7 @@ std::vector<TensorDict> TensorDict::split(std::vector<int64_t> split_sizes, int6
   std::vector<TensorDict> out;
   int64_t start = 0;
   for (int64_t length : split_sizes) {
-    std::vector<int64_t> new_batch = impl_->batch_size;
-    new_batch[d] = length;
-    out.push_back(impl_->map_batch([d, start, length](const at::Tensor& t) { return t.narrow(d, start, length); },
-                                   std::move(new_batch)));
+    out.push_back(narrow(d, start, length));
     start += length;
   }
   return out;
@@ -908,6 +1005,12 @@ void check_joinable(const std::vector<TensorDict>& tds, const char* op, std::opt
       if (entry.is_tensor() != other.is_tensor()) {
         throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": key ", key.to_string(),
                                                  " is a tensor in one tensordict and a TensorDict in another"));
+      }
+      if (entry.is_tensor() && entry.tensor().device() != other.tensor().device()) {
+        throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": tensors on different devices at key ",
+                                                 key.to_string(), ": ", entry.tensor().device().str(),
+                                                 " in tensordict 0, ", other.tensor().device().str(),
+                                                 " in tensordict ", i));
       }
       c10::IntArrayRef a = entry.is_tensor() ? entry.tensor().sizes() : entry.tensordict().batch_size();
       c10::IntArrayRef b = other.is_tensor() ? other.tensor().sizes() : other.tensordict().batch_size();

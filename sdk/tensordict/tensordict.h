@@ -101,6 +101,8 @@ class TensorDict {
   TensorDict& set(const NestedKey& key, const Entry& value);
   // Copies `value` into the existing tensor at `key` (same shape; broadcasting as copy_).
   TensorDict& set_(const NestedKey& key, const at::Tensor& value);
+  // The tensor at `key`; when missing, `default_value` is set first (Python's setdefault).
+  at::Tensor setdefault(const NestedKey& key, const at::Tensor& default_value);
   // Writes every entry of `other` (nested TensorDicts merge key by key). Validated first.
   // With `inplace`, existing tensors are copied into (set_) rather than replaced.
   TensorDict& update(const TensorDict& other, bool inplace = false);
@@ -159,6 +161,12 @@ class TensorDict {
   TensorDict index(std::initializer_list<at::indexing::TensorIndex> indices) const;
   // Rows where the boolean `mask` (shape: the leading batch dims) is true.
   TensorDict masked_select(const at::Tensor& mask) const;
+  // Python's `td[indices] = value`: writes every leaf of `value` into the indexed batch
+  // elements, in place. Leaves missing here are first allocated as zeros with this batch_size
+  // (how rollout buffers are filled step by step). `value`'s batch_size must be the indexed
+  // batch shape; everything is checked before anything is written.
+  TensorDict& index_put_(c10::ArrayRef<at::indexing::TensorIndex> indices, const TensorDict& value);
+  TensorDict& index_put_(std::initializer_list<at::indexing::TensorIndex> indices, const TensorDict& value);
 
   // ---- batch-dim shape ops (dims count batch dims; feature dims follow along) ---------------
   TensorDict unsqueeze(int64_t dim) const;
@@ -167,6 +175,7 @@ class TensorDict {
   TensorDict view(std::vector<int64_t> shape) const;
   TensorDict expand(std::vector<int64_t> shape) const;
   TensorDict permute(std::vector<int64_t> dims) const;
+  TensorDict narrow(int64_t dim, int64_t start, int64_t length) const;
   std::vector<TensorDict> unbind(int64_t dim = 0) const;
   std::vector<TensorDict> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<TensorDict> split(std::vector<int64_t> split_sizes, int64_t dim = 0) const;

@@ -1,0 +1,175 @@
+#include "samples/envs/batched_env.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+
+#include <sstream>
+#include <stdexcept>
+
+namespace tdp::envs {
+namespace {
+
+std::string shape_to_string(c10::IntArrayRef shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+// Environments never need gradients: running their ops below the autograd and view-tracking
+// dispatch keys cuts the per-operation overhead that dominates at small N. Unlike
+// InferenceMode, the tensors made here are ordinary ones that agents may feed to autograd.
+using BelowAutograd = at::AutoDispatchBelowADInplaceOrView;
+
+}  // namespace
+
+int64_t EntrySpec::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+BatchedEnv::BatchedEnv(const EnvOptions& options, int64_t default_max_episode_steps)
+    : num_envs_(options.num_envs()),
+      max_episode_steps_(options.max_episode_steps() > 0 ? options.max_episode_steps()
+                                                         : default_max_episode_steps),
+      dtype_(options.dtype()),
+      generator_(at::detail::createCPUGenerator()) {
+  if (num_envs_ < 1) {
+    throw std::invalid_argument("EnvOptions: num_envs must be at least 1, got " +
+                                std::to_string(num_envs_));
+  }
+  if (dtype_ != at::kFloat && dtype_ != at::kDouble) {
+    throw std::invalid_argument(std::string("EnvOptions: dtype must be float32 or float64, got ") +
+                                c10::toString(dtype_));
+  }
+  if (options.max_episode_steps() < 0) {
+    throw std::invalid_argument("EnvOptions: max_episode_steps must be >= 0 (0: the default), got " +
+                                std::to_string(options.max_episode_steps()));
+  }
+}
+
+at::TensorOptions BatchedEnv::state_options() const { return at::TensorOptions().dtype(dtype_); }
+
+TensorDict BatchedEnv::observation_td(const at::Tensor& observation) const {
+  TensorDict td({num_envs_});
+  td.set("observation", observation);
+  return td;
+}
+
+TensorDict BatchedEnv::reset(uint64_t seed) {
+  BelowAutograd below_autograd;
+  generator_.set_current_seed(seed);
+  state_ = initial_state(num_envs_);
+  steps_ = at::zeros({num_envs_}, at::kLong);
+  return observation_td(observe(state_));
+}
+
+TensorDict BatchedEnv::reset_to(const at::Tensor& state) {
+  BelowAutograd below_autograd;
+  if (state.dim() != 2 || state.size(0) != num_envs_ || state.size(1) != state_dim() ||
+      !at::isFloatingType(state.scalar_type())) {
+    throw std::invalid_argument(name() + ".reset_to: state must be a floating tensor of shape [" +
+                                std::to_string(num_envs_) + ", " + std::to_string(state_dim()) +
+                                "], got " + c10::toString(state.scalar_type()) + " of shape " +
+                                shape_to_string(state.sizes()));
+  }
+  // A copy: the caller keeps its tensor, and state_ must never alias a caller's memory.
+  state_ = state.to(dtype_, /*non_blocking=*/false, /*copy=*/true);
+  steps_ = at::zeros({num_envs_}, at::kLong);
+  return observation_td(observe(state_));
+}
+
+TensorDict BatchedEnv::reset(const at::Tensor& env_mask) {
+  BelowAutograd below_autograd;
+  if (!state_.defined()) {
+    throw std::logic_error(name() + ".reset(env_mask): call reset(seed) or reset_to() first");
+  }
+  if (env_mask.scalar_type() != at::kBool || env_mask.dim() != 1 ||
+      env_mask.size(0) != num_envs_) {
+    throw std::invalid_argument(name() + ".reset(env_mask): env_mask must be bool of shape [" +
+                                std::to_string(num_envs_) + "], got " +
+                                c10::toString(env_mask.scalar_type()) + " of shape " +
+                                shape_to_string(env_mask.sizes()));
+  }
+  at::Tensor mask = env_mask.unsqueeze(1);
+  state_ = at::where(mask, initial_state(num_envs_), state_);
+  steps_ = steps_.masked_fill(env_mask, 0);
+  return observation_td(observe(state_));
+}
+
+void BatchedEnv::check_actions(const TensorDict& action_td) const {
+  for (const EntrySpec& spec : action_spec()) {
+    std::vector<int64_t> expected_shape{num_envs_};
+    expected_shape.insert(expected_shape.end(), spec.shape.begin(), spec.shape.end());
+    const std::string expected = std::string(c10::toString(spec.dtype)) + " of shape " +
+                                 shape_to_string(expected_shape);
+    if (!action_td.contains(spec.key) || action_td.is_tensordict(spec.key)) {
+      throw std::invalid_argument(name() + ".step: missing action " + spec.key.to_string() +
+                                  " (expected " + expected + "); the TensorDict has keys " +
+                                  keys_to_string(action_td.keys(/*include_nested=*/true)));
+    }
+    const at::Tensor action = action_td.get(spec.key);
+    if (action.scalar_type() != spec.dtype || action.sizes() != c10::IntArrayRef(expected_shape)) {
+      throw std::invalid_argument(name() + ".step: action " + spec.key.to_string() +
+                                  " must be " + expected + ", got " +
+                                  c10::toString(action.scalar_type()) + " of shape " +
+                                  shape_to_string(action.sizes()));
+    }
+    if (spec.is_discrete()) {
+      auto [min, max] = at::aminmax(action);
+      const int64_t lo = min.item<int64_t>();
+      const int64_t hi = max.item<int64_t>();
+      if (lo < 0 || hi >= spec.num_categories) {
+        throw std::invalid_argument(name() + ".step: action " + spec.key.to_string() +
+                                    " must lie in [0, " + std::to_string(spec.num_categories) +
+                                    "), got values from " + std::to_string(lo) + " to " +
+                                    std::to_string(hi));
+      }
+    }
+  }
+}
+
+TensorDict BatchedEnv::step(const TensorDict& action_td) {
+  BelowAutograd below_autograd;
+  if (!state_.defined()) {
+    throw std::logic_error(name() + ".step: call reset(seed) first");
+  }
+  check_actions(action_td);
+  Transition t = transition(state_, action_td);
+  // steps_ is never handed out (episode_steps() copies), so updating it in place is safe.
+  steps_.add_(1);
+  at::Tensor truncated = steps_.ge(max_episode_steps_).unsqueeze(1);
+  at::Tensor done = t.terminated.logical_or(truncated);
+  at::Tensor final_observation = observe(t.next_state);
+  at::Tensor observation = final_observation;
+  // One check per step keeps the common no-reset step free of the draw and the select.
+  if (done.any().item<bool>()) {
+    state_ = at::where(done, initial_state(num_envs_), t.next_state);
+    steps_.masked_fill_(done.squeeze(1), 0);
+    observation = observe(state_);
+  } else {
+    state_ = t.next_state;
+  }
+  TensorDict out({num_envs_});
+  out.set("observation", observation)
+      .set("final_observation", final_observation)
+      .set("reward", t.reward.to(at::kFloat))
+      .set("terminated", t.terminated)
+      .set("truncated", truncated);
+  return out;
+}
+
+at::Tensor BatchedEnv::episode_steps() const {
+  if (!steps_.defined()) throw std::logic_error(name() + ".episode_steps: call reset(seed) first");
+  return steps_.clone();
+}
+
+at::Tensor BatchedEnv::state() const {
+  if (!state_.defined()) throw std::logic_error(name() + ".state: call reset(seed) first");
+  return state_.clone();
+}
+
+}  // namespace tdp::envs
