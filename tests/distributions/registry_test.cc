@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "sdk/distributions/registry.h"
 #include "sdk/distributions/tanh_normal.h"
 #include "sdk/distributions/truncated_normal.h"
+#include "tests/testing/error_of.h"
 
 namespace tdp::dist {
 namespace {
@@ -22,13 +24,7 @@ using ::testing::HasSubstr;
 
 template <typename Fn>
 std::string invalid_argument_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no std::invalid_argument";
-  return "";
+  return test_util::error_of<std::invalid_argument>(std::forward<Fn>(fn));
 }
 
 const at::Tensor kLoc = at::linspace(-1, 1, 6).reshape({2, 3});

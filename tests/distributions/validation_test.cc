@@ -20,6 +20,7 @@
 #include "sdk/distributions/tanh_normal.h"
 #include "sdk/distributions/truncated_normal.h"
 #include "sdk/distributions/uniform.h"
+#include "tests/testing/error_of.h"
 
 namespace tdp::dist {
 namespace {
@@ -29,20 +30,7 @@ using ::testing::HasSubstr;
 
 at::Tensor f32(std::vector<float> v) { return at::tensor(v, at::kFloat); }
 
-// Runs `fn`, expects an exception of type E, returns its message.
-template <typename E, typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
-}
+using test_util::error_of;
 
 // Restores the process-wide default even when a test fails half-way.
 struct DefaultValidateArgsScope {
