@@ -1,0 +1,79 @@
+#include "sdk/distributions/dist_utils.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace tdp::dist::internal {
+
+std::vector<at::Tensor> broadcast_all(const std::vector<at::Tensor>& values) {
+  return at::broadcast_tensors(values);
+}
+
+at::Tensor sum_rightmost(const at::Tensor& value, int64_t dims) {
+  if (dims == 0) return value;
+  std::vector<int64_t> shape(value.sizes().begin(), value.sizes().end() - dims);
+  shape.push_back(-1);
+  return value.reshape(shape).sum(-1);
+}
+
+at::Tensor clamp_probs(const at::Tensor& probs) {
+  const double eps = probs.scalar_type() == at::kDouble
+                         ? std::numeric_limits<double>::epsilon()
+                         : static_cast<double>(std::numeric_limits<float>::epsilon());
+  return probs.clamp(eps, 1 - eps);
+}
+
+at::Tensor probs_to_logits(const at::Tensor& probs, bool is_binary) {
+  at::Tensor clamped = clamp_probs(probs);
+  if (is_binary) return at::log(clamped) - at::log1p(-clamped);
+  return at::log(clamped);
+}
+
+at::Tensor logits_to_probs(const at::Tensor& logits, bool is_binary) {
+  if (is_binary) return at::sigmoid(logits);
+  return at::softmax(logits, -1);
+}
+
+std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b) {
+  std::vector<int64_t> out(a.begin(), a.end());
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+std::string shape_to_string(c10::IntArrayRef shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+std::string param_to_string(const at::Tensor& value) {
+  if (!value.defined()) return "None";
+  if (value.numel() == 1) {
+    std::ostringstream out;
+    at::Tensor scalar = value.detach().reshape({}).cpu();
+    if (at::isIntegralType(scalar.scalar_type(), /*includeBool=*/true)) {
+      out << scalar.item<int64_t>();
+    } else {
+      out << scalar.item<double>();
+    }
+    return out.str();
+  }
+  return shape_to_string(value.sizes());
+}
+
+const at::Tensor& require_defined(const at::Tensor& value, const std::string& distribution,
+                                  const std::string& param) {
+  if (!value.defined()) {
+    throw std::invalid_argument(distribution + ": parameter '" + param +
+                                "' is an undefined tensor");
+  }
+  return value;
+}
+
+}  // namespace tdp::dist::internal

@@ -1,0 +1,59 @@
+#include "sdk/distributions/normal.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "sdk/distributions/dist_utils.h"
+
+namespace tdp::dist {
+
+Normal::Normal(const at::Tensor& loc, const at::Tensor& scale, c10::optional<bool> validate_args)
+    : Normal(internal::broadcast_all({internal::require_defined(loc, "Normal", "loc"),
+                                      internal::require_defined(scale, "Normal", "scale")}),
+             validate_args) {}
+
+Normal::Normal(std::vector<at::Tensor> loc_scale, c10::optional<bool> validate_args)
+    : Distribution(loc_scale[0].sizes().vec(), {}, validate_args),
+      loc_(std::move(loc_scale[0])),
+      scale_(std::move(loc_scale[1])) {
+  check_param("loc", loc_, Support::real());
+  check_param("scale", scale_, Support::positive());
+}
+
+at::Tensor Normal::sample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
+  const auto shape = extended_shape(sample_shape);
+  c10::NoGradGuard no_grad;
+  return at::normal(loc_.expand(shape), scale_.expand(shape), generator);
+}
+
+at::Tensor Normal::rsample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
+  at::Tensor eps = at::empty(extended_shape(sample_shape), loc_.options()).normal_(0, 1, generator);
+  return loc_ + eps * scale_;
+}
+
+at::Tensor Normal::log_prob(const at::Tensor& value) const {
+  validate_sample(value, "log_prob");
+  at::Tensor var = scale_.pow(2);
+  at::Tensor log_scale = scale_.log();
+  return -((value - loc_).pow(2)) / (2 * var) - log_scale - std::log(std::sqrt(2 * M_PI));
+}
+
+at::Tensor Normal::entropy() const {
+  return 0.5 + 0.5 * std::log(2 * M_PI) + at::log(scale_);
+}
+
+at::Tensor Normal::variance() const { return scale_.pow(2); }
+
+at::Tensor Normal::cdf(const at::Tensor& value) const {
+  validate_sample(value, "cdf");
+  return 0.5 * (1 + at::erf((value - loc_) * scale_.reciprocal() / std::sqrt(2.0)));
+}
+
+at::Tensor Normal::icdf(const at::Tensor& value) const {
+  return loc_ + scale_ * at::erfinv(2 * value - 1) * std::sqrt(2.0);
+}
+
+}  // namespace tdp::dist

@@ -1,0 +1,314 @@
+#include "sdk/distributions/registry.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+#include <absl/synchronization/mutex.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "sdk/distributions/bernoulli.h"
+#include "sdk/distributions/beta.h"
+#include "sdk/distributions/categorical.h"
+#include "sdk/distributions/delta.h"
+#include "sdk/distributions/independent.h"
+#include "sdk/distributions/normal.h"
+#include "sdk/distributions/one_hot_categorical.h"
+#include "sdk/distributions/tanh_normal.h"
+#include "sdk/distributions/truncated_normal.h"
+#include "sdk/distributions/uniform.h"
+
+namespace tdp::dist {
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::ostringstream out;
+  out << "{";
+  for (size_t i = 0; i < names.size(); ++i) out << (i ? ", " : "") << names[i];
+  out << "}";
+  return out.str();
+}
+
+template <typename Map>
+std::vector<std::string> keys_of(const Map& map) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : map) keys.push_back(key);
+  return keys;
+}
+
+const at::Tensor& param(const Params& params, const std::string& key) { return params.at(key); }
+
+at::Tensor optional_param(const Params& params, const std::string& key) {
+  auto it = params.find(key);
+  return it == params.end() ? at::Tensor() : it->second;
+}
+
+// A bound given as a tensor param or as a scalar kwarg (truncated_normal's a and b).
+at::Tensor bound(const Params& params, const Kwargs& kwargs, const std::string& key,
+                 const at::Tensor& like, const std::string& distribution) {
+  auto it = params.find(key);
+  if (it != params.end()) return it->second;
+  auto kw = kwargs.find(key);
+  if (kw == kwargs.end()) {
+    throw std::invalid_argument(distribution + ": missing bound '" + key +
+                                "': pass it as a parameter tensor or a scalar kwarg");
+  }
+  return at::scalar_tensor(kwarg_double(kwargs, key, 0.0, distribution), like.options());
+}
+
+void register_builtins(DistributionRegistry& registry) {
+  registry.register_distribution(
+      "normal", {{{"loc", "scale"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Normal>(param(p, "loc"), param(p, "scale"),
+                                        kwarg_validate_args(k, "normal"));
+      });
+  registry.register_distribution(
+      "independent_normal", {{{"loc", "scale"}}, {"event_dims", "tanh_loc", "upscale"}},
+      [](const Params& p, const Kwargs& k) -> DistributionPtr {
+        // TorchRL's IndependentNormal: optional tanh squashing of loc, one event dim default.
+        const std::string name = "independent_normal";
+        at::Tensor loc = param(p, "loc");
+        if (kwarg_bool(k, "tanh_loc", false, name)) {
+          const double upscale = kwarg_double(k, "upscale", 5.0, name);
+          loc = upscale * (loc / upscale).tanh();
+        }
+        auto validate = kwarg_validate_args(k, name);
+        return std::make_shared<Independent>(
+            std::make_shared<Normal>(loc, param(p, "scale"), validate),
+            kwarg_int(k, "event_dims", 1, name), validate);
+      });
+  registry.register_distribution(
+      "tanh_normal",
+      {{{"loc", "scale"}, {"loc", "scale", "low", "high"}},
+       {"upscale", "low", "high", "event_dims", "tanh_loc", "safe_tanh"}},
+      [](const Params& p, const Kwargs& k) {
+        const std::string name = "tanh_normal";
+        const at::Tensor& loc = param(p, "loc");
+        TanhNormalOptions options;
+        // Bounds: tensors among the params, else scalar kwargs, else [-1, 1].
+        options.upscale(kwarg_double(k, "upscale", 5.0, name))
+            .tanh_loc(kwarg_bool(k, "tanh_loc", false, name))
+            .safe_tanh(kwarg_bool(k, "safe_tanh", true, name));
+        if (p.count("low")) {
+          options.low(p.at("low")).high(p.at("high"));
+        } else {
+          options.low(kwarg_double(k, "low", -1.0, name)).high(kwarg_double(k, "high", 1.0, name));
+        }
+        if (k.count("event_dims")) options.event_dims(kwarg_int(k, "event_dims", 1, name));
+        if (auto v = kwarg_validate_args(k, name)) options.validate_args(*v);
+        return std::make_shared<TanhNormal>(loc, param(p, "scale"), options);
+      });
+  registry.register_distribution(
+      "categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Categorical>(optional_param(p, "probs"),
+                                             optional_param(p, "logits"),
+                                             kwarg_validate_args(k, "categorical"));
+      });
+  registry.register_distribution(
+      "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<OneHotCategorical>(optional_param(p, "probs"),
+                                                   optional_param(p, "logits"),
+                                                   kwarg_validate_args(k, "one_hot_categorical"));
+      });
+  registry.register_distribution(
+      "bernoulli", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Bernoulli>(optional_param(p, "probs"),
+                                           optional_param(p, "logits"),
+                                           kwarg_validate_args(k, "bernoulli"));
+      });
+  registry.register_distribution(
+      "beta", {{{"concentration1", "concentration0"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Beta>(param(p, "concentration1"), param(p, "concentration0"),
+                                      kwarg_validate_args(k, "beta"));
+      });
+  registry.register_distribution(
+      "uniform", {{{"low", "high"}}, {}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Uniform>(param(p, "low"), param(p, "high"),
+                                         kwarg_validate_args(k, "uniform"));
+      });
+  registry.register_distribution(
+      "delta", {{{"param"}}, {"atol", "rtol"}}, [](const Params& p, const Kwargs& k) {
+        return std::make_shared<Delta>(param(p, "param"), kwarg_double(k, "atol", 1e-6, "delta"),
+                                       kwarg_double(k, "rtol", 1e-6, "delta"),
+                                       std::vector<int64_t>{}, std::vector<int64_t>{},
+                                       kwarg_validate_args(k, "delta"));
+      });
+  registry.register_distribution(
+      "truncated_normal", {{{"loc", "scale", "a", "b"}, {"loc", "scale"}}, {"a", "b"}},
+      [](const Params& p, const Kwargs& k) {
+        const std::string name = "truncated_normal";
+        const at::Tensor& loc = param(p, "loc");
+        return std::make_shared<TruncatedNormal>(loc, param(p, "scale"),
+                                                 bound(p, k, "a", loc, name),
+                                                 bound(p, k, "b", loc, name),
+                                                 kwarg_validate_args(k, name));
+      });
+}
+
+const c10::Scalar* find_kwarg(const Kwargs& kwargs, const std::string& key) {
+  auto it = kwargs.find(key);
+  return it == kwargs.end() ? nullptr : &it->second;
+}
+
+[[noreturn]] void bad_kwarg(const std::string& distribution, const std::string& key,
+                            const char* expected, const c10::Scalar& value) {
+  std::ostringstream out;
+  out << distribution << ": kwarg '" << key << "' must be " << expected << ", got " << value;
+  throw std::invalid_argument(out.str());
+}
+
+}  // namespace
+
+std::string DistributionSignature::params_to_string() const {
+  std::string out;
+  for (size_t i = 0; i < param_sets.size(); ++i) {
+    std::vector<std::string> sorted = param_sets[i];
+    std::sort(sorted.begin(), sorted.end());
+    out += (i ? " or " : "") + join(sorted);
+  }
+  return out;
+}
+
+struct DistributionRegistry::Impl {
+  struct Entry {
+    DistributionSignature signature;
+    DistributionFactory factory;
+  };
+  mutable absl::Mutex mutex;
+  std::map<std::string, Entry> entries ABSL_GUARDED_BY(mutex);
+
+  Entry find(const std::string& name) const {
+    absl::ReaderMutexLock lock(&mutex);
+    auto it = entries.find(name);
+    if (it == entries.end()) {
+      throw std::invalid_argument("unknown distribution '" + name + "'; registered: " +
+                                  join(keys_of(entries)));
+    }
+    return it->second;
+  }
+};
+
+DistributionRegistry::DistributionRegistry() : impl_(std::make_unique<Impl>()) {}
+DistributionRegistry::~DistributionRegistry() = default;
+
+DistributionRegistry& DistributionRegistry::global() {
+  static DistributionRegistry* registry = [] {
+    auto* r = new DistributionRegistry();
+    register_builtins(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void DistributionRegistry::register_distribution(const std::string& name,
+                                                 DistributionSignature signature,
+                                                 DistributionFactory factory) {
+  if (name.empty()) throw std::invalid_argument("register_distribution: empty name");
+  if (!factory) throw std::invalid_argument("register_distribution('" + name + "'): null factory");
+  if (signature.param_sets.empty()) {
+    throw std::invalid_argument("register_distribution('" + name +
+                                "'): the signature needs at least one parameter set");
+  }
+  absl::MutexLock lock(&impl_->mutex);
+  if (impl_->entries.count(name)) {
+    throw std::invalid_argument("register_distribution: '" + name +
+                                "' is already registered (use replace to override it)");
+  }
+  impl_->entries[name] = {std::move(signature), std::move(factory)};
+}
+
+void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
+                                   DistributionFactory factory) {
+  if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
+  absl::MutexLock lock(&impl_->mutex);
+  impl_->entries[name] = {std::move(signature), std::move(factory)};
+}
+
+bool DistributionRegistry::contains(const std::string& name) const {
+  absl::ReaderMutexLock lock(&impl_->mutex);
+  return impl_->entries.count(name) > 0;
+}
+
+std::vector<std::string> DistributionRegistry::names() const {
+  absl::ReaderMutexLock lock(&impl_->mutex);
+  return keys_of(impl_->entries);
+}
+
+DistributionSignature DistributionRegistry::signature(const std::string& name) const {
+  return impl_->find(name).signature;
+}
+
+DistributionPtr DistributionRegistry::make(const std::string& name, const Params& params,
+                                           const Kwargs& kwargs) const {
+  // Copied out so the factory runs without the lock (it may itself use the registry).
+  const Impl::Entry entry = impl_->find(name);
+  const std::vector<std::string> given = keys_of(params);
+  const std::set<std::string> given_set(given.begin(), given.end());
+  bool matched = false;
+  for (const auto& set : entry.signature.param_sets) {
+    if (std::set<std::string>(set.begin(), set.end()) == given_set) matched = true;
+  }
+  if (!matched) {
+    throw std::invalid_argument(name + ": expected parameters " +
+                                entry.signature.params_to_string() + ", got " + join(given));
+  }
+  for (const auto& [key, value] : params) {
+    if (!value.defined()) {
+      throw std::invalid_argument(name + ": parameter '" + key + "' is an undefined tensor");
+    }
+  }
+  for (const auto& [key, value] : kwargs) {
+    const auto& allowed = entry.signature.kwargs;
+    if (key != "validate_args" && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::vector<std::string> accepted = allowed;
+      accepted.push_back("validate_args");
+      throw std::invalid_argument(name + ": unexpected kwarg '" + key + "'; accepted kwargs: " +
+                                  join(accepted));
+    }
+  }
+  DistributionPtr dist = entry.factory(params, kwargs);
+  if (!dist) throw std::runtime_error(name + ": the registered factory returned null");
+  return dist;
+}
+
+DistributionPtr make_distribution(const std::string& name, const Params& params,
+                                  const Kwargs& kwargs) {
+  return DistributionRegistry::global().make(name, params, kwargs);
+}
+
+double kwarg_double(const Kwargs& kwargs, const std::string& key, double fallback,
+                    const std::string& distribution) {
+  const c10::Scalar* v = find_kwarg(kwargs, key);
+  if (v == nullptr) return fallback;
+  if (v->isBoolean() || v->isComplex()) bad_kwarg(distribution, key, "a real number", *v);
+  return v->toDouble();
+}
+
+int64_t kwarg_int(const Kwargs& kwargs, const std::string& key, int64_t fallback,
+                  const std::string& distribution) {
+  const c10::Scalar* v = find_kwarg(kwargs, key);
+  if (v == nullptr) return fallback;
+  if (v->isIntegral(/*includeBool=*/false)) return v->toLong();
+  if (v->isFloatingPoint() && std::floor(v->toDouble()) == v->toDouble()) return v->toLong();
+  bad_kwarg(distribution, key, "an integer", *v);
+}
+
+bool kwarg_bool(const Kwargs& kwargs, const std::string& key, bool fallback,
+                const std::string& distribution) {
+  const c10::Scalar* v = find_kwarg(kwargs, key);
+  if (v == nullptr) return fallback;
+  if (v->isBoolean()) return v->toBool();
+  if (v->isIntegral(false) && (v->toLong() == 0 || v->toLong() == 1)) return v->toLong() == 1;
+  bad_kwarg(distribution, key, "a bool", *v);
+}
+
+c10::optional<bool> kwarg_validate_args(const Kwargs& kwargs, const std::string& distribution) {
+  if (!kwargs.count("validate_args")) return c10::nullopt;
+  return kwarg_bool(kwargs, "validate_args", false, distribution);
+}
+
+}  // namespace tdp::dist

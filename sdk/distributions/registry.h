@@ -1,0 +1,89 @@
+// DistributionRegistry: builds distributions by name from named parameter tensors plus scalar
+// keyword arguments, the way policy specs and CompositeDistribution name them. The global
+// registry knows normal, independent_normal, tanh_normal, categorical, one_hot_categorical,
+// bernoulli, beta, uniform, delta and truncated_normal; users register their own.
+//
+//   auto d = tdp::dist::make_distribution("tanh_normal", {{"loc", loc}, {"scale", scale}},
+//                                         {{"low", -2.0}, {"high", 2.0}, {"tanh_loc", true}});
+//   tdp::dist::DistributionRegistry::global().register_distribution(
+//       "laplace_like", {{{"loc", "scale"}}, {}},
+//       [](const tdp::dist::Params& p, const tdp::dist::Kwargs&) { return make_mine(p); });
+//
+// Every name accepts the kwarg `validate_args` (bool). An unknown name, a missing or extra
+// parameter, or an unknown kwarg throws std::invalid_argument naming the distribution and
+// what it expects. The registry is safe to use and extend from several threads.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sdk/distributions/distribution.h"
+
+namespace tdp::dist {
+
+// Parameter tensors by name ("loc", "scale", "logits", ...).
+using Params = std::map<std::string, at::Tensor>;
+// Scalar keyword arguments by name ("upscale", "tanh_loc", "atol", ...).
+using Kwargs = std::map<std::string, c10::Scalar>;
+using DistributionFactory = std::function<DistributionPtr(const Params&, const Kwargs&)>;
+
+// What a registered name accepts.
+struct DistributionSignature {
+  // Alternative sets of parameter names; the given params must equal one of them
+  // (categorical: {{"logits"}, {"probs"}}).
+  std::vector<std::vector<std::string>> param_sets;
+  // Accepted kwargs besides validate_args.
+  std::vector<std::string> kwargs;
+
+  // "{loc, scale}" or "{logits} or {probs}", for error messages.
+  std::string params_to_string() const;
+};
+
+class DistributionRegistry {
+ public:
+  // An empty registry.
+  DistributionRegistry();
+  ~DistributionRegistry();
+  // The process-wide registry, holding the built-in distributions.
+  static DistributionRegistry& global();
+
+  // Throws std::invalid_argument when `name` is taken (use replace to override on purpose).
+  void register_distribution(const std::string& name, DistributionSignature signature,
+                             DistributionFactory factory);
+  void replace(const std::string& name, DistributionSignature signature,
+               DistributionFactory factory);
+  bool contains(const std::string& name) const;
+  std::vector<std::string> names() const;
+  DistributionSignature signature(const std::string& name) const;
+
+  // Checks params and kwargs against the signature, then calls the factory.
+  DistributionPtr make(const std::string& name, const Params& params,
+                       const Kwargs& kwargs = {}) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// DistributionRegistry::global().make(...).
+DistributionPtr make_distribution(const std::string& name, const Params& params,
+                                  const Kwargs& kwargs = {});
+
+// Kwarg readers for factories: the value under `key`, or `fallback` when absent. Throw
+// std::invalid_argument naming `distribution` when the scalar has the wrong kind.
+double kwarg_double(const Kwargs& kwargs, const std::string& key, double fallback,
+                    const std::string& distribution);
+int64_t kwarg_int(const Kwargs& kwargs, const std::string& key, int64_t fallback,
+                  const std::string& distribution);
+bool kwarg_bool(const Kwargs& kwargs, const std::string& key, bool fallback,
+                const std::string& distribution);
+// validate_args when given, else nullopt (the process default).
+c10::optional<bool> kwarg_validate_args(const Kwargs& kwargs, const std::string& distribution);
+
+}  // namespace tdp::dist

@@ -1,0 +1,215 @@
+#include "sdk/distributions/tanh_normal.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "sdk/distributions/dist_utils.h"
+#include "sdk/distributions/independent.h"
+#include "sdk/distributions/normal.h"
+
+namespace tdp::dist {
+namespace {
+
+// torch.finfo(dtype).resolution: 10^-(decimal digits of precision).
+double resolution(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kDouble: return 1e-15;
+    case at::kHalf: return 1e-3;
+    case at::kBFloat16: return 1e-2;
+    default: return 1e-6;
+  }
+}
+
+// TorchRL's safetanh_noeps: tanh clamped inside (-1, 1); the backward uses the clamped output.
+struct SafeTanh : public torch::autograd::Function<SafeTanh> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input) {
+    const double lim = 1.0 - resolution(input.scalar_type());
+    at::Tensor output = input.tanh().clamp(-lim, lim);
+    ctx->save_for_backward({output});
+    return output;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const at::Tensor output = ctx->get_saved_variables()[0];
+    return {grad[0] * (1 - output.pow(2))};
+  }
+};
+
+// TorchRL's safeatanh_noeps: atanh of the input clamped inside (-1, 1).
+struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& tanh_val) {
+    const double lim = 1.0 - resolution(tanh_val.scalar_type());
+    ctx->save_for_backward({tanh_val});
+    return tanh_val.clamp(-lim, lim).atanh();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    const at::Tensor tanh_val = ctx->get_saved_variables()[0];
+    const double lim = 1.0 - resolution(tanh_val.scalar_type());
+    at::Tensor output = tanh_val.clamp(-lim, lim);
+    return {grad[0] / (1 - output.pow(2))};
+  }
+};
+
+// The bound as given (a CPU double scalar when set from a number), or the default.
+at::Tensor given_or(const at::Tensor& given, double fallback) {
+  return given.defined() ? given : at::scalar_tensor(fallback, at::kDouble);
+}
+
+}  // namespace
+
+TanhNormalOptions& TanhNormalOptions::low(double value) {
+  low_ = at::scalar_tensor(value, at::kDouble);
+  return *this;
+}
+
+TanhNormalOptions& TanhNormalOptions::high(double value) {
+  high_ = at::scalar_tensor(value, at::kDouble);
+  return *this;
+}
+
+struct TanhNormal::Prepared {
+  at::Tensor loc, scale, low, high;
+  bool non_trivial = false;
+  bool safe_tanh = true;
+  int64_t event_dims = 0;
+  DistributionPtr base;
+  std::shared_ptr<const Normal> normal;
+};
+
+namespace {
+
+// Everything the constructor needs before the Distribution base knows its shapes.
+void prepare(const at::Tensor& loc_in, const at::Tensor& scale_in, const TanhNormalOptions& o,
+             at::Tensor& loc, at::Tensor& scale, at::Tensor& low, at::Tensor& high,
+             bool& non_trivial, int64_t& event_dims) {
+  internal::require_defined(loc_in, "TanhNormal", "loc");
+  internal::require_defined(scale_in, "TanhNormal", "scale");
+  // Checked on the bounds as given: number bounds live on the CPU, so building a TanhNormal
+  // on an accelerator needs no device sync (TorchRL skips these checks under graph capture).
+  const at::Tensor low_given = given_or(o.low_, -1.0);
+  const at::Tensor high_given = given_or(o.high_, 1.0);
+  if (!(high_given > low_given).all().item<bool>()) {
+    throw std::invalid_argument("TanhNormal high values must be strictly greater than low values (low: " +
+                                internal::param_to_string(low_given) + ", high: " +
+                                internal::param_to_string(high_given) + ")");
+  }
+  non_trivial = (high_given != 1.0).any().item<bool>() || (low_given != -1.0).any().item<bool>();
+  low = low_given.to(loc_in.device(), loc_in.scalar_type());
+  high = high_given.to(loc_in.device(), loc_in.scalar_type());
+  event_dims = o.event_dims_.value_or(std::min<int64_t>(1, loc_in.dim()));
+  loc = loc_in;
+  if (o.tanh_loc_) {
+    loc = (loc / o.upscale_).tanh() * o.upscale_;
+    if (non_trivial) loc = loc + (high - low) / 2 + low;
+  }
+  // Bounds that carry more (or larger) dims than loc widen the batch, as a broadcasting
+  // affine transform would in PyTorch.
+  std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in, low, high});
+  loc = all[0];
+  scale = all[1];
+  if (event_dims < 0 || event_dims > loc.dim()) {
+    throw std::invalid_argument("TanhNormal: event_dims must be in [0, " +
+                                std::to_string(loc.dim()) + "] for loc of shape " +
+                                internal::shape_to_string(loc.sizes()) + ", got " +
+                                std::to_string(event_dims));
+  }
+}
+
+}  // namespace
+
+TanhNormal::TanhNormal(const at::Tensor& loc, const at::Tensor& scale,
+                       const TanhNormalOptions& options)
+    : TanhNormal([&] {
+        Prepared p;
+        prepare(loc, scale, options, p.loc, p.scale, p.low, p.high, p.non_trivial, p.event_dims);
+        p.safe_tanh = options.safe_tanh_;
+        p.normal = std::make_shared<Normal>(p.loc, p.scale, options.validate_args_);
+        p.base = p.event_dims > 0
+                     ? DistributionPtr(std::make_shared<Independent>(p.normal, p.event_dims,
+                                                                     options.validate_args_))
+                     : DistributionPtr(p.normal);
+        return p;
+      }()) {}
+
+TanhNormal::TanhNormal(Prepared p)
+    : Distribution(p.base->batch_shape(), p.base->event_shape(), p.normal->validate_args()),
+      loc_(p.loc),
+      scale_(p.scale),
+      low_(p.low),
+      high_(p.high),
+      affine_loc_((p.high + p.low) / 2),
+      affine_scale_((p.high - p.low) / 2),
+      non_trivial_bounds_(p.non_trivial),
+      safe_tanh_(p.safe_tanh),
+      event_dims_(p.event_dims),
+      base_(p.base),
+      normal_(p.normal) {}
+
+at::Tensor TanhNormal::transform(const at::Tensor& x) const {
+  at::Tensor y = safe_tanh_ ? SafeTanh::apply(x) : x.tanh();
+  if (non_trivial_bounds_) y = affine_loc_ + affine_scale_ * y;
+  return y;
+}
+
+at::Tensor TanhNormal::inverse_transform(const at::Tensor& y) const {
+  at::Tensor x = non_trivial_bounds_ ? (y - affine_loc_) / affine_scale_ : y;
+  return safe_tanh_ ? SafeAtanh::apply(x) : x.atanh();
+}
+
+at::Tensor TanhNormal::log_abs_det_jacobian(const at::Tensor& x, const at::Tensor& y) const {
+  // d tanh(x)/dx = 1 - tanh(x)^2, written in a form that stays finite for large |x|.
+  at::Tensor result = 2. * (std::log(2.) - x - at::softplus(-2. * x));
+  if (non_trivial_bounds_) result = result + at::abs(affine_scale_).log().expand(y.sizes());
+  return result;
+}
+
+at::Tensor TanhNormal::sample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
+  c10::NoGradGuard no_grad;
+  return transform(base_->sample(sample_shape, generator));
+}
+
+at::Tensor TanhNormal::rsample(c10::IntArrayRef sample_shape,
+                               const GeneratorOpt& generator) const {
+  return transform(base_->rsample(sample_shape, generator));
+}
+
+at::Tensor TanhNormal::log_prob(const at::Tensor& value) const {
+  validate_sample(value, "log_prob");
+  at::Tensor x = inverse_transform(value);
+  at::Tensor jacobian = internal::sum_rightmost(log_abs_det_jacobian(x, value), event_dims_);
+  return base_->log_prob(x) - jacobian;
+}
+
+at::Tensor TanhNormal::deterministic_sample() const { return transform(loc_); }
+
+at::Tensor TanhNormal::mode() const {
+  throw NotImplementedError(
+      "TanhNormal has no analytical mode; use deterministic_sample() (the DETERMINISTIC "
+      "interaction type) for a deterministic action");
+}
+
+at::Tensor TanhNormal::mean() const {
+  throw NotImplementedError(
+      "TanhNormal does not have a closed form formula for the mean; estimate it with "
+      "sample({N}).mean(0) for a large N");
+}
+
+at::Tensor TanhNormal::cdf(const at::Tensor& value) const {
+  if (event_dims_ > 0) not_implemented("cdf with event_dims > 0 (construct it with event_dims(0))");
+  validate_sample(value, "cdf");
+  return normal_->cdf(inverse_transform(value));
+}
+
+at::Tensor TanhNormal::icdf(const at::Tensor& value) const {
+  if (event_dims_ > 0) not_implemented("icdf with event_dims > 0 (construct it with event_dims(0))");
+  return transform(normal_->icdf(value));
+}
+
+}  // namespace tdp::dist

@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include "tests/distributions/golden.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace tdp::dist::testing {
+namespace {
+
+constexpr char kPath[] = "tests/golden/distributions_golden.txt";
+
+std::map<std::string, at::Tensor> load() {
+  std::ifstream in(kPath);
+  if (!in) throw std::runtime_error(std::string("cannot open ") + kPath);
+  std::map<std::string, at::Tensor> records;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string name, dtype;
+    int64_t ndim = 0;
+    fields >> name >> dtype >> ndim;
+    std::vector<int64_t> shape(ndim);
+    int64_t numel = 1;
+    for (auto& d : shape) {
+      fields >> d;
+      numel *= d;
+    }
+    std::vector<double> values;
+    std::string token;
+    while (fields >> token) values.push_back(std::strtod(token.c_str(), nullptr));
+    if (!fields.eof() || static_cast<int64_t>(values.size()) != numel) {
+      throw std::runtime_error(std::string(kPath) + ":" + std::to_string(line_no) +
+                               ": malformed record " + name);
+    }
+    at::Tensor t = at::tensor(values, at::kDouble).reshape(shape);
+    if (dtype == "float32") {
+      t = t.to(at::kFloat);
+    } else if (dtype == "int64") {
+      t = t.to(at::kLong);
+    } else if (dtype != "float64") {
+      throw std::runtime_error(std::string(kPath) + ": unknown dtype " + dtype);
+    }
+    records[name] = t;
+  }
+  return records;
+}
+
+}  // namespace
+
+const Golden& Golden::get() {
+  static const Golden* golden = [] {
+    auto* g = new Golden();
+    g->records_ = load();
+    return g;
+  }();
+  return *golden;
+}
+
+at::Tensor Golden::at(const std::string& case_name, const std::string& tag,
+                      const std::string& field) const {
+  const std::string name = case_name + "/" + tag + "/" + field;
+  auto it = records_.find(name);
+  if (it == records_.end()) throw std::out_of_range("no golden record " + name);
+  return it->second;
+}
+
+::testing::AssertionResult TensorsClose(const at::Tensor& actual_in, const at::Tensor& expected) {
+  if (!actual_in.defined()) return ::testing::AssertionFailure() << "actual is undefined";
+  if (actual_in.sizes() != expected.sizes()) {
+    return ::testing::AssertionFailure() << "shape " << actual_in.sizes() << " vs expected "
+                                         << expected.sizes();
+  }
+  if (actual_in.scalar_type() != expected.scalar_type()) {
+    return ::testing::AssertionFailure() << "dtype " << actual_in.scalar_type()
+                                         << " vs expected " << expected.scalar_type();
+  }
+  const bool is_float = expected.scalar_type() == at::kFloat;
+  const double rtol = is_float ? 2e-6 : 1e-12;
+  const double atol = is_float ? 1e-6 : 1e-12;
+  at::Tensor a = actual_in.detach().to(at::kDouble).reshape(-1);
+  at::Tensor e = expected.to(at::kDouble).reshape(-1);
+  for (int64_t i = 0; i < e.numel(); ++i) {
+    const double x = a[i].item<double>();
+    const double y = e[i].item<double>();
+    bool ok;
+    if (std::isnan(y)) {
+      ok = std::isnan(x);
+    } else if (std::isinf(y)) {
+      ok = x == y;
+    } else {
+      ok = std::isfinite(x) && std::abs(x - y) <= atol + rtol * std::abs(y);
+    }
+    if (!ok) {
+      std::ostringstream msg;
+      msg.precision(17);
+      msg << "entry " << i << ": " << x << " vs expected " << y << " (diff " << x - y << ")";
+      return ::testing::AssertionFailure() << msg.str();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tdp::dist::testing
