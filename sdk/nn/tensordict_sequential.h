@@ -16,6 +16,8 @@
 // select_out_keys()), inplace (unset: whatever the modules do; kTrue: the input is returned;
 // kFalse: a new TensorDict with the out_keys; kEmpty: input.empty() with the out_keys).
 // Parameters are named as in Python: "module.0.module.weight".
+// Unlike Python, every element must be a tensordict module: wrap a plain TensorDict -> TensorDict
+// function in a WrapModule (Python does that implicitly).
 #pragma once
 
 #include <torch/arg.h>
