@@ -1,0 +1,85 @@
+// Policy specs: reading a tdpolicy.PolicySpec (text, binary or JSON), validating it before any
+// tensor runs, building its module tree with its parameters, and the reverse: exporting a
+// module tree built in C++ to a spec plus parameters. Errors are absl::Status values naming the
+// file, the field path (module.sequential.modules[2].probabilistic.in_keys[0]) and a hint.
+//
+//   absl::StatusOr<tdp::spec::Policy> policy = tdp::spec::load_policy("policies/cartpole.pbtxt");
+//   if (!policy.ok()) { std::cerr << policy.status() << "\n"; return 1; }
+//   tdp::TensorDict td({{"observation", at::randn({8, 4})}}, {8});
+//   policy->module->forward(td);                       // writes the spec's output_keys
+//   absl::Status saved = tdp::spec::save_policy(*policy, "/tmp/cartpole.pb");   // one binary file
+//
+// Loading never crashes on bad input: every problem becomes a Status (fuzzed in the tests).
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sdk/nn/tensordict_module_base.h"
+#include "tdpolicy/spec.pb.h"
+
+namespace tdp::spec {
+
+enum class SpecFormat { kText, kBinary, kJson };
+
+// A loaded policy: its spec (parameters moved out into the module) and the module tree.
+struct Policy {
+  tdpolicy::PolicySpec spec;
+  std::shared_ptr<nn::TensorDictModuleBase> module;
+};
+
+// The format a path's extension names: .pbtxt/.textproto/.txt text, .json JSON, .pb/.binpb/.bin
+// binary; anything else is guessed from the content.
+SpecFormat format_for_path(const std::string& path);
+
+// Parses `content`; `source` names it in errors (a file name).
+absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, SpecFormat format,
+                                               const std::string& source);
+absl::StatusOr<tdpolicy::PolicySpec> read_spec(const std::string& path);
+// Writes `spec` in the format the path names.
+absl::Status write_spec(const tdpolicy::PolicySpec& spec, const std::string& path);
+
+// The checks that need no tensors: unknown names (distributions, activations, mappings,
+// interaction types), keys read before anything writes them, declared shapes that do not fit a
+// layer, keys written twice without overwrite_keys, declared outputs nobody writes.
+absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source);
+
+struct LoadOptions {
+  // Recompute the spec's self_tests and fail when an output differs.
+  bool run_self_tests = false;
+};
+
+// read_spec + validate_spec + build_policy; relative files (parameters_file, TorchScript files)
+// are read next to the spec.
+absl::StatusOr<Policy> load_policy(const std::string& path, const LoadOptions& options = {});
+// Builds the module tree and loads its parameters (embedded, from parameters_file under
+// `base_dir`, or initialized from init_seed). Validates first.
+absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
+                                    const std::string& base_dir, const LoadOptions& options = {});
+
+// The spec of a module tree built in C++ from the kinds a spec can name (TensorDictSequential,
+// TensorDictModule around Mlp, torch::nn::Linear, GruCell, LstmCell, MappingModule,
+// NormalParamExtractor or AddStateIndependentNormalScale, ProbabilisticTensorDictModule with a
+// registry distribution, ProbabilisticTensorDictSequential), with its parameters embedded.
+// `header` supplies name, version, description, inputs and output_keys. Anything else is an
+// error naming the module.
+absl::StatusOr<tdpolicy::PolicySpec> export_spec(const nn::TensorDictModuleBase& module,
+                                                const tdpolicy::PolicySpec& header);
+
+struct SaveOptions {
+  // Embed the parameters in the spec (one self-contained file) or write them to
+  // `<path>.params.pb` next to it.
+  bool embed_parameters = true;
+};
+// Exports `policy.module` with `policy.spec`'s header and writes it to `path`.
+absl::Status save_policy(const Policy& policy, const std::string& path, const SaveOptions& options = {});
+
+// Recomputes every self test of `policy.spec` and reports the first mismatch.
+absl::Status run_self_tests(const Policy& policy, const std::string& source);
+
+}  // namespace tdp::spec

@@ -1,0 +1,23 @@
+// make_self_test: records what a policy computes from example inputs (and the log-probs of
+// given actions) as a tdpolicy.SelfTest, which the spec carries and run_self_tests (policy.h)
+// recomputes at load time.
+//
+//   auto test = tdp::spec::make_self_test(policy, example_inputs, example_actions);
+//   *policy.spec.add_self_tests() = *test;
+//   tdp::spec::save_policy(policy, "actor.pb");     // load_policy(..., {.run_self_tests = true}) checks it
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include "sdk/spec/policy.h"
+#include "sdk/tensordict/tensordict.h"
+#include "tdpolicy/spec.pb.h"
+
+namespace tdp::spec {
+
+// Outputs are taken under the DETERMINISTIC interaction type with per-entry log-probs
+// (composite_lp_aggregate false); `actions` may be empty.
+absl::StatusOr<tdpolicy::SelfTest> make_self_test(const Policy& policy, const TensorDict& inputs,
+                                                  const TensorDict& actions);
+
+}  // namespace tdp::spec

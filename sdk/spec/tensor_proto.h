@@ -1,0 +1,23 @@
+// Conversions between at::Tensor and tdpolicy.TensorProto (dtype, shape, little-endian bytes):
+// how specs and parameter files carry weights. Round trips are bit-exact.
+//
+//   tdpolicy::TensorProto proto = tdp::spec::to_tensor_proto(weight);
+//   absl::StatusOr<at::Tensor> back = tdp::spec::from_tensor_proto(proto);
+//   // back->equal(weight), same dtype, same bits (NaN payloads included)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <absl/status/statusor.h>
+
+#include "tdpolicy/tensor.pb.h"
+
+namespace tdp::spec {
+
+// Copies to a contiguous CPU tensor first. Throws std::invalid_argument for a dtype the format
+// has no name for (complex, quantized).
+tdpolicy::TensorProto to_tensor_proto(const at::Tensor& tensor);
+// An error names what is wrong: an unspecified dtype, a negative dim, or a byte count that
+// does not match the shape.
+absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto);
+
+}  // namespace tdp::spec

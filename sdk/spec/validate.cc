@@ -1,0 +1,444 @@
+// validate_spec: walks the module tree in execution order, tracking which keys exist and, where
+// it can tell, their per-environment shapes, so that wiring mistakes surface with the field
+// that causes them before anything is built.
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "sdk/distributions/registry.h"
+#include "sdk/nn/mappings.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/keys.h"
+#include "sdk/spec/networks.h"
+#include "sdk/spec/policy.h"
+
+namespace tdp::spec {
+namespace {
+
+using Shape = std::optional<std::vector<int64_t>>;  // empty: not known statically
+
+std::string shape_str(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+class Validator {
+ public:
+  explicit Validator(std::string source) : source_(std::move(source)) {}
+
+  absl::Status run(const tdpolicy::PolicySpec& spec) {
+    for (int i = 0; i < spec.inputs_size(); ++i) {
+      const auto& input = spec.inputs(i);
+      const std::string path = absl::StrCat("inputs[", i, "]");
+      auto key = key_at(input.key(), path + ".key");
+      if (!key) return error_;
+      for (int64_t size : input.shape()) {
+        if (size < 0) return fail(path + ".shape", absl::StrCat("negative size ", size));
+      }
+      if (written_.count(*key)) return fail(path + ".key", absl::StrCat("input \"", input.key(), "\" is declared twice"));
+      written_[*key] = {path, std::vector<int64_t>(input.shape().begin(), input.shape().end())};
+    }
+    if (!spec.has_module()) return fail("module", "the spec has no module", "add `module { sequential { ... } }`");
+    if (!module(spec.module(), "module")) return error_;
+    for (int i = 0; i < spec.output_keys_size(); ++i) {
+      const std::string path = absl::StrCat("output_keys[", i, "]");
+      auto key = key_at(spec.output_keys(i), path);
+      if (!key) return error_;
+      if (!written_.count(*key)) {
+        return fail(path, absl::StrCat("output \"", spec.output_keys(i), "\" is never written"),
+                    absl::StrCat("written keys: ", written_list()));
+      }
+    }
+    if (spec.has_parameters() && !spec.parameters_file().empty()) {
+      return fail("parameters_file", "parameters are both embedded and in a file", "keep one of the two");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Written {
+    std::string by;  // the field path of the writer, or of the declared input
+    Shape shape;
+  };
+
+  absl::Status fail(const std::string& path, const std::string& message, const std::string& hint = "") {
+    error_ = absl::InvalidArgumentError(
+        absl::StrCat(source_, ": ", path, ": ", message, hint.empty() ? "" : absl::StrCat(" (hint: ", hint, ")")));
+    return error_;
+  }
+
+  std::optional<NestedKey> key_at(const std::string& text, const std::string& path) {
+    auto key = parse_key(text);
+    if (!key.ok()) {
+      fail(path, std::string(key.status().message()));
+      return std::nullopt;
+    }
+    return *key;
+  }
+
+  std::string written_list() const {
+    std::vector<std::string> keys;
+    for (const auto& [key, info] : written_) keys.push_back(absl::StrCat("\"", key_string(key), "\""));
+    return absl::StrCat("[", absl::StrJoin(keys, ", "), "]");
+  }
+
+  // A read: the key must be a declared input or written earlier. Returns its shape.
+  std::optional<Shape> read(const std::string& text, const std::string& path) {
+    auto key = key_at(text, path);
+    if (!key) return std::nullopt;
+    auto found = written_.find(*key);
+    if (found == written_.end()) {
+      fail(path, absl::StrCat("key \"", text, "\" is read but no earlier module writes it and it is not a declared input"),
+           absl::StrCat("declare it under `inputs`, or check the spelling; available: ", written_list()));
+      return std::nullopt;
+    }
+    return found->second.shape;
+  }
+
+  bool write(const std::string& text, const std::string& path, Shape shape, const std::set<NestedKey>& overwrites) {
+    if (text == "_") return true;
+    auto key = key_at(text, path);
+    if (!key) return false;
+    auto found = written_.find(*key);
+    if (found != written_.end() && !overwrites.count(*key)) {
+      fail(path, absl::StrCat("key \"", text, "\" is already written by ", found->second.by),
+           "list it in this module's overwrite_keys if overwriting it is intended");
+      return false;
+    }
+    written_[*key] = {path, std::move(shape)};
+    return true;
+  }
+
+  bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {
+    if (!shape || shape->empty() || shape->back() == expected) return true;
+    fail(path, absl::StrCat("the input has shape ", shape_str(*shape), " but ", what, " is ", expected),
+         "make the declared input shape and the layer size agree");
+    return false;
+  }
+
+  static Shape with_last(const Shape& shape, int64_t last) {
+    if (!shape) return std::vector<int64_t>{last};
+    std::vector<int64_t> out = *shape;
+    if (out.empty()) out.push_back(last); else out.back() = last;
+    return out;
+  }
+
+  bool arity(const tdpolicy::NetworkModule& network, int in, int out, const std::string& path, const char* kind) {
+    if (network.in_keys_size() != in) {
+      fail(path + ".in_keys", absl::StrCat(kind, " reads ", in, " key(s), got ", network.in_keys_size()));
+      return false;
+    }
+    if (network.out_keys_size() != out) {
+      fail(path + ".out_keys", absl::StrCat(kind, " writes ", out, " key(s), got ", network.out_keys_size()));
+      return false;
+    }
+    return true;
+  }
+
+  bool positive(int64_t value, const std::string& path) {
+    if (value > 0) return true;
+    fail(path, absl::StrCat("must be positive, got ", value));
+    return false;
+  }
+
+  bool network(const tdpolicy::NetworkModule& spec, const std::string& path, const std::set<NestedKey>& overwrites) {
+    std::vector<Shape> inputs;
+    for (int i = 0; i < spec.in_keys_size(); ++i) {
+      auto shape = read(spec.in_keys(i), absl::StrCat(path, ".in_keys[", i, "]"));
+      if (!shape) return false;
+      inputs.push_back(*shape);
+    }
+    std::vector<Shape> outputs;
+    const auto& net = spec.network();
+    const std::string net_path = path + ".network";
+    switch (net.kind_case()) {
+      case tdpolicy::Network::kMlp: {
+        const auto& mlp = net.mlp();
+        if (!arity(spec, 1, 1, path, "an mlp")) return false;
+        if (!positive(mlp.in_features(), net_path + ".mlp.in_features") ||
+            !positive(mlp.out_features(), net_path + ".mlp.out_features")) {
+          return false;
+        }
+        for (int i = 0; i < mlp.hidden_sizes_size(); ++i) {
+          if (!positive(mlp.hidden_sizes(i), absl::StrCat(net_path, ".mlp.hidden_sizes[", i, "]"))) return false;
+        }
+        const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
+        const auto& names = activation_names();
+        if (std::find(names.begin(), names.end(), activation) == names.end()) {
+          fail(net_path + ".mlp.activation", absl::StrCat("unknown activation \"", activation, "\""),
+               absl::StrCat("one of ", absl::StrJoin(names, ", ")));
+          return false;
+        }
+        if (!check_last_dim(inputs[0], mlp.in_features(), path + ".in_keys[0]", "mlp.in_features")) return false;
+        outputs.push_back(with_last(inputs[0], mlp.out_features()));
+        break;
+      }
+      case tdpolicy::Network::kLinear: {
+        const auto& linear = net.linear();
+        if (!arity(spec, 1, 1, path, "a linear layer")) return false;
+        if (!positive(linear.in_features(), net_path + ".linear.in_features") ||
+            !positive(linear.out_features(), net_path + ".linear.out_features")) {
+          return false;
+        }
+        if (!check_last_dim(inputs[0], linear.in_features(), path + ".in_keys[0]", "linear.in_features")) return false;
+        outputs.push_back(with_last(inputs[0], linear.out_features()));
+        break;
+      }
+      case tdpolicy::Network::kGruCell:
+      case tdpolicy::Network::kLstmCell: {
+        const bool gru = net.kind_case() == tdpolicy::Network::kGruCell;
+        const auto& cell = gru ? net.gru_cell() : tdpolicy::GruCell();
+        const int64_t input_size = gru ? cell.input_size() : net.lstm_cell().input_size();
+        const int64_t hidden_size = gru ? cell.hidden_size() : net.lstm_cell().hidden_size();
+        const std::string field = net_path + (gru ? ".gru_cell" : ".lstm_cell");
+        if (!arity(spec, gru ? 2 : 3, gru ? 1 : 2, path, gru ? "a gru_cell" : "an lstm_cell")) return false;
+        if (!positive(input_size, field + ".input_size") || !positive(hidden_size, field + ".hidden_size")) return false;
+        if (!check_last_dim(inputs[0], input_size, path + ".in_keys[0]", "input_size")) return false;
+        for (size_t i = 1; i < inputs.size(); ++i) {
+          if (!check_last_dim(inputs[i], hidden_size, absl::StrCat(path, ".in_keys[", i, "]"), "hidden_size")) return false;
+        }
+        for (int i = 0; i < spec.out_keys_size(); ++i) outputs.push_back(with_last(inputs[0], hidden_size));
+        break;
+      }
+      case tdpolicy::Network::kTorchscript:
+        if (net.torchscript().file().empty()) {
+          fail(net_path + ".torchscript.file", "no file given", "a file saved with torch.jit.save, next to the spec");
+          return false;
+        }
+        outputs.assign(spec.out_keys_size(), std::nullopt);
+        break;
+      case tdpolicy::Network::kMapping:
+        if (!arity(spec, 1, 1, path, "a mapping")) return false;
+        if (!mapping_known(net.mapping().name(), net_path + ".mapping.name")) return false;
+        outputs.push_back(inputs[0]);
+        break;
+      case tdpolicy::Network::kNormalParamExtractor: {
+        if (!arity(spec, 1, 2, path, "a normal_param_extractor")) return false;
+        const auto& extractor = net.normal_param_extractor();
+        if (!extractor.scale_mapping().empty() &&
+            !mapping_known(extractor.scale_mapping(), net_path + ".normal_param_extractor.scale_mapping")) {
+          return false;
+        }
+        Shape half = inputs[0];
+        if (half && !half->empty()) {
+          if (half->back() % 2 != 0) {
+            fail(path + ".in_keys[0]", absl::StrCat("the input has shape ", shape_str(*half),
+                                                    ", whose last dim must be even to split into loc and scale"));
+            return false;
+          }
+          half->back() /= 2;
+        }
+        outputs = {half, half};
+        break;
+      }
+      case tdpolicy::Network::kAddStateIndependentNormalScale: {
+        if (!arity(spec, 1, 2, path, "an add_state_independent_normal_scale")) return false;
+        const auto& scale = net.add_state_independent_normal_scale();
+        if (!scale.scale_mapping().empty() &&
+            !mapping_known(scale.scale_mapping(), net_path + ".add_state_independent_normal_scale.scale_mapping")) {
+          return false;
+        }
+        for (int i = 0; i < scale.scale_shape_size(); ++i) {
+          if (!positive(scale.scale_shape(i), absl::StrCat(net_path, ".add_state_independent_normal_scale.scale_shape[", i, "]"))) {
+            return false;
+          }
+        }
+        outputs = {inputs[0], inputs[0]};
+        break;
+      }
+      case tdpolicy::Network::KIND_NOT_SET:
+        fail(net_path, "no network kind is set", "one of mlp, linear, gru_cell, lstm_cell, torchscript, mapping, "
+                                                 "normal_param_extractor, add_state_independent_normal_scale");
+        return false;
+    }
+    if (static_cast<int>(outputs.size()) != spec.out_keys_size()) {
+      fail(path + ".out_keys", absl::StrCat("expected ", outputs.size(), " out_keys, got ", spec.out_keys_size()));
+      return false;
+    }
+    for (int i = 0; i < spec.out_keys_size(); ++i) {
+      if (!write(spec.out_keys(i), absl::StrCat(path, ".out_keys[", i, "]"), outputs[i], overwrites)) return false;
+    }
+    return true;
+  }
+
+  bool mapping_known(const std::string& name, const std::string& path) {
+    try {
+      nn::mappings(name);
+      return true;
+    } catch (const std::exception& error) {
+      fail(path, error.what());
+      return false;
+    }
+  }
+
+  bool distribution_known(const std::string& name, const std::string& path) {
+    if (dist::DistributionRegistry::global().contains(name)) return true;
+    fail(path, absl::StrCat("unknown distribution \"", name, "\""),
+         absl::StrCat("one of ", absl::StrJoin(dist::DistributionRegistry::global().names(), ", ")));
+    return false;
+  }
+
+  // The sample shape a registry distribution gives from its first parameter's shape.
+  static Shape sample_shape(const std::string& distribution, const Shape& param) {
+    if (!param) return std::nullopt;
+    if (distribution == "categorical") {
+      if (param->empty()) return std::nullopt;
+      return std::vector<int64_t>(param->begin(), param->end() - 1);
+    }
+    return param;
+  }
+
+  bool probabilistic(const tdpolicy::ProbabilisticModule& spec, const std::string& path,
+                     const std::set<NestedKey>& overwrites) {
+    std::vector<Shape> params;
+    if (spec.in_keys_size() > 0 && spec.in_keys_map_size() > 0) {
+      fail(path + ".in_keys_map", "both in_keys and in_keys_map are set", "use one of the two");
+      return false;
+    }
+    for (int i = 0; i < spec.in_keys_size(); ++i) {
+      auto shape = read(spec.in_keys(i), absl::StrCat(path, ".in_keys[", i, "]"));
+      if (!shape) return false;
+      params.push_back(*shape);
+    }
+    std::set<std::string> names;
+    for (int i = 0; i < spec.in_keys_map_size(); ++i) {
+      const auto& binding = spec.in_keys_map(i);
+      const std::string field = absl::StrCat(path, ".in_keys_map[\"", binding.name(), "\"]");
+      if (binding.name().empty() || !names.insert(binding.name()).second) {
+        fail(field, "a parameter name is empty or bound twice");
+        return false;
+      }
+      auto shape = read(binding.key(), field);
+      if (!shape) return false;
+      params.push_back(*shape);
+    }
+    if (params.empty()) {
+      fail(path + ".in_keys", "a probabilistic module reads at least one key");
+      return false;
+    }
+    std::vector<std::pair<std::string, Shape>> samples;  // out key -> shape
+    if (spec.has_composite()) {
+      if (!spec.distribution().empty()) {
+        fail(path + ".distribution", "both distribution and composite are set", "use one of the two");
+        return false;
+      }
+      if (spec.composite().parts_size() == 0) {
+        fail(path + ".composite.parts", "a composite needs at least one part");
+        return false;
+      }
+      for (int i = 0; i < spec.composite().parts_size(); ++i) {
+        const auto& part = spec.composite().parts(i);
+        const std::string field = absl::StrCat(path, ".composite.parts[", i, "]");
+        if (!key_at(part.key(), field + ".key")) return false;
+        if (!distribution_known(part.distribution(), field + ".distribution")) return false;
+        samples.emplace_back(part.sample_key().empty() ? part.key() : part.sample_key(), std::nullopt);
+      }
+    } else {
+      const std::string distribution = spec.distribution().empty() ? "delta" : spec.distribution();
+      if (!distribution_known(distribution, path + ".distribution")) return false;
+      if (spec.out_keys_size() == 0) {
+        fail(path + ".out_keys", "no out_keys", "name where the sample goes, e.g. out_keys: \"action\"");
+        return false;
+      }
+      for (const auto& key : spec.out_keys()) samples.emplace_back(key, sample_shape(distribution, params[0]));
+    }
+    if (spec.out_keys_size() > 0) {
+      if (spec.has_composite() && spec.out_keys_size() != static_cast<int>(samples.size())) {
+        fail(path + ".out_keys", absl::StrCat("the composite has ", samples.size(), " parts but ",
+                                              spec.out_keys_size(), " out_keys"));
+        return false;
+      }
+      for (int i = 0; i < spec.out_keys_size(); ++i) samples[i].first = spec.out_keys(i);
+    }
+    if (!spec.default_interaction_type().empty()) {
+      try {
+        nn::interaction_type_from_str(spec.default_interaction_type());
+      } catch (const std::exception& error) {
+        fail(path + ".default_interaction_type", error.what());
+        return false;
+      }
+    }
+    for (int i = 0; i < spec.num_samples_size(); ++i) {
+      if (!positive(spec.num_samples(i), absl::StrCat(path, ".num_samples[", i, "]"))) return false;
+    }
+    for (size_t i = 0; i < samples.size(); ++i) {
+      if (!write(samples[i].first, absl::StrCat(path, ".out_keys[", i, "]"), samples[i].second, overwrites)) return false;
+    }
+    if (spec.return_log_prob()) {
+      std::vector<std::string> lp_keys(spec.log_prob_keys().begin(), spec.log_prob_keys().end());
+      if (lp_keys.empty() && !spec.log_prob_key().empty()) lp_keys.push_back(spec.log_prob_key());
+      if (lp_keys.empty()) {
+        for (const auto& [key, shape] : samples) lp_keys.push_back(key + "_log_prob");
+      }
+      for (size_t i = 0; i < lp_keys.size(); ++i) {
+        if (!write(lp_keys[i], absl::StrCat(path, ".log_prob_keys[", i, "]"), std::nullopt, overwrites)) return false;
+      }
+    }
+    return true;
+  }
+
+  bool sequence(const google::protobuf::RepeatedPtrField<tdpolicy::Module>& modules, const std::string& path) {
+    if (modules.empty()) {
+      fail(path, "a sequence needs at least one module");
+      return false;
+    }
+    std::set<std::string> names;
+    for (int i = 0; i < modules.size(); ++i) {
+      const std::string field = absl::StrCat(path, "[", i, "]");
+      if (!modules[i].name().empty() && !names.insert(modules[i].name()).second) {
+        fail(field + ".name", absl::StrCat("two modules are named \"", modules[i].name(), "\""));
+        return false;
+      }
+      if (!module(modules[i], field)) return false;
+    }
+    return true;
+  }
+
+  bool module(const tdpolicy::Module& spec, const std::string& path) {
+    if (++depth_ > 64) {
+      fail(path, "modules are nested more than 64 deep");
+      return false;
+    }
+    std::set<NestedKey> overwrites;
+    for (int i = 0; i < spec.overwrite_keys_size(); ++i) {
+      auto key = key_at(spec.overwrite_keys(i), absl::StrCat(path, ".overwrite_keys[", i, "]"));
+      if (!key) return false;
+      overwrites.insert(*key);
+    }
+    bool ok = false;
+    switch (spec.kind_case()) {
+      case tdpolicy::Module::kSequential:
+        ok = sequence(spec.sequential().modules(), path + ".sequential.modules");
+        break;
+      case tdpolicy::Module::kProbabilisticSequential:
+        ok = sequence(spec.probabilistic_sequential().modules(), path + ".probabilistic_sequential.modules");
+        break;
+      case tdpolicy::Module::kNetwork:
+        ok = network(spec.network(), path + ".network", overwrites);
+        break;
+      case tdpolicy::Module::kProbabilistic:
+        ok = probabilistic(spec.probabilistic(), path + ".probabilistic", overwrites);
+        break;
+      case tdpolicy::Module::KIND_NOT_SET:
+        fail(path, "no module kind is set", "one of sequential, probabilistic_sequential, network, probabilistic");
+        break;
+    }
+    --depth_;
+    return ok;
+  }
+
+  std::string source_;
+  absl::Status error_;
+  std::map<NestedKey, Written> written_;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source) {
+  return Validator(source).run(spec);
+}
+
+}  // namespace tdp::spec
