@@ -75,6 +75,48 @@ void GaussianActor_Sdk(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(actor(td));
 }
 
+// The probabilistic module alone (loc and scale given): its own overhead over the sampling ops.
+void NormalSample_Hand(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
+  at::Tensor loc = torch::randn({state.range(0), kAction});
+  at::Tensor scale = torch::rand({state.range(0), kAction}) + 0.1;
+  at::Tensor action, log_prob;
+  for (auto _ : state) {
+    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen);
+    action = loc + eps * scale;
+    log_prob = -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi;
+    benchmark::DoNotOptimize(log_prob);
+  }
+}
+
+void NormalSample_Sdk(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  ProbabilisticTensorDictModule module(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                           .distribution("normal")
+                                           .default_interaction_type(InteractionType::kRandom)
+                                           .return_log_prob(true)
+                                           .seed(0));
+  TensorDict td({{"loc", torch::randn({state.range(0), kAction})},
+                 {"scale", torch::rand({state.range(0), kAction}) + 0.1}},
+                {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(module(td));
+}
+
+void NormalGetDist_Sdk(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  ProbabilisticTensorDictModule module(
+      ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"}).distribution("normal"));
+  TensorDict td({{"loc", torch::randn({state.range(0), kAction})},
+                 {"scale", torch::rand({state.range(0), kAction}) + 0.1}},
+                {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(module->get_dist(td));
+}
+
+BENCHMARK(NormalSample_Hand)->Arg(1);
+BENCHMARK(NormalSample_Sdk)->Arg(1);
+BENCHMARK(NormalGetDist_Sdk)->Arg(1);
 BENCHMARK(GaussianActor_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
 
