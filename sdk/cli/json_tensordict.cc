@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -32,11 +33,31 @@ std::string index_str(const std::vector<int64_t>& index) {
   return out;
 }
 
+// The shortest decimal that reads back as `value`, as Python's repr picks it: 0.1, not
+// 0.10000000000000001; 300, not 3e+02 (positional up to 16 integer digits).
+template <typename T>
+std::string shortest(T value, int max_digits, T (*read)(const char*, char**)) {
+  int digits = 1;
+  std::string text;
+  for (; digits < max_digits; ++digits) {
+    text = absl::StrFormat("%.*g", digits, value);
+    if (read(text.c_str(), nullptr) == value) break;
+  }
+  if (digits == max_digits) text = absl::StrFormat("%.*g", digits, value);
+  if (value != 0 && std::isfinite(value)) {
+    const int exponent = static_cast<int>(std::floor(std::log10(std::fabs(static_cast<double>(value)))));
+    if (exponent >= digits && exponent < 16) text = absl::StrFormat("%.*g", exponent + 1, value);
+  }
+  return text;
+}
+std::string shortest(double value) { return shortest<double>(value, 17, &std::strtod); }
+std::string shortest(float value) { return shortest<float>(value, 9, &std::strtof); }
+
 // What a JSON value is, for messages: "a list of 3", "the string \"abc\"", "null", ...
 std::string describe_value(const Value& value) {
   switch (value.kind_case()) {
     case Value::kNullValue: return "null";
-    case Value::kNumberValue: return absl::StrFormat("the number %.17g", value.number_value());
+    case Value::kNumberValue: return absl::StrCat("the number ", shortest(value.number_value()));
     case Value::kStringValue: return absl::StrCat("the string \"", value.string_value(), "\"");
     case Value::kBoolValue: return value.bool_value() ? "true" : "false";
     case Value::kStructValue: return "an object";
@@ -101,8 +122,8 @@ class TensorReader {
       at::Tensor overflow = at::isinf(tensor).logical_and(at::isfinite(as_double)).flatten();
       if (overflow.any().item<bool>()) {
         const int64_t flat = overflow.nonzero()[0][0].item<int64_t>();
-        return error(unravel(flat), absl::StrFormat("%.17g is out of range for %s", values_[flat],
-                                                    tdpolicy::DType_Name(dtype_.proto)));
+        return error(unravel(flat), absl::StrCat(shortest(values_[flat]), " is out of range for ",
+                                                 tdpolicy::DType_Name(dtype_.proto)));
       }
     }
     return tensor;
@@ -185,7 +206,7 @@ class TensorReader {
       return absl::InvalidArgumentError(absl::StrCat("expected an integer (", dtype, "), got ", describe_value(value)));
     }
     if (number < dtype_.min || number > dtype_.max) {
-      return absl::InvalidArgumentError(absl::StrFormat("%.17g is out of range for %s", number, dtype));
+      return absl::InvalidArgumentError(absl::StrCat(shortest(number), " is out of range for ", dtype));
     }
     return number;
   }
@@ -295,20 +316,20 @@ absl::Status append_tensor(std::string& out, const std::string& key, const at::T
       if (values[i] == 0 && std::signbit(values[i])) {
         o += kNegativeZero;
       } else if (std::isfinite(values[i])) {
-        o += absl::StrFormat("%.17g", values[i]);
+        o += shortest(values[i]);
       } else {
         append_non_finite(o, values[i]);
       }
     });
   } else if (type == c10::kFloat || type == c10::kHalf || type == c10::kBFloat16) {
-    // Half and bfloat16 widen to float exactly, and 9 digits read back to the same float.
+    // Half and bfloat16 widen to float exactly; a float's digits read back to the same half.
     const at::Tensor data = tensor.detach().to(at::kCPU).to(at::kFloat).contiguous();
     const float* values = data.data_ptr<float>();
     append_nested(out, shape, 0, flat, [&](std::string& o, int64_t i) {
       if (values[i] == 0 && std::signbit(values[i])) {
         o += kNegativeZero;
       } else if (std::isfinite(values[i])) {
-        o += absl::StrFormat("%.9g", values[i]);
+        o += shortest(values[i]);
       } else {
         append_non_finite(o, values[i]);
       }

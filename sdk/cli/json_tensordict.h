@@ -35,9 +35,9 @@ absl::StatusOr<TensorDict> tensordict_from_json(
     const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs);
 
 // Writes every entry of `td` in insertion order: tensors as nested lists (a 0-dim tensor as a
-// bare number), nested TensorDicts as nested objects. Floats print with enough digits to read
-// back bit-exactly (float64: 17 significant digits; narrower floats: 9); integers as integers;
-// bools as true/false. One entry per line, each tensor on one line. Complex and quantized
+// bare number), nested TensorDicts as nested objects. Floats print as the shortest decimal that
+// reads back bit-exactly (Python's repr: 0.1, at most 17 significant digits for float64 and 9
+// for narrower floats, which print as float32); integers as integers; bools as true/false. One entry per line, each tensor on one line. Complex and quantized
 // tensors are an error naming the key.
 absl::StatusOr<std::string> tensordict_to_json(const TensorDict& td);
 

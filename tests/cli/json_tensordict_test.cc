@@ -155,7 +155,10 @@ TEST(TensorDictFromJson, ValuesMustFitTheDtype) {
             "input \"x\"[0]: expected true, false, 0 or 1 (BOOL), got the number 2");
   EXPECT_EQ(error_message(tensordict_from_json(R"({"x": [[1], [1e300]]})",
                                                inputs(R"pb(inputs { key: "x" shape: 1 })pb"))),
-            "input \"x\"[1][0]: 1.0000000000000001e+300 is out of range for FLOAT32");
+            "input \"x\"[1][0]: 1e+300 is out of range for FLOAT32");
+  EXPECT_EQ(error_message(tensordict_from_json(R"({"x": [0.1, 3]})",
+                                               inputs(R"pb(inputs { key: "x" shape: 2 dtype: INT8 })pb"))),
+            "input \"x\"[0]: expected an integer (INT8), got the number 0.1");
   EXPECT_EQ(error_message(tensordict_from_json(R"({"x": [1e5]})",
                                                inputs(R"pb(inputs { key: "x" shape: 1 dtype: FLOAT16 })pb"))),
             "input \"x\"[0]: 100000 is out of range for FLOAT16");
@@ -181,11 +184,11 @@ TEST(TensorDictToJson, PrintsNestedListsAndObjects) {
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(*json,
             "{\n"
-            "  \"action\": [[0.100000001, -2.5], [3, 9.99999994e-09]],\n"
+            "  \"action\": [[0.1, -2.5], [3, 1e-08]],\n"
             "  \"index\": [3, -1],\n"
             "  \"done\": [true, false],\n"
             "  \"next\": {\n"
-            "    \"value\": [0.10000000000000001, 0.33333333333333331]\n"
+            "    \"value\": [0.1, 0.3333333333333333]\n"
             "  }\n"
             "}\n");
 }
@@ -223,6 +226,14 @@ TEST(TensorDictJson, RoundTripsBitExactly) {
   td.get("f")[0][0] = NAN;
   td.get("f")[0][1] = -INFINITY;
   td.get("f")[0][2] = -0.0;
+  td.get("f")[1][0] = 16777216.0f;
+  td.get("f")[1][1] = 1e-40f;  // subnormal
+  td.get("f")[1][2] = std::numeric_limits<float>::max();
+  td.get("f")[1][3] = 300.0f;
+  td.get({"nested", "d"})[0][0][0] = 1e15 + 0.5;
+  td.get({"nested", "d"})[0][0][1] = 1e16;
+  td.get({"nested", "d"})[0][1][0] = std::numeric_limits<double>::denorm_min();
+  td.get({"nested", "d"})[0][1][1] = -std::numeric_limits<double>::max();
   auto json = tensordict_to_json(td);
   ASSERT_TRUE(json.ok()) << json.status();
   auto back = tensordict_from_json(*json, declared);
