@@ -21,6 +21,7 @@
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/nn/modules/container/moduledict.h>
 
 #include <algorithm>
 #include <chrono>
@@ -79,9 +80,11 @@ constexpr const char* kUsageText =
     "SPEC is a tdpolicy.PolicySpec in text (.pbtxt), binary (.pb) or JSON (.json) form.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
-int usage_error(const std::string& message) {
-  if (!message.empty()) std::cerr << "tdp: " << message << "\n\n";
-  std::cerr << kUsageText;
+// A usage error: the message, then the usage text unless the message is all the user needs
+// (a bad flag value).
+int usage_error(const std::string& message, bool show_usage = true) {
+  if (!message.empty()) std::cerr << "tdp: " << message << "\n";
+  if (show_usage) std::cerr << (message.empty() ? "" : "\n") << kUsageText;
   return kUsage;
 }
 
@@ -90,9 +93,9 @@ int failed(const absl::Status& status) {
   return kFailed;
 }
 
-// absl exits with status 1 on an unknown flag; the contract is 2 for every usage error, so
-// flags are checked before absl sees them.
-std::optional<std::string> unknown_flag(int argc, char** argv) {
+// absl exits with status 1 on an unknown flag or a value it cannot parse; the contract is 2 for
+// every usage error, so flags are checked before absl sees them. Returns the error message.
+std::optional<std::string> flag_error(int argc, char** argv) {
   static const char* const kAbslBuiltins[] = {"help",    "helpfull", "helpshort",     "helppackage", "version",
                                               "flagfile", "fromenv", "tryfromenv", "undefok",     "only_check_args"};
   for (int i = 1; i < argc; ++i) {
@@ -100,11 +103,16 @@ std::optional<std::string> unknown_flag(int argc, char** argv) {
     if (arg == "--") break;
     if (arg.size() < 2 || arg[0] != '-' || arg == "-") continue;
     arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    std::string name(arg.substr(0, arg.find('=')));
-    if (absl::FindCommandLineFlag(name) != nullptr) continue;
-    if (absl::StartsWith(name, "no") && absl::FindCommandLineFlag(name.substr(2)) != nullptr) continue;
+    const size_t equals = arg.find('=');
+    const std::string name(arg.substr(0, equals));
     if (std::find(std::begin(kAbslBuiltins), std::end(kAbslBuiltins), name) != std::end(kAbslBuiltins)) continue;
-    return std::string(argv[i]);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr) return absl::StrCat("unknown flag ", argv[i]);
+    std::string error;
+    if (equals != std::string_view::npos && !flag->ParseFrom(std::string(arg.substr(equals + 1)), &error)) {
+      return absl::StrCat("--", name, ": ", error);
+    }
   }
   return std::nullopt;
 }
@@ -186,6 +194,17 @@ int64_t parameter_count(const torch::nn::Module& module) {
   return count;
 }
 
+// The modules a reader sees at the top of the tree: sequences keep theirs in a ModuleDict,
+// which is looked through.
+torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>> top_level_modules(const torch::nn::Module& root) {
+  auto children = root.named_children();
+  while (children.size() == 1 &&
+         dynamic_cast<const torch::nn::ModuleDictImpl*>(children[0].value().get()) != nullptr) {
+    children = children[0].value()->named_children();
+  }
+  return children;
+}
+
 int validate(const std::string& path) {
   auto policy = tdp::spec::load_policy(path, tdp::spec::LoadOptions{/*run_self_tests=*/true});
   if (!policy.ok()) return failed(policy.status());
@@ -207,7 +226,7 @@ int describe(const std::string& path) {
   for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
   std::cout << "\nmodule:\n" << policy->module->to_string() << "\n";
   std::cout << "\nparameters:\n";
-  for (const auto& child : policy->module->named_children()) {
+  for (const auto& child : top_level_modules(*policy->module)) {
     const auto* td_module = dynamic_cast<const tdp::nn::TensorDictModuleBase*>(child.value().get());
     std::cout << "  " << child.key() << " (" << (td_module ? td_module->type_name() : child.value()->name())
               << "): " << with_commas(parameter_count(*child.value())) << "\n";
@@ -232,7 +251,7 @@ int run(const std::string& path) {
   const std::string input = absl::GetFlag(FLAGS_input);
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
-  if (!flags.ok()) return usage_error(std::string(flags.status().message()));
+  if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
   auto policy = tdp::spec::load_policy(path);
   if (!policy.ok()) return failed(policy.status());
   auto json = read_input(input);
@@ -287,10 +306,10 @@ int bench(const std::string& path) {
   const int64_t iterations = absl::GetFlag(FLAGS_iterations);
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
   if (batch <= 0) return usage_error("bench needs --batch=B with B > 0");
-  if (iterations <= 0) return usage_error("--iterations must be > 0");
-  if (warmup < 0) return usage_error("--warmup must be >= 0");
+  if (iterations <= 0) return usage_error("--iterations: expected 1 or more", /*show_usage=*/false);
+  if (warmup < 0) return usage_error("--warmup: expected 0 or more", /*show_usage=*/false);
   auto flags = RunFlags::parse();
-  if (!flags.ok()) return usage_error(std::string(flags.status().message()));
+  if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
   auto policy = tdp::spec::load_policy(path);
   if (!policy.ok()) return failed(policy.status());
   RunScope scope(*flags);
@@ -342,7 +361,7 @@ int main(int argc, char** argv) {
       return kOk;
     }
   }
-  if (auto flag = unknown_flag(argc, argv)) return usage_error(absl::StrCat("unknown flag ", *flag));
+  if (auto error = flag_error(argc, argv)) return usage_error(*error);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) return usage_error("");
   const std::string command = positional[1];
