@@ -22,6 +22,7 @@
 #include <absl/strings/str_split.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/modulelist.h>
 
 #include <algorithm>
 #include <chrono>
@@ -156,22 +157,30 @@ struct RunFlags {
   }
 };
 
-// The scopes every policy call of `run` and `bench` happens in. Entered after the policy is
-// loaded: parameters are built outside inference mode, as ordinary tensors.
+// The scopes every policy call of `run` and `bench` happens in. The aggregation mode is in
+// force before the policy loads: a probabilistic module fixes its log-prob keys by it when it
+// is built (and refuses to run under the other mode). The rest starts after the load, so that
+// parameters are built outside inference mode, as ordinary tensors.
 class RunScope {
  public:
-  explicit RunScope(const RunFlags& flags) {
-    if (flags.interaction) interaction_.emplace(*flags.interaction);
+  explicit RunScope(const RunFlags& flags) : flags_(flags) {
     if (flags.lp_aggregate) lp_aggregate_.emplace(*flags.lp_aggregate);
-    if (flags.seed) at::manual_seed(*flags.seed);
-    if (flags.threads > 0) at::set_num_threads(flags.threads);
+  }
+
+  // Called once the policy is loaded.
+  void enter_calls() {
+    inference_.emplace();
+    if (flags_.interaction) interaction_.emplace(*flags_.interaction);
+    if (flags_.seed) at::manual_seed(*flags_.seed);
+    if (flags_.threads > 0) at::set_num_threads(flags_.threads);
   }
 
  private:
-  // Policies are only evaluated here: no autograd graph, no version counters.
-  c10::InferenceMode inference_;
-  std::optional<tdp::nn::InteractionTypeGuard> interaction_;
+  RunFlags flags_;
   std::optional<tdp::dist::CompositeLpAggregateGuard> lp_aggregate_;
+  // Policies are only evaluated here: no autograd graph, no version counters.
+  std::optional<c10::InferenceMode> inference_;
+  std::optional<tdp::nn::InteractionTypeGuard> interaction_;
 };
 
 std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
@@ -194,15 +203,29 @@ int64_t parameter_count(const torch::nn::Module& module) {
   return count;
 }
 
-// The modules a reader sees at the top of the tree: sequences keep theirs in a ModuleDict,
-// which is looked through.
-torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>> top_level_modules(const torch::nn::Module& root) {
+// The modules a reader sees at the top of the tree, named as the spec names them: sequences
+// keep theirs in a ModuleDict or ModuleList, which is looked through.
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> top_level_modules(
+    const torch::nn::Module& root, const tdpolicy::Module& spec) {
   auto children = root.named_children();
   while (children.size() == 1 &&
-         dynamic_cast<const torch::nn::ModuleDictImpl*>(children[0].value().get()) != nullptr) {
+         (dynamic_cast<const torch::nn::ModuleDictImpl*>(children[0].value().get()) != nullptr ||
+          dynamic_cast<const torch::nn::ModuleListImpl*>(children[0].value().get()) != nullptr)) {
     children = children[0].value()->named_children();
   }
-  return children;
+  const auto* sequence = spec.has_sequential() ? &spec.sequential().modules()
+                         : spec.has_probabilistic_sequential() ? &spec.probabilistic_sequential().modules()
+                                                               : nullptr;
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named;
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::string name = children[i].key();
+    if (sequence != nullptr && sequence->size() == static_cast<int>(children.size()) &&
+        !sequence->Get(static_cast<int>(i)).name().empty()) {
+      name = sequence->Get(static_cast<int>(i)).name();
+    }
+    named.emplace_back(name, children[i].value());
+  }
+  return named;
 }
 
 int validate(const std::string& path) {
@@ -226,10 +249,10 @@ int describe(const std::string& path) {
   for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
   std::cout << "\nmodule:\n" << policy->module->to_string() << "\n";
   std::cout << "\nparameters:\n";
-  for (const auto& child : top_level_modules(*policy->module)) {
-    const auto* td_module = dynamic_cast<const tdp::nn::TensorDictModuleBase*>(child.value().get());
-    std::cout << "  " << child.key() << " (" << (td_module ? td_module->type_name() : child.value()->name())
-              << "): " << with_commas(parameter_count(*child.value())) << "\n";
+  for (const auto& [name, child] : top_level_modules(*policy->module, spec.module())) {
+    const auto* td_module = dynamic_cast<const tdp::nn::TensorDictModuleBase*>(child.get());
+    std::cout << "  " << name << " (" << (td_module ? td_module->type_name() : child->name())
+              << "): " << with_commas(parameter_count(*child)) << "\n";
   }
   std::cout << "  total: " << with_commas(parameter_count(*policy->module)) << "\n";
   return kOk;
@@ -252,6 +275,7 @@ int run(const std::string& path) {
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
+  RunScope scope(*flags);
   auto policy = tdp::spec::load_policy(path);
   if (!policy.ok()) return failed(policy.status());
   auto json = read_input(input);
@@ -261,7 +285,7 @@ int run(const std::string& path) {
     return failed(absl::InvalidArgumentError(
         absl::StrCat(input == "-" ? "stdin" : input, ": ", td.status().message())));
   }
-  RunScope scope(*flags);
+  scope.enter_calls();
   tdp::TensorDict out;
   try {
     out = policy->module->forward(*td);
@@ -310,9 +334,10 @@ int bench(const std::string& path) {
   if (warmup < 0) return usage_error("--warmup: expected 0 or more", /*show_usage=*/false);
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
+  RunScope scope(*flags);
   auto policy = tdp::spec::load_policy(path);
   if (!policy.ok()) return failed(policy.status());
-  RunScope scope(*flags);
+  scope.enter_calls();
 
   std::vector<double> micros;
   micros.reserve(iterations);
