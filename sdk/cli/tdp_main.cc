@@ -11,6 +11,7 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
+#include <absl/flags/commandlineflag.h>
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/reflection.h>
@@ -26,7 +27,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <iostream>
