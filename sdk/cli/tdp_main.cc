@@ -229,6 +229,10 @@ std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> top_leve
 }
 
 int validate(const std::string& path) {
+  // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
+  // module fixes its log-prob keys by the mode in force when it is built: build under that mode
+  // too, whatever COMPOSITE_LP_AGGREGATE says.
+  tdp::dist::CompositeLpAggregateGuard per_part(false);
   auto policy = tdp::spec::load_policy(path, tdp::spec::LoadOptions{/*run_self_tests=*/true});
   if (!policy.ok()) return failed(policy.status());
   std::cout << "OK: " << policy->spec.name() << " " << policy->spec.version() << "\n";

@@ -52,10 +52,11 @@ struct Result {
   std::string err;
 };
 
-Result tdp(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+// `env` is prepended to the command line ("NAME=value ").
+Result tdp(const std::vector<std::string>& args, const std::string& stdin_text = "", const std::string& env = "") {
   const std::string in = temp_path("stdin"), out = temp_path("stdout"), err = temp_path("stderr");
   write_file(in, stdin_text);
-  std::string command = quoted(runfile("sdk/cli/tdp"));
+  std::string command = env + quoted(runfile("sdk/cli/tdp"));
   for (const std::string& arg : args) command += " " + quoted(arg);
   command += " <" + quoted(in) + " >" + quoted(out) + " 2>" + quoted(err);
   const int status = std::system(command.c_str());
@@ -205,6 +206,9 @@ TEST(TdpCli, ValidateRunsSelfTests) {
   Result passes = tdp({"validate", good});
   EXPECT_EQ(passes.exit_code, 0) << passes.err;
   EXPECT_EQ(passes.out, "OK: cli_test_actor 0.1\n");
+  // Self tests hold per-part log-probs whatever the environment's default.
+  Result aggregating_env = tdp({"validate", good}, "", "COMPOSITE_LP_AGGREGATE=1 ");
+  EXPECT_EQ(aggregating_env.exit_code, 0) << aggregating_env.err;
 
   auto wrong = action;
   wrong[1][0] += 0.5;
