@@ -5,7 +5,6 @@
 #include <absl/strings/str_join.h>
 #include <c10/core/InferenceMode.h>
 
-#include "sdk/distributions/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
@@ -80,7 +79,6 @@ absl::Status compare(const TensorDict& actual, const google::protobuf::RepeatedP
 absl::Status run_self_tests(const Policy& policy, const std::string& source) {
   c10::InferenceMode inference;
   nn::InteractionTypeGuard deterministic(nn::InteractionType::kDeterministic, /*thread_local_only=*/true);
-  dist::CompositeLpAggregateGuard per_entry(false, /*thread_local_only=*/true);
   for (int t = 0; t < policy.spec.self_tests_size(); ++t) {
     const auto& test = policy.spec.self_tests(t);
     const std::string where = absl::StrCat(source, ": self_tests[", t, "]");
@@ -120,7 +118,6 @@ absl::StatusOr<tdpolicy::SelfTest> make_self_test(const Policy& policy, const Te
                                                   const TensorDict& actions) {
   c10::InferenceMode inference;
   nn::InteractionTypeGuard deterministic(nn::InteractionType::kDeterministic, /*thread_local_only=*/true);
-  dist::CompositeLpAggregateGuard per_entry(false, /*thread_local_only=*/true);
   tdpolicy::SelfTest test;
   try {
     for (const auto& [key, entry] : inputs.items(true, true)) {

@@ -15,8 +15,9 @@
 
 namespace tdp::spec {
 
-// Outputs are taken under the DETERMINISTIC interaction type with per-entry log-probs
-// (composite_lp_aggregate false); `actions` may be empty.
+// Outputs are taken under the DETERMINISTIC interaction type, in the composite_lp_aggregate()
+// mode in force (probabilistic modules fix their log-prob keys when built, so recording and
+// checking use the mode the policy was loaded under); `actions` may be empty.
 absl::StatusOr<tdpolicy::SelfTest> make_self_test(const Policy& policy, const TensorDict& inputs,
                                                   const TensorDict& actions);
 

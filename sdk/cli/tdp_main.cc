@@ -1,0 +1,410 @@
+// tdp: the command line for policy specs. Checks a spec (and its self tests), describes it,
+// runs it on JSON inputs, or times it.
+//
+//   tdp validate policies/actor.pbtxt
+//   tdp describe policies/actor.pbtxt
+//   echo '{"observation": [[0.1, 0.2, 0.3, 0.4]]}' | tdp run policies/actor.pbtxt --input=- --interaction=mode
+//   tdp bench policies/actor.pbtxt --batch=256 --iterations=1000
+//
+// `run` writes only JSON on stdout; every diagnostic goes to stderr. Exit status: 0 success,
+// 1 the spec, the input or the policy failed, 2 the command line is wrong.
+#include <ATen/Context.h>
+#include <ATen/Functions.h>
+#include <ATen/Parallel.h>
+#include <absl/flags/commandlineflag.h>
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/reflection.h>
+#include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sdk/cli/json_tensordict.h"
+#include "sdk/distributions/composite_lp_aggregate.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/policy.h"
+
+// Optional values are strings so that "not given" differs from every value.
+ABSL_FLAG(std::string, input, "", "run: JSON file of named input tensors; - reads stdin");
+ABSL_FLAG(std::string, interaction, "",
+          "run, bench: mode, median, mean, random or deterministic (default: each module's own)");
+ABSL_FLAG(std::string, seed, "", "run, bench: seed for the default random generator (reproducible sampling)");
+ABSL_FLAG(std::string, lp_aggregate, "",
+          "run, bench: true sums a composite distribution's log-probs into one entry, false keeps "
+          "one per part (default: COMPOSITE_LP_AGGREGATE, else false)");
+ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
+ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
+ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
+ABSL_FLAG(int32_t, threads, 0, "run, bench: intra-op threads (0: LibTorch's default)");
+
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kFailed = 1;
+constexpr int kUsage = 2;
+
+constexpr const char* kUsageText =
+    "usage: tdp <command> SPEC [flags]\n"
+    "\n"
+    "commands:\n"
+    "  validate SPEC   load the spec (parse, validate, build, parameters) and run its self tests;\n"
+    "                  prints OK: <name> <version>\n"
+    "  describe SPEC   the module tree, the inputs (shape, dtype), the output keys and the\n"
+    "                  parameter count of each top-level module\n"
+    "  run SPEC --input=FILE.json [--interaction=mode|median|mean|random|deterministic]\n"
+    "           [--seed=N] [--lp_aggregate=true|false]\n"
+    "                  runs the policy on a JSON object of named tensors (nested lists; nested\n"
+    "                  keys as nested objects; --input=- reads stdin) and prints the resulting\n"
+    "                  TensorDict as JSON on stdout\n"
+    "  bench SPEC --batch=B [--iterations=N] [--warmup=N] [--interaction=...]\n"
+    "                  times calls on random inputs of the declared shapes at batch B\n"
+    "\n"
+    "flags: --threads=N sets LibTorch's intra-op threads (run, bench).\n"
+    "SPEC is a tdpolicy.PolicySpec in text (.pbtxt), binary (.pb) or JSON (.json) form.\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+// A usage error: the message, then the usage text unless the message is all the user needs
+// (a bad flag value).
+int usage_error(const std::string& message, bool show_usage = true) {
+  if (!message.empty()) std::cerr << "tdp: " << message << "\n";
+  if (show_usage) std::cerr << (message.empty() ? "" : "\n") << kUsageText;
+  return kUsage;
+}
+
+int failed(const absl::Status& status) {
+  std::cerr << "tdp: " << status << "\n";
+  return kFailed;
+}
+
+// absl exits with status 1 on an unknown flag or a value it cannot parse; the contract is 2 for
+// every usage error, so flags are checked before absl sees them. Returns the error message.
+std::optional<std::string> flag_error(int argc, char** argv) {
+  static const char* const kAbslBuiltins[] = {"help",    "helpfull", "helpshort",     "helppackage", "version",
+                                              "flagfile", "fromenv", "tryfromenv", "undefok",     "only_check_args"};
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const size_t equals = arg.find('=');
+    const std::string name(arg.substr(0, equals));
+    if (std::find(std::begin(kAbslBuiltins), std::end(kAbslBuiltins), name) != std::end(kAbslBuiltins)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no")) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr) return absl::StrCat("unknown flag ", argv[i]);
+    std::string error;
+    if (equals != std::string_view::npos && !flag->ParseFrom(std::string(arg.substr(equals + 1)), &error)) {
+      return absl::StrCat("--", name, ": ", error);
+    }
+  }
+  return std::nullopt;
+}
+
+// What --interaction, --lp_aggregate, --seed and --threads ask for, checked before anything loads.
+struct RunFlags {
+  std::optional<tdp::nn::InteractionType> interaction;
+  std::optional<bool> lp_aggregate;
+  std::optional<uint64_t> seed;
+  int32_t threads = 0;
+
+  static absl::StatusOr<RunFlags> parse() {
+    RunFlags flags;
+    const std::string interaction = absl::GetFlag(FLAGS_interaction);
+    if (!interaction.empty()) {
+      try {
+        flags.interaction = tdp::nn::interaction_type_from_str(interaction);
+      } catch (const std::invalid_argument& error) {
+        return absl::InvalidArgumentError(absl::StrCat("--interaction: ", error.what()));
+      }
+    }
+    const std::string lp = absl::GetFlag(FLAGS_lp_aggregate);
+    if (!lp.empty()) {
+      bool aggregate = false;
+      if (!absl::SimpleAtob(lp, &aggregate)) {
+        return absl::InvalidArgumentError(absl::StrCat("--lp_aggregate: expected true or false, got \"", lp, "\""));
+      }
+      flags.lp_aggregate = aggregate;
+    }
+    const std::string seed = absl::GetFlag(FLAGS_seed);
+    if (!seed.empty()) {
+      uint64_t value = 0;
+      if (!absl::SimpleAtoi(seed, &value)) {
+        return absl::InvalidArgumentError(absl::StrCat("--seed: expected a non-negative integer, got \"", seed, "\""));
+      }
+      flags.seed = value;
+    }
+    flags.threads = absl::GetFlag(FLAGS_threads);
+    if (flags.threads < 0) return absl::InvalidArgumentError("--threads: expected 0 or more");
+    return flags;
+  }
+};
+
+// The scopes every policy call of `run` and `bench` happens in. The aggregation mode is in
+// force before the policy loads: a probabilistic module fixes its log-prob keys by it when it
+// is built (and refuses to run under the other mode). The rest starts after the load, so that
+// parameters are built outside inference mode, as ordinary tensors.
+class RunScope {
+ public:
+  explicit RunScope(const RunFlags& flags) : flags_(flags) {
+    if (flags.lp_aggregate) lp_aggregate_.emplace(*flags.lp_aggregate);
+  }
+
+  // Called once the policy is loaded.
+  void enter_calls() {
+    inference_.emplace();
+    if (flags_.interaction) interaction_.emplace(*flags_.interaction);
+    if (flags_.seed) at::manual_seed(*flags_.seed);
+    if (flags_.threads > 0) at::set_num_threads(flags_.threads);
+  }
+
+ private:
+  RunFlags flags_;
+  std::optional<tdp::dist::CompositeLpAggregateGuard> lp_aggregate_;
+  // Policies are only evaluated here: no autograd graph, no version counters.
+  std::optional<c10::InferenceMode> inference_;
+  std::optional<tdp::nn::InteractionTypeGuard> interaction_;
+};
+
+std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+std::string dtype_name(tdpolicy::DType dtype) {
+  return tdpolicy::DType_Name(dtype == tdpolicy::DTYPE_UNSPECIFIED ? tdpolicy::FLOAT32 : dtype);
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return digits;
+}
+
+int64_t parameter_count(const torch::nn::Module& module) {
+  int64_t count = 0;
+  for (const at::Tensor& parameter : module.parameters(/*recurse=*/true)) count += parameter.numel();
+  return count;
+}
+
+// The modules a reader sees at the top of the tree, named as the spec names them: sequences
+// keep theirs in a ModuleDict or ModuleList, which is looked through.
+std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> top_level_modules(
+    const torch::nn::Module& root, const tdpolicy::Module& spec) {
+  auto children = root.named_children();
+  while (children.size() == 1 &&
+         (dynamic_cast<const torch::nn::ModuleDictImpl*>(children[0].value().get()) != nullptr ||
+          dynamic_cast<const torch::nn::ModuleListImpl*>(children[0].value().get()) != nullptr)) {
+    children = children[0].value()->named_children();
+  }
+  const auto* sequence = spec.has_sequential() ? &spec.sequential().modules()
+                         : spec.has_probabilistic_sequential() ? &spec.probabilistic_sequential().modules()
+                                                               : nullptr;
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named;
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::string name = children[i].key();
+    if (sequence != nullptr && sequence->size() == static_cast<int>(children.size()) &&
+        !sequence->Get(static_cast<int>(i)).name().empty()) {
+      name = sequence->Get(static_cast<int>(i)).name();
+    }
+    named.emplace_back(name, children[i].value());
+  }
+  return named;
+}
+
+int validate(const std::string& path) {
+  // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
+  // module fixes its log-prob keys by the mode in force when it is built: build under that mode
+  // too, whatever COMPOSITE_LP_AGGREGATE says.
+  tdp::dist::CompositeLpAggregateGuard per_part(false);
+  auto policy = tdp::spec::load_policy(path, tdp::spec::LoadOptions{/*run_self_tests=*/true});
+  if (!policy.ok()) return failed(policy.status());
+  std::cout << "OK: " << policy->spec.name() << " " << policy->spec.version() << "\n";
+  return kOk;
+}
+
+int describe(const std::string& path) {
+  auto policy = tdp::spec::load_policy(path);
+  if (!policy.ok()) return failed(policy.status());
+  const tdpolicy::PolicySpec& spec = policy->spec;
+  std::cout << spec.name() << " " << spec.version() << "\n";
+  if (!spec.description().empty()) std::cout << spec.description() << "\n";
+  std::cout << "\ninputs:\n";
+  for (const auto& input : spec.inputs()) {
+    std::cout << "  " << input.key() << "  " << shape_str(input.shape()) << "  " << dtype_name(input.dtype()) << "\n";
+  }
+  std::cout << "\noutput keys:\n";
+  for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
+  std::cout << "\nmodule:\n" << policy->module->to_string() << "\n";
+  std::cout << "\nparameters:\n";
+  for (const auto& [name, child] : top_level_modules(*policy->module, spec.module())) {
+    const auto* td_module = dynamic_cast<const tdp::nn::TensorDictModuleBase*>(child.get());
+    std::cout << "  " << name << " (" << (td_module ? td_module->type_name() : child->name())
+              << "): " << with_commas(parameter_count(*child)) << "\n";
+  }
+  std::cout << "  total: " << with_commas(parameter_count(*policy->module)) << "\n";
+  return kOk;
+}
+
+absl::StatusOr<std::string> read_input(const std::string& input) {
+  std::ostringstream content;
+  if (input == "-") {
+    content << std::cin.rdbuf();
+  } else {
+    std::ifstream in(input, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(input, ": cannot open the input file"));
+    content << in.rdbuf();
+  }
+  return content.str();
+}
+
+int run(const std::string& path) {
+  const std::string input = absl::GetFlag(FLAGS_input);
+  if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
+  auto flags = RunFlags::parse();
+  if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
+  RunScope scope(*flags);
+  auto policy = tdp::spec::load_policy(path);
+  if (!policy.ok()) return failed(policy.status());
+  auto json = read_input(input);
+  if (!json.ok()) return failed(json.status());
+  auto td = tdp::cli::tensordict_from_json(*json, policy->spec.inputs());
+  if (!td.ok()) {
+    return failed(absl::InvalidArgumentError(
+        absl::StrCat(input == "-" ? "stdin" : input, ": ", td.status().message())));
+  }
+  scope.enter_calls();
+  tdp::TensorDict out;
+  try {
+    out = policy->module->forward(*td);
+  } catch (const std::exception& error) {
+    return failed(absl::InternalError(absl::StrCat("the policy failed: ", error.what())));
+  }
+  auto printed = tdp::cli::tensordict_to_json(out);
+  if (!printed.ok()) return failed(printed.status());
+  std::cout << *printed << std::flush;
+  return std::cout.good() ? kOk : kFailed;
+}
+
+// Random inputs of the declared shapes: normal floats, integers in {0, 1}, random bools.
+tdp::TensorDict random_inputs(const tdpolicy::PolicySpec& spec, int64_t batch) {
+  tdp::TensorDict td({batch});
+  for (const auto& input : spec.inputs()) {
+    std::vector<int64_t> shape{batch};
+    shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+    at::Tensor value;
+    switch (input.dtype()) {
+      case tdpolicy::DTYPE_UNSPECIFIED:
+      case tdpolicy::FLOAT32: value = at::randn(shape); break;
+      case tdpolicy::FLOAT64: value = at::randn(shape, at::kDouble); break;
+      case tdpolicy::FLOAT16: value = at::randn(shape).to(at::kHalf); break;
+      case tdpolicy::BFLOAT16: value = at::randn(shape).to(at::kBFloat16); break;
+      case tdpolicy::BOOL: value = at::rand(shape) < 0.5; break;
+      case tdpolicy::INT64: value = at::randint(0, 2, shape, at::kLong); break;
+      case tdpolicy::INT32: value = at::randint(0, 2, shape, at::kInt); break;
+      case tdpolicy::INT16: value = at::randint(0, 2, shape, at::kShort); break;
+      case tdpolicy::INT8: value = at::randint(0, 2, shape, at::kChar); break;
+      case tdpolicy::UINT8: value = at::randint(0, 2, shape, at::kByte); break;
+      default: throw std::invalid_argument(absl::StrCat("input \"", input.key(), "\" has no tensor dtype"));
+    }
+    std::vector<std::string> path = absl::StrSplit(input.key(), '/');
+    td.set(tdp::NestedKey(std::move(path)), value);
+  }
+  return td;
+}
+
+int bench(const std::string& path) {
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  const int64_t iterations = absl::GetFlag(FLAGS_iterations);
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  if (batch <= 0) return usage_error("bench needs --batch=B with B > 0");
+  if (iterations <= 0) return usage_error("--iterations: expected 1 or more", /*show_usage=*/false);
+  if (warmup < 0) return usage_error("--warmup: expected 0 or more", /*show_usage=*/false);
+  auto flags = RunFlags::parse();
+  if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
+  RunScope scope(*flags);
+  auto policy = tdp::spec::load_policy(path);
+  if (!policy.ok()) return failed(policy.status());
+  scope.enter_calls();
+
+  std::vector<double> micros;
+  micros.reserve(iterations);
+  double total_seconds = 0;
+  try {
+    const tdp::TensorDict inputs = random_inputs(policy->spec, batch);
+    for (int64_t i = 0; i < warmup + iterations; ++i) {
+      // A fresh dictionary per call (tensors shared), so each call sees only the inputs.
+      tdp::TensorDict td = inputs.clone(/*deep=*/false);
+      const auto start = std::chrono::steady_clock::now();
+      tdp::TensorDict out = policy->module->forward(td);
+      const auto stop = std::chrono::steady_clock::now();
+      if (i >= warmup) {
+        const double seconds = std::chrono::duration<double>(stop - start).count();
+        total_seconds += seconds;
+        micros.push_back(seconds * 1e6);
+      }
+    }
+  } catch (const std::exception& error) {
+    return failed(absl::InternalError(absl::StrCat("the policy failed: ", error.what())));
+  }
+  std::vector<double> sorted = micros;
+  std::sort(sorted.begin(), sorted.end());
+  const auto percentile = [&](double p) {
+    const size_t index = std::min(sorted.size() - 1, static_cast<size_t>(p * (sorted.size() - 1) + 0.5));
+    return sorted[index];
+  };
+  const double mean = total_seconds * 1e6 / iterations;
+  const double calls_per_second = iterations / total_seconds;
+  std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads\n", policy->spec.name(),
+                               policy->spec.version(), batch, iterations, warmup, at::get_num_threads());
+  std::cout << absl::StrFormat("latency per call: mean %.1f us, p50 %.1f us, p99 %.1f us\n", mean, percentile(0.5),
+                               percentile(0.99));
+  std::cout << absl::StrFormat("throughput: %.1f calls/s, %.0f env steps/s\n", calls_per_second,
+                               calls_per_second * batch);
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "help" || arg == "--help" || arg == "-h" || arg == "-help") {
+      std::cout << kUsageText;
+      return kOk;
+    }
+  }
+  if (auto error = flag_error(argc, argv)) return usage_error(*error);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) return usage_error("");
+  const std::string command = positional[1];
+  if (command != "validate" && command != "describe" && command != "run" && command != "bench") {
+    return usage_error(absl::StrCat("unknown command \"", command, "\""));
+  }
+  if (positional.size() != 3) {
+    return usage_error(positional.size() < 3 ? absl::StrCat(command, " needs a SPEC file")
+                                             : absl::StrCat(command, " takes one SPEC file, got ",
+                                                            positional.size() - 2, " arguments"));
+  }
+  const std::string spec = positional[2];
+  if (command == "validate") return validate(spec);
+  if (command == "describe") return describe(spec);
+  if (command == "run") return run(spec);
+  return bench(spec);
+}

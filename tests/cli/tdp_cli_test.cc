@@ -1,0 +1,315 @@
+// Runs the built `tdp` binary on tests/cli/testdata and checks exit codes, what goes to stdout
+// and stderr, and the JSON contract.
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/tdpolicy/" + path;
+}
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+std::string quoted(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// `env` is prepended to the command line ("NAME=value ").
+Result tdp(const std::vector<std::string>& args, const std::string& stdin_text = "", const std::string& env = "") {
+  const std::string in = temp_path("stdin"), out = temp_path("stdout"), err = temp_path("stderr");
+  write_file(in, stdin_text);
+  std::string command = env + quoted(runfile("sdk/cli/tdp"));
+  for (const std::string& arg : args) command += " " + quoted(arg);
+  command += " <" + quoted(in) + " >" + quoted(out) + " 2>" + quoted(err);
+  const int status = std::system(command.c_str());
+  Result result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = read_file(out);
+  result.err = read_file(err);
+  return result;
+}
+
+const std::string kActor = runfile("tests/cli/testdata/actor.pbtxt");
+const std::string kInput = runfile("tests/cli/testdata/input.json");
+
+google::protobuf::Struct parse_json(const std::string& text) {
+  google::protobuf::Struct object;
+  const auto status = google::protobuf::util::JsonStringToMessage(text, &object);
+  EXPECT_TRUE(status.ok()) << status << "\n" << text;
+  return object;
+}
+
+// The nested list at `path` ("goal/embedding") as rows of numbers.
+std::vector<std::vector<double>> matrix(const google::protobuf::Struct& object, const std::vector<std::string>& path) {
+  const google::protobuf::Struct* level = &object;
+  for (size_t i = 0; i + 1 < path.size(); ++i) level = &level->fields().at(path[i]).struct_value();
+  std::vector<std::vector<double>> rows;
+  for (const auto& row : level->fields().at(path.back()).list_value().values()) {
+    rows.emplace_back();
+    for (const auto& value : row.list_value().values()) rows.back().push_back(value.number_value());
+  }
+  return rows;
+}
+
+TEST(TdpCli, UsageErrorsExitWithTwo) {
+  Result none = tdp({});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.out, "");
+  EXPECT_THAT(none.err, HasSubstr("usage: tdp <command> SPEC [flags]"));
+
+  Result unknown = tdp({"frobnicate", kActor});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, StartsWith("tdp: unknown command \"frobnicate\"\n"));
+  EXPECT_THAT(unknown.err, HasSubstr("validate SPEC"));
+
+  Result no_spec = tdp({"validate"});
+  EXPECT_EQ(no_spec.exit_code, 2);
+  EXPECT_THAT(no_spec.err, StartsWith("tdp: validate needs a SPEC file\n"));
+
+  Result two_specs = tdp({"describe", kActor, kActor});
+  EXPECT_EQ(two_specs.exit_code, 2);
+  EXPECT_THAT(two_specs.err, StartsWith("tdp: describe takes one SPEC file, got 2 arguments\n"));
+
+  Result bad_flag = tdp({"run", kActor, "--inptu=x.json"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_THAT(bad_flag.err, StartsWith("tdp: unknown flag --inptu=x.json\n"));
+
+  Result no_input = tdp({"run", kActor});
+  EXPECT_EQ(no_input.exit_code, 2);
+  EXPECT_THAT(no_input.err, StartsWith("tdp: run needs --input=FILE.json (or --input=- for stdin)\n"));
+
+  Result bad_interaction = tdp({"run", kActor, "--input=" + kInput, "--interaction=greedy"});
+  EXPECT_EQ(bad_interaction.exit_code, 2);
+  EXPECT_THAT(bad_interaction.err, StartsWith("tdp: --interaction: "));
+  EXPECT_THAT(bad_interaction.err, HasSubstr("greedy"));
+
+  Result bad_aggregate = tdp({"run", kActor, "--input=" + kInput, "--lp_aggregate=maybe"});
+  EXPECT_EQ(bad_aggregate.exit_code, 2);
+  EXPECT_THAT(bad_aggregate.err, StartsWith("tdp: --lp_aggregate: expected true or false, got \"maybe\"\n"));
+
+  Result bad_seed = tdp({"run", kActor, "--input=" + kInput, "--seed=-3"});
+  EXPECT_EQ(bad_seed.exit_code, 2);
+  EXPECT_THAT(bad_seed.err, StartsWith("tdp: --seed: expected a non-negative integer, got \"-3\"\n"));
+
+  Result no_batch = tdp({"bench", kActor});
+  EXPECT_EQ(no_batch.exit_code, 2);
+  EXPECT_THAT(no_batch.err, StartsWith("tdp: bench needs --batch=B with B > 0\n"));
+
+  Result help = tdp({"help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, StartsWith("usage: tdp <command> SPEC [flags]\n"));
+}
+
+TEST(TdpCli, Validate) {
+  Result ok = tdp({"validate", kActor});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out, "OK: cli_test_actor 0.1\n");
+  EXPECT_EQ(ok.err, "");
+
+  Result missing = tdp({"validate", temp_path("nothing.pbtxt")});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_THAT(missing.err, HasSubstr("nothing.pbtxt: cannot open the spec file"));
+
+  std::string spec = read_file(kActor);
+  const std::string normal = "distribution: \"normal\"";
+  spec.replace(spec.find(normal), normal.size(), "distribution: \"gaussian\"");
+  const std::string bad = temp_path("bad_distribution.pbtxt");
+  write_file(bad, spec);
+  Result invalid = tdp({"validate", bad});
+  EXPECT_EQ(invalid.exit_code, 1);
+  EXPECT_EQ(invalid.out, "");
+  EXPECT_THAT(invalid.err, HasSubstr("bad_distribution.pbtxt"));
+  EXPECT_THAT(invalid.err, HasSubstr("gaussian"));
+}
+
+// A self test built from what `tdp run` printed passes `tdp validate`; a wrong one fails it.
+TEST(TdpCli, ValidateRunsSelfTests) {
+  Result run = tdp({"run", kActor, "--input=" + kInput, "--interaction=deterministic"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto action = matrix(parse_json(run.out), {"action"});
+  ASSERT_EQ(action.size(), 3u);
+
+  const auto float_bytes = [](const std::vector<std::vector<double>>& rows) {
+    std::string bytes;
+    for (const auto& row : rows) {
+      for (double value : row) {
+        const float f = static_cast<float>(value);
+        bytes.append(reinterpret_cast<const char*>(&f), sizeof f);
+      }
+    }
+    return bytes;
+  };
+  const auto escaped = [](const std::string& bytes) {
+    std::string out;
+    char buffer[8];
+    for (unsigned char c : bytes) {
+      std::snprintf(buffer, sizeof buffer, "\\%03o", c);
+      out += buffer;
+    }
+    return out;
+  };
+  const auto self_test = [&](const std::vector<std::vector<double>>& expected) {
+    const std::vector<std::vector<double>> observation{{0.5, -1.0, 0.25, 2.0}, {0, 0, 0, 0}, {1.5, 1.0, -0.5, -2.0}};
+    const std::vector<std::vector<double>> position{{1, 2}, {0, 0}, {-1, 0.5}};
+    return "self_tests {\n"
+           "  inputs { name: \"observation\" tensor { dtype: FLOAT32 shape: [3, 4] data: \"" +
+           escaped(float_bytes(observation)) +
+           "\" } }\n"
+           "  inputs { name: \"goal/position\" tensor { dtype: FLOAT32 shape: [3, 2] data: \"" +
+           escaped(float_bytes(position)) +
+           "\" } }\n"
+           "  expected_outputs { name: \"action\" tensor { dtype: FLOAT32 shape: [3, 2] data: \"" +
+           escaped(float_bytes(expected)) + "\" } }\n}\n";
+  };
+
+  const std::string good = temp_path("self_test_good.pbtxt");
+  write_file(good, read_file(kActor) + self_test(action));
+  Result passes = tdp({"validate", good});
+  EXPECT_EQ(passes.exit_code, 0) << passes.err;
+  EXPECT_EQ(passes.out, "OK: cli_test_actor 0.1\n");
+  // Self tests hold per-part log-probs whatever the environment's default.
+  Result aggregating_env = tdp({"validate", good}, "", "COMPOSITE_LP_AGGREGATE=1 ");
+  EXPECT_EQ(aggregating_env.exit_code, 0) << aggregating_env.err;
+
+  auto wrong = action;
+  wrong[1][0] += 0.5;
+  const std::string bad = temp_path("self_test_bad.pbtxt");
+  write_file(bad, read_file(kActor) + self_test(wrong));
+  Result fails = tdp({"validate", bad});
+  EXPECT_EQ(fails.exit_code, 1);
+  EXPECT_EQ(fails.out, "");
+  EXPECT_THAT(fails.err, HasSubstr("action"));
+}
+
+TEST(TdpCli, Describe) {
+  Result describe = tdp({"describe", kActor});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_THAT(describe.out, StartsWith("cli_test_actor 0.1\nGaussian actor used by tests/cli\n"));
+  EXPECT_THAT(describe.out, HasSubstr("inputs:\n  observation  [4]  FLOAT32\n  goal/position  [2]  FLOAT32\n"));
+  EXPECT_THAT(describe.out, HasSubstr("output keys:\n  action\n  action_log_prob\n  goal/embedding\n"));
+  EXPECT_THAT(describe.out, HasSubstr("module:\nProbabilisticTensorDictSequential("));
+  // MLP 4 -> 8 -> 4: 4*8 + 8 + 8*4 + 4; Linear 2 -> 3: 2*3 + 3.
+  EXPECT_THAT(describe.out, HasSubstr("parameters:\n  trunk (TensorDictModule): 76\n  goal (TensorDictModule): 9\n"));
+  EXPECT_THAT(describe.out, HasSubstr("  total: 85\n"));
+}
+
+TEST(TdpCli, RunPrintsTheOutputTensorDictAsJson) {
+  Result run = tdp({"run", kActor, "--input=" + kInput, "--interaction=mode"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const google::protobuf::Struct out = parse_json(run.out);
+  for (const char* key : {"observation", "goal", "params", "loc", "scale", "action", "action_log_prob"}) {
+    EXPECT_TRUE(out.fields().count(key)) << key << "\n" << run.out;
+  }
+  EXPECT_EQ(matrix(out, {"observation"}),
+            (std::vector<std::vector<double>>{{0.5, -1.0, 0.25, 2.0}, {0, 0, 0, 0}, {1.5, 1.0, -0.5, -2.0}}));
+  EXPECT_EQ(matrix(out, {"goal", "position"}), (std::vector<std::vector<double>>{{1, 2}, {0, 0}, {-1, 0.5}}));
+  EXPECT_EQ(matrix(out, {"goal", "embedding"}).size(), 3u);
+  EXPECT_EQ(matrix(out, {"goal", "embedding"})[0].size(), 3u);
+  // The mode of a normal is its loc.
+  EXPECT_EQ(matrix(out, {"action"}), matrix(out, {"loc"}));
+  EXPECT_EQ(matrix(out, {"action"})[0].size(), 2u);
+
+  // stdin gives the same; the weights come from init_seed, so every run agrees.
+  Result from_stdin = tdp({"run", kActor, "--input=-", "--interaction=mode"}, read_file(kInput));
+  EXPECT_EQ(from_stdin.exit_code, 0) << from_stdin.err;
+  EXPECT_EQ(from_stdin.out, run.out);
+
+  // Aggregated log-probs go where tensordict puts them, under "sample_log_prob".
+  Result aggregated = tdp({"run", kActor, "--input=" + kInput, "--interaction=mode", "--lp_aggregate=true"});
+  ASSERT_EQ(aggregated.exit_code, 0) << aggregated.err;
+  const google::protobuf::Struct summed = parse_json(aggregated.out);
+  EXPECT_EQ(summed.fields().count("action_log_prob"), 0u) << aggregated.out;
+  EXPECT_EQ(matrix(summed, {"sample_log_prob"}), matrix(out, {"action_log_prob"}));
+}
+
+TEST(TdpCli, RandomRunsAreReproducibleWithASeed) {
+  const std::vector<std::string> base{"run", kActor, "--input=" + kInput, "--interaction=random"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result result = tdp(args);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return matrix(parse_json(result.out), {"action"});
+  };
+  const auto first = with({"--seed=1"});
+  EXPECT_EQ(with({"--seed=1"}), first);
+  EXPECT_NE(with({"--seed=2"}), first);
+  Result mode = tdp({"run", kActor, "--input=" + kInput, "--interaction=mode"});
+  EXPECT_NE(matrix(parse_json(mode.out), {"action"}), first);
+}
+
+TEST(TdpCli, RunRejectsBadInputOnStderr) {
+  const std::string bad_json = temp_path("bad.json");
+  write_file(bad_json, R"({"observation": [[0.5, -1.0, 0.25, 2.0]], )");
+  Result syntax = tdp({"run", kActor, "--input=" + bad_json});
+  EXPECT_EQ(syntax.exit_code, 1);
+  EXPECT_EQ(syntax.out, "");
+  EXPECT_THAT(syntax.err, HasSubstr("bad.json: the input is not valid JSON"));
+
+  Result shape = tdp({"run", kActor, "--input=-"},
+                     R"({"observation": [[0.5, -1.0, 0.25]], "goal": {"position": [[1, 2]]}})");
+  EXPECT_EQ(shape.exit_code, 1);
+  EXPECT_EQ(shape.out, "");
+  EXPECT_THAT(shape.err,
+              HasSubstr("stdin: input \"observation\": shape [1, 3] does not end with the declared per-env shape [4]"));
+
+  Result missing = tdp({"run", kActor, "--input=-"}, R"({"observation": [[0.5, -1.0, 0.25, 2.0]]})");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("stdin: missing input \"goal/position\" (declared shape [2], FLOAT32)"));
+
+  Result no_file = tdp({"run", kActor, "--input=" + temp_path("absent.json")});
+  EXPECT_EQ(no_file.exit_code, 1);
+  EXPECT_THAT(no_file.err, HasSubstr("absent.json: cannot open the input file"));
+}
+
+TEST(TdpCli, Bench) {
+  Result bench = tdp({"bench", kActor, "--batch=8", "--iterations=20", "--warmup=2", "--threads=1"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_THAT(bench.out, StartsWith("cli_test_actor 0.1: batch 8, 20 calls after 2 warmup, 1 threads\n"));
+  EXPECT_THAT(bench.out, HasSubstr("latency per call: mean "));
+  EXPECT_THAT(bench.out, HasSubstr(" us, p50 "));
+  EXPECT_THAT(bench.out, HasSubstr(" us, p99 "));
+  EXPECT_THAT(bench.out, HasSubstr("calls/s, "));
+}
+
+}  // namespace
