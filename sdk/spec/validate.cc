@@ -90,6 +90,10 @@ class Validator {
     if (!key) return std::nullopt;
     auto found = written_.find(*key);
     if (found == written_.end()) {
+      // A composite reads a sub-TensorDict ("params") whose leaves earlier modules wrote.
+      for (const auto& [written, info] : written_) {
+        if (written.size() > key->size() && written.starts_with(*key)) return Shape(std::nullopt);
+      }
       fail(path, absl::StrCat("key \"", text, "\" is read but no earlier module writes it and it is not a declared input"),
            absl::StrCat("declare it under `inputs`, or check the spelling; available: ", written_list()));
       return std::nullopt;
