@@ -34,7 +34,18 @@ bool is_plain_sequential(const TensorDictModuleBase& module) {
 
 TensorDictSequentialImpl::TensorDictSequentialImpl(std::vector<TensorDictModuleRef> modules,
                                                    TensorDictSequentialOptions options)
-    : TensorDictModuleBase("TensorDictSequential"),
+    : TensorDictSequentialImpl("TensorDictSequential", std::move(modules), std::move(options)) {}
+
+TensorDictSequentialImpl::TensorDictSequentialImpl(
+    std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+    TensorDictSequentialOptions options)
+    : TensorDictSequentialImpl("TensorDictSequential", std::move(named_modules),
+                               std::move(options)) {}
+
+TensorDictSequentialImpl::TensorDictSequentialImpl(std::string type_name,
+                                                   std::vector<TensorDictModuleRef> modules,
+                                                   TensorDictSequentialOptions options)
+    : TensorDictModuleBase(std::move(type_name)),
       options_(std::move(options)),
       modules_(unwrap(modules)) {
   names_.resize(modules_.size());
@@ -43,9 +54,9 @@ TensorDictSequentialImpl::TensorDictSequentialImpl(std::vector<TensorDictModuleR
 }
 
 TensorDictSequentialImpl::TensorDictSequentialImpl(
-    std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+    std::string type_name, std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
     TensorDictSequentialOptions options)
-    : TensorDictModuleBase("TensorDictSequential"), options_(std::move(options)), named_(true) {
+    : TensorDictModuleBase(std::move(type_name)), options_(std::move(options)), named_(true) {
   for (auto& [name, ref] : named_modules) {
     names_.push_back(name);
     modules_.push_back(ref.ptr());
@@ -297,7 +308,7 @@ TensorDict TensorDictSequentialImpl::forward_impl(
       }
     }
     try {
-      exec = module.forward(exec);
+      exec = run_module(i, exec);
     } catch (const std::exception&) {
       detail::rethrow_with_context(describe() + ": failed while executing module '" + names_[i] +
                                    "'");
@@ -325,6 +336,10 @@ TensorDict TensorDictSequentialImpl::forward_impl(
   return exec;
 }
 
+TensorDict TensorDictSequentialImpl::run_module(size_t index, TensorDict tensordict) {
+  return modules_[index]->forward(tensordict);
+}
+
 std::string TensorDictSequentialImpl::to_string() const {
   std::string list = named_ ? "ModuleDict(\n" : "ModuleList(\n";
   for (size_t i = 0; i < modules_.size(); ++i) {
@@ -334,6 +349,7 @@ std::string TensorDictSequentialImpl::to_string() const {
   std::vector<std::string> fields = {"module=" + list};
   if (options_.partial_tolerant()) fields.push_back("partial_tolerant=True");
   if (options_.inplace().has_value()) fields.push_back("inplace=" + nn::to_string(*options_.inplace()));
+  for (std::string& field : repr_fields()) fields.push_back(std::move(field));
   fields.push_back("in_keys=" + keys_to_string(in_keys()));
   fields.push_back("out_keys=" + keys_to_string(out_keys()));
   std::string body;

@@ -79,7 +79,8 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   }
   // A new sequence with modules [start, stop) (Python slicing; negative counts from the end).
   // The modules are shared, not copied.
-  std::shared_ptr<TensorDictSequentialImpl> slice(int64_t start, int64_t stop) const;
+  // Virtual so that a subclass returns its own type (ProbabilisticTensorDictSequential does).
+  virtual std::shared_ptr<TensorDictSequentialImpl> slice(int64_t start, int64_t stop) const;
 
   // Adds a module at the end / before position `index`, and recomputes the keys. A selection
   // made with select_out_keys() stays if its keys are still out_keys, else throws.
@@ -102,6 +103,18 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   std::string to_string() const override;
 
  protected:
+  // For subclasses: `type_name` is what to_string() and errors call the sequence.
+  TensorDictSequentialImpl(std::string type_name, std::vector<TensorDictModuleRef> modules,
+                           TensorDictSequentialOptions options);
+  TensorDictSequentialImpl(std::string type_name,
+                           std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+                           TensorDictSequentialOptions options);
+
+  // Runs module `index` on `tensordict` (its forward() by default). A subclass overrides it to
+  // call its modules differently, e.g. under a scope, without re-implementing the sequence's
+  // output and selection handling.
+  virtual TensorDict run_module(size_t index, TensorDict tensordict);
+
   TensorDict forward_impl(TensorDict tensordict,
                           const std::optional<TensorDict>& tensordict_out) override;
 

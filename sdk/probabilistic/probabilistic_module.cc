@@ -1,0 +1,516 @@
+#include "sdk/probabilistic/probabilistic_module.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/stack.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "sdk/nn/log.h"
+
+namespace tdp::nn {
+namespace {
+
+// Set by forward_requires_sample() for the forward_impl() it leads to. Thread-local so
+// that a module shared by several threads keeps each call's choice to itself.
+thread_local bool tls_skip_sample = false;
+
+class SkipSampleScope {
+ public:
+  explicit SkipSampleScope(bool skip) : previous_(tls_skip_sample) { tls_skip_sample = skip; }
+  ~SkipSampleScope() { tls_skip_sample = previous_; }
+
+ private:
+  bool previous_;
+};
+
+const char* py_bool(bool value) { return value ? "True" : "False"; }
+
+std::string kwargs_to_string(const dist::Kwargs& kwargs) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [key, value] : kwargs) {
+    if (!first) out += ", ";
+    first = false;
+    out += "'" + key + "': ";
+    if (value.isBoolean()) {
+      out += py_bool(value.toBool());
+    } else if (value.isIntegral(false)) {
+      out += std::to_string(value.toLong());
+    } else {
+      std::ostringstream s;
+      s << value.toDouble();
+      out += s.str();
+    }
+  }
+  return out + "}";
+}
+
+std::string shape_to_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::vector<int64_t> concat(const std::vector<int64_t>& a, c10::IntArrayRef b) {
+  std::vector<int64_t> out = a;
+  out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+// Sums a per-part log-prob over the dims past `batch_dims` (tensordict's sum(dim="feature")).
+at::Tensor sum_features(const at::Tensor& lp, int64_t batch_dims) {
+  if (lp.dim() <= batch_dims) return lp;
+  std::vector<int64_t> dims;
+  for (int64_t d = batch_dims; d < lp.dim(); ++d) dims.push_back(d);
+  return lp.sum(dims);
+}
+
+}  // namespace
+
+// ---- options -------------------------------------------------------------------------------
+
+ProbabilisticTensorDictModuleOptions::ProbabilisticTensorDictModuleOptions(
+    std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys)
+    : in_keys_(std::move(in_keys)), out_keys_(std::move(out_keys)) {
+  for (const NestedKey& key : in_keys_) dist_keys_.push_back(key.empty() ? "" : key.leaf());
+}
+
+ProbabilisticTensorDictModuleOptions::ProbabilisticTensorDictModuleOptions(
+    DistKeyMap in_keys_map, std::vector<NestedKey> out_keys)
+    : out_keys_(std::move(out_keys)) {
+  for (auto& [name, key] : in_keys_map) {
+    dist_keys_.push_back(name);
+    in_keys_.push_back(std::move(key));
+  }
+}
+
+ProbabilisticTensorDictModuleOptions& ProbabilisticTensorDictModuleOptions::seed(uint64_t seed) {
+  generator_ = at::detail::createCPUGenerator(seed);
+  return *this;
+}
+
+ProbabilisticTensorDictModuleOptions& ProbabilisticTensorDictModuleOptions::composite(
+    std::vector<std::pair<NestedKey, dist::DistributionBuilder>> distribution_map,
+    dist::CompositeDistributionOptions options) {
+  composite_map_ = std::move(distribution_map);
+  composite_options_ = std::move(options);
+  return *this;
+}
+
+// ---- construction --------------------------------------------------------------------------
+
+ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
+    ProbabilisticTensorDictModuleOptions options)
+    : TensorDictModuleBase("ProbabilisticTensorDictModule"), options_(std::move(options)) {
+  if (options_.in_keys().empty()) {
+    throw std::invalid_argument("ProbabilisticTensorDictModule: in_keys must not be empty.");
+  }
+  if (options_.dist_keys().size() != options_.in_keys().size()) {
+    throw std::invalid_argument(
+        "ProbabilisticTensorDictModule: dist_keys and in_keys must have the same length (got " +
+        std::to_string(options_.dist_keys().size()) + " and " +
+        std::to_string(options_.in_keys().size()) + ").");
+  }
+  std::vector<NestedKey> out_keys = options_.out_keys();
+  if (out_keys.empty()) {
+    if (options_.is_composite()) {
+      const auto& name_map = options_.composite_options().name_map_;
+      for (const auto& [key, builder] : *options_.composite_map()) {
+        NestedKey out = key;
+        for (const auto& [from, to] : name_map) {
+          if (from == key) out = to;
+        }
+        out_keys.push_back(out);
+      }
+    } else {
+      out_keys.push_back("_");
+    }
+  }
+  if (options_.is_composite() && options_.in_keys().size() != 1) {
+    throw std::invalid_argument(
+        "ProbabilisticTensorDictModule: a composite distribution reads one in_key, the "
+        "TensorDict of its parts' parameters; got in_keys=" +
+        keys_to_string(options_.in_keys()) + ".");
+  }
+  sample_keys_ = out_keys;
+
+  const bool aggregate = composite_lp_aggregate();
+  aggregate_at_init_ = aggregate;
+  const auto& given_key = options_.log_prob_key();
+  const auto& given_keys = options_.log_prob_keys();
+  if (!given_keys.has_value()) {
+    if (out_keys.size() == 1 && given_key.has_value()) {
+      log_prob_keys_ = std::vector<NestedKey>{*given_key};
+    } else if (aggregate) {
+      if (out_keys.size() == 1) log_prob_keys_ = std::vector<NestedKey>{"sample_log_prob"};
+    } else {
+      std::vector<NestedKey> keys;
+      for (const NestedKey& key : out_keys) keys.push_back(dist::add_suffix(key, "_log_prob"));
+      log_prob_keys_ = std::move(keys);
+    }
+  } else if (aggregate) {
+    throw std::runtime_error(
+        "composite_lp_aggregate is set to True but log_prob_keys were passed. When "
+        "composite_lp_aggregate() returns ``True``, log_prob_key must be used instead.");
+  } else {
+    if (given_keys->size() != out_keys.size()) {
+      throw std::invalid_argument(
+          "ProbabilisticTensorDictModule: log_prob_keys " + keys_to_string(*given_keys) +
+          " must have one key per out_key " + keys_to_string(out_keys) + ".");
+    }
+    log_prob_keys_ = given_keys;
+  }
+  if (!given_key.has_value()) {
+    if (aggregate) {
+      log_prob_key_ = NestedKey("sample_log_prob");
+    } else if (out_keys.size() == 1) {
+      log_prob_key_ = dist::add_suffix(out_keys[0], "_log_prob");
+    }
+  } else if (out_keys.size() > 1 && !aggregate) {
+    throw std::runtime_error(
+        "composite_lp_aggregate is set to `False` but a `log_prob_key` was passed. When "
+        "composite_lp_aggregate() returns ``False``, log_prob_keys must be used instead.");
+  } else {
+    log_prob_key_ = given_key;
+  }
+  if (options_.cache_dist()) {
+    logger()->warn(
+        "ProbabilisticTensorDictModule: cache_dist has no effect: no distribution here can be "
+        "updated in place (as in the reference, where it needs a distribution with `update`).");
+  }
+  if (options_.n_empirical_estimate() < 1) {
+    throw std::invalid_argument("ProbabilisticTensorDictModule: n_empirical_estimate must be >= 1.");
+  }
+
+  std::vector<NestedKey> all_out = out_keys;
+  if (options_.return_log_prob()) {
+    for (const NestedKey& key : aggregate ? std::vector<NestedKey>{*log_prob_key_} : *log_prob_keys_) {
+      if (std::find(all_out.begin(), all_out.end(), key) == all_out.end()) all_out.push_back(key);
+    }
+  }
+  set_in_keys(options_.in_keys());
+  set_out_keys(std::move(all_out));
+}
+
+// ---- keys ----------------------------------------------------------------------------------
+
+void ProbabilisticTensorDictModuleImpl::check_aggregate(const char* what) const {
+  const bool aggregate = composite_lp_aggregate();
+  if (aggregate != aggregate_at_init_) {
+    throw std::runtime_error(std::string("composite_lp_aggregate is set to `") + py_bool(aggregate) +
+                             "`, but the class was instantiated with `" +
+                             py_bool(aggregate_at_init_) + "` which may affect the " + what +
+                             " property.");
+  }
+}
+
+NestedKey ProbabilisticTensorDictModuleImpl::log_prob_key() const {
+  check_aggregate("log_prob_key");
+  if (!aggregate_at_init_) {
+    if (log_prob_keys_.has_value() && log_prob_keys_->size() == 1) return (*log_prob_keys_)[0];
+    throw std::runtime_error(
+        "composite_lp_aggregate is set to ``False``, hence ProbabilisticTensorDictModule.log_prob_key "
+        "cannot be accessed unless there is one and only one element in log_prob_keys (got "
+        "log_prob_keys=" +
+        keys_to_string(log_prob_keys_.value_or(std::vector<NestedKey>{})) +
+        "). When composite_lp_aggregate() returns ``False``, try to use "
+        "ProbabilisticTensorDictModule.log_prob_keys instead.");
+  }
+  return *log_prob_key_;
+}
+
+std::vector<NestedKey> ProbabilisticTensorDictModuleImpl::log_prob_keys() const {
+  check_aggregate("log_prob_keys");
+  if (aggregate_at_init_) return {*log_prob_key_};
+  return log_prob_keys_.value_or(std::vector<NestedKey>{});
+}
+
+// ---- distribution --------------------------------------------------------------------------
+
+AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {
+  const auto& keys = options_.in_keys();
+  if (options_.is_composite()) {
+    if (!tensordict.contains(keys[0])) {
+      throw KeyError(describe() + ": the composite's parameters " + keys[0].to_string() +
+                     " are not in the TensorDict, whose keys are " +
+                     keys_to_string(tensordict.keys(true)) + ".");
+    }
+    return AnyDistribution(std::make_shared<const dist::CompositeDistribution>(
+        tensordict.get_tensordict(keys[0]), *options_.composite_map(),
+        options_.composite_options()));
+  }
+  dist::Params params;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!tensordict.contains(keys[i])) {
+      throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[i] +
+                     "' is read from " + keys[i].to_string() +
+                     ", which is not in the TensorDict; its keys are " +
+                     keys_to_string(tensordict.keys(true)) + ".");
+    }
+    params[options_.dist_keys()[i]] = tensordict.get(keys[i]);
+  }
+  dist::Kwargs kwargs = options_.distribution_kwargs();
+  // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's
+  // scale=1) can be a kwarg. Registry signatures separate the two, so move such kwargs over.
+  const std::string name = options_.distribution().to_string();
+  auto& registry = dist::DistributionRegistry::global();
+  if (!kwargs.empty() && registry.contains(name)) {
+    const dist::DistributionSignature signature = registry.signature(name);
+    const at::Tensor& like = params.begin()->second;
+    for (auto it = kwargs.begin(); it != kwargs.end();) {
+      bool is_param = false;
+      for (const auto& set : signature.param_sets) {
+        is_param |= std::find(set.begin(), set.end(), it->first) != set.end();
+      }
+      if (is_param && !params.count(it->first)) {
+        params[it->first] = at::full_like(like, it->second);
+        it = kwargs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return AnyDistribution(options_.distribution().build(params, kwargs));
+}
+
+std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sample(
+    const AnyDistribution& dist, std::optional<InteractionType> type,
+    const std::optional<at::Generator>& generator) const {
+  if (!type.has_value()) type = interaction_type();
+  if (!type.has_value()) type = options_.default_interaction_type();
+  const dist::GeneratorOpt gen =
+      generator.has_value() ? dist::GeneratorOpt(*generator) : dist::GeneratorOpt();
+  const std::vector<int64_t>& shape = options_.num_samples();
+  const int64_t n = options_.n_empirical_estimate();
+  if (dist.is_composite()) {
+    const dist::CompositeDistribution& c = *dist.composite();
+    switch (*type) {
+      case InteractionType::kDeterministic:
+        return c.deterministic_sample();
+      case InteractionType::kMode:
+        return c.mode();
+      case InteractionType::kMedian:
+        throw dist::NotImplementedError("method CompositeDistribution.median is not implemented");
+      case InteractionType::kMean:
+        try {
+          return c.mean();
+        } catch (const dist::NotImplementedError&) {
+          TensorDict draws = dist.has_rsample() ? c.rsample({n}, gen) : c.sample({n}, gen);
+          return draws.apply([](const at::Tensor& t) { return t.to(at::kDouble).mean(0).to(t.scalar_type()); },
+                             std::vector<int64_t>(c.batch_shape()));
+        }
+      case InteractionType::kRandom:
+        return dist.has_rsample() ? c.rsample(shape, gen) : c.sample(shape, gen);
+    }
+  }
+  const dist::Distribution& d = *dist.distribution();
+  switch (*type) {
+    case InteractionType::kDeterministic:
+      return d.deterministic_sample();
+    case InteractionType::kMode:
+      return d.mode();
+    case InteractionType::kMedian:
+      // torch.distributions define no median; the inverse cdf at 1/2 is one where it exists.
+      try {
+        return d.icdf(at::full(d.extended_shape(), 0.5, at::TensorOptions().dtype(at::kFloat)));
+      } catch (const dist::NotImplementedError&) {
+        throw dist::NotImplementedError("method " + d.name() + ".median is not implemented");
+      }
+    case InteractionType::kMean:
+      try {
+        return d.mean();
+      } catch (const dist::NotImplementedError&) {
+        return (d.has_rsample() ? d.rsample({n}, gen) : d.sample({n}, gen)).mean(0);
+      }
+    case InteractionType::kRandom:
+      return d.has_rsample() ? d.rsample(shape, gen) : d.sample(shape, gen);
+  }
+  throw std::logic_error("unknown interaction type");
+}
+
+// ---- generator -----------------------------------------------------------------------------
+
+std::optional<at::Generator> ProbabilisticTensorDictModuleImpl::resolve_generator(
+    const TensorDict& tensordict) const {
+  if (options_.generator().has_value()) return options_.generator();
+  const auto& key = options_.generator_key();
+  if (!key.has_value() || !tensordict.contains(*key)) return std::nullopt;
+  at::Tensor seed = tensordict.get(*key);
+  if (seed.numel() != 1) {
+    throw std::invalid_argument("Generator key " + key->to_string() +
+                                " resolved to a tensor of " + std::to_string(seed.numel()) +
+                                " elements; expected a scalar seed.");
+  }
+  if (!at::isIntegralType(seed.scalar_type(), /*includeBool=*/false)) {
+    throw std::invalid_argument("Generator key " + key->to_string() +
+                                " resolved to a tensor of dtype " +
+                                std::string(c10::toString(seed.scalar_type())) +
+                                "; expected an integer seed.");
+  }
+  return at::detail::createCPUGenerator(static_cast<uint64_t>(seed.item<int64_t>()));
+}
+
+void ProbabilisticTensorDictModuleImpl::write_back_seed(TensorDict& tensordict,
+                                                       const at::Generator& generator) const {
+  const NestedKey& key = *options_.generator_key();
+  at::Tensor old = tensordict.get(key);
+  at::Tensor next = at::randint(0, int64_t{1} << 62, {}, generator,
+                                at::TensorOptions().dtype(at::kLong));
+  tensordict.set(key, next.reshape(old.sizes()).to(old.options()));
+}
+
+// ---- log-prob ------------------------------------------------------------------------------
+
+void ProbabilisticTensorDictModuleImpl::rename_log_probs(TensorDict& lp) const {
+  const std::vector<NestedKey> keys = log_prob_keys();
+  for (size_t i = 0; i < sample_keys_.size() && i < keys.size(); ++i) {
+    NestedKey expected = dist::add_suffix(sample_keys_[i], "_log_prob");
+    if (keys[i] != expected && lp.contains(expected)) lp.rename_key(expected, keys[i]);
+  }
+}
+
+void ProbabilisticTensorDictModuleImpl::add_composite_log_prob(
+    const dist::CompositeDistribution& dist, TensorDict& sample) const {
+  const bool aggregate = composite_lp_aggregate();
+  if (aggregate != aggregate_at_init_) {
+    throw std::runtime_error(
+        "The value returned by composite_lp_aggregate changed between init of "
+        "ProbabilisticTensorDictModule and its execution (" +
+        std::string(py_bool(aggregate_at_init_)) + " -> " + py_bool(aggregate) +
+        "). Make sure the mode matches.");
+  }
+  TensorDict parts;
+  {
+    CompositeLpAggregateGuard per_part(false, /*thread_local_only=*/true);
+    parts = dist.log_prob_composite(sample, /*include_sum=*/false);
+  }
+  if (aggregate) {
+    at::Tensor total;
+    for (const auto& [key, part] : dist.dists()) {
+      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), sample.ndim());
+      total = total.defined() ? total + lp : lp;
+    }
+    sample.update(parts);
+    sample.set(*log_prob_key_, total);
+  } else {
+    rename_log_probs(parts);
+    sample.update(parts);
+  }
+}
+
+LogProb ProbabilisticTensorDictModuleImpl::log_prob_of(const AnyDistribution& dist,
+                                                      const TensorDict& tensordict,
+                                                      bool write_back) const {
+  if (!dist.is_composite()) {
+    return dist.distribution()->log_prob(tensordict.get(sample_keys_[0]));
+  }
+  const dist::CompositeDistribution& c = *dist.composite();
+  const bool aggregate = composite_lp_aggregate();
+  if (aggregate != aggregate_at_init_) {
+    throw std::runtime_error(
+        "The value returned by composite_lp_aggregate changed between init of "
+        "ProbabilisticTensorDictModule and its execution (" +
+        std::string(py_bool(aggregate_at_init_)) + " -> " + py_bool(aggregate) +
+        "). Make sure the mode matches.");
+  }
+  TensorDict samples = tensordict.select(sample_keys_);
+  TensorDict parts;
+  {
+    CompositeLpAggregateGuard per_part(false, /*thread_local_only=*/true);
+    parts = c.log_prob_composite(samples, /*include_sum=*/false);
+  }
+  if (aggregate) {
+    at::Tensor total;
+    for (const auto& [key, part] : c.dists()) {
+      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), tensordict.ndim());
+      total = total.defined() ? total + lp : lp;
+    }
+    if (write_back) const_cast<TensorDict&>(tensordict).update(parts);
+    return total;
+  }
+  rename_log_probs(parts);
+  return parts;
+}
+
+LogProb ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& tensordict,
+                                                   const std::optional<AnyDistribution>& dist) const {
+  return log_prob_of(dist.has_value() ? *dist : get_dist(tensordict), tensordict,
+                     /*write_back=*/true);
+}
+
+// ---- forward -------------------------------------------------------------------------------
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward_requires_sample(
+    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
+    bool requires_sample) {
+  SkipSampleScope scope(!requires_sample);
+  return TensorDictModuleBase::forward(tensordict, tensordict_out);
+}
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
+    TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+  const bool requires_sample = !tls_skip_sample;
+  // Nested modules called from here decide for themselves.
+  SkipSampleScope reset(false);
+  TensorDict out = tensordict_out.value_or(tensordict);
+  AnyDistribution dist = get_dist(tensordict);
+  if (requires_sample) {
+    std::optional<at::Generator> generator = resolve_generator(tensordict);
+    auto value = dist_sample(dist, interaction_type(), generator);
+    if (generator.has_value() && !options_.generator().has_value()) {
+      write_back_seed(tensordict, *generator);
+    }
+    if (!options_.num_samples().empty()) {
+      out = out.expand(concat(options_.num_samples(), out.batch_size()));
+    }
+    if (auto* sample = std::get_if<TensorDict>(&value)) {
+      if (options_.return_log_prob()) add_composite_log_prob(*dist.composite(), *sample);
+      out.update(*sample);
+    } else {
+      const at::Tensor& x = std::get<at::Tensor>(value);
+      out.set(sample_keys_[0], x);
+      if (options_.return_log_prob()) {
+        out.set(log_prob_key(), dist.distribution()->log_prob(x));
+      }
+    }
+  } else if (options_.return_log_prob()) {
+    LogProb lp = log_prob_of(dist, tensordict, /*write_back=*/false);
+    if (auto* t = std::get_if<at::Tensor>(&lp)) {
+      out.set(log_prob_key(), *t);
+    } else {
+      out.update(std::get<TensorDict>(lp));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> ProbabilisticTensorDictModuleImpl::repr_fields() const {
+  std::vector<std::string> fields;
+  if (options_.is_composite()) {
+    std::string map = "{";
+    bool first = true;
+    for (const auto& [key, builder] : *options_.composite_map()) {
+      map += std::string(first ? "" : ", ") + key.to_string() + ": " + builder.to_string();
+      first = false;
+    }
+    fields.push_back("distribution_class=CompositeDistribution(distribution_map=" + map + "})");
+  } else {
+    fields.push_back("distribution_class=" + options_.distribution().to_string());
+  }
+  fields.push_back("distribution_kwargs=" + kwargs_to_string(options_.distribution_kwargs()));
+  fields.push_back("default_interaction_type=" +
+                   std::string(nn::to_string(options_.default_interaction_type())));
+  fields.push_back("num_samples=" + (options_.num_samples().empty()
+                                         ? std::string("None")
+                                         : shape_to_string(options_.num_samples())));
+  if (options_.return_log_prob()) fields.push_back("return_log_prob=True");
+  return fields;
+}
+
+}  // namespace tdp::nn

@@ -1,0 +1,211 @@
+// ProbabilisticTensorDictModule: builds a distribution from TensorDict entries (its in_keys) and
+// writes a value taken from it (its out_keys), optionally with the value's log-probability.
+// Which value is taken follows interaction_type() (see interaction_type.h), else the module's
+// default_interaction_type: a random draw, the mode, the median, the mean or the distribution's
+// deterministic_sample. Python's tensordict.nn.ProbabilisticTensorDictModule.
+//
+//   using namespace tdp::nn;
+//   ProbabilisticTensorDictModule actor(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+//       .distribution("normal").return_log_prob(true).seed(0));
+//   actor(td);                                   // writes "action" and "action_log_prob"
+//   AnyDistribution d = actor->get_dist(td);     // Normal(loc: [3, 4], scale: [3, 4])
+//   {
+//     InteractionTypeGuard explore(InteractionType::kRandom, /*thread_local_only=*/true);
+//     actor(td);                                 // a fresh draw from the seeded generator
+//   }
+//
+// Semantics (as the reference):
+// - in_keys: the leaf of each key names the distribution parameter; with a {parameter, key}
+//   map the names are given explicitly. A registry distribution also takes a missing parameter
+//   from distribution_kwargs (Normal's "scale": 1.0 becomes a tensor of ones like the others).
+// - composite(distribution_map): the single in_key holds a TensorDict of per-part parameters,
+//   and the module builds a dist::CompositeDistribution; out_keys default to where the parts'
+//   samples go (name_map, else the distribution_map keys).
+// - log-prob keys depend on composite_lp_aggregate() when the module is built: with it false,
+//   one `<out_key>_log_prob` per out_key (or log_prob_keys); with it true, one summed
+//   "sample_log_prob" (or log_prob_key). Changing the setting afterwards makes the log-prob
+//   accessors throw, as in the reference.
+// - When the input already holds the samples (forward_requires_sample(td, out, false), as
+//   ProbabilisticTensorDictSequential does when an earlier module wrote them), no value is
+//   drawn but the log-prob is still written when return_log_prob.
+// - num_samples adds leading sample dims: the output TensorDict is expanded to
+//   num_samples + batch_size and a RANDOM draw has that shape.
+// - Randomness: generator(g) or seed(s) draw from one module-owned generator (shared by every
+//   call and thread); generator_key(k) reads a one-element integer seed tensor at k from each
+//   input, draws with a generator seeded by it, and writes the next seed back at k (a
+//   JAX-style key stream). Without either, LibTorch's default generator is used.
+// The module holds no mutable state besides the generator, so one instance may serve several
+// threads at once (each with its own thread-local interaction type).
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "sdk/distributions/composite_distribution.h"
+#include "sdk/distributions/registry.h"
+#include "sdk/nn/tensordict_module_base.h"
+#include "sdk/probabilistic/any_distribution.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/tensordict/nested_key.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace tdp::nn {
+
+// {distribution parameter name, TensorDict key} pairs, in order.
+using DistKeyMap = std::vector<std::pair<std::string, NestedKey>>;
+// A log-probability: one tensor, or a TensorDict of per-part log-probs (composite
+// distributions with composite_lp_aggregate() false).
+using LogProb = std::variant<at::Tensor, TensorDict>;
+
+struct ProbabilisticTensorDictModuleOptions {
+  ProbabilisticTensorDictModuleOptions(std::vector<NestedKey> in_keys,
+                                       std::vector<NestedKey> out_keys = {});
+  // The braced form {"loc", "scale"}; without it a braced list is ambiguous with the map form.
+  ProbabilisticTensorDictModuleOptions(std::initializer_list<NestedKey> in_keys,
+                                       std::vector<NestedKey> out_keys = {})
+      : ProbabilisticTensorDictModuleOptions(std::vector<NestedKey>(in_keys),
+                                             std::move(out_keys)) {}
+  // Parameter names given explicitly; write the map's type: DistKeyMap{{"loc", "loc2"}}.
+  ProbabilisticTensorDictModuleOptions(DistKeyMap in_keys_map, std::vector<NestedKey> out_keys = {});
+
+  TORCH_ARG(std::vector<NestedKey>, in_keys);
+  // The distribution parameter name for each in_key (the keys' leaves unless a map was given).
+  TORCH_ARG(std::vector<std::string>, dist_keys);
+  TORCH_ARG(std::vector<NestedKey>, out_keys);
+  TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
+  // A registry name ("normal", "tanh_normal", ...) or a factory.
+  TORCH_ARG(dist::DistributionBuilder, distribution) = "delta";
+  TORCH_ARG(dist::Kwargs, distribution_kwargs);
+  TORCH_ARG(bool, return_log_prob) = false;
+  // Experimental in the reference and without effect there for every built-in distribution
+  // (it needs a distribution with `update`); kept for spec compatibility, logged when set.
+  TORCH_ARG(bool, cache_dist) = false;
+  // Draws used for MEAN when a distribution has no analytic mean.
+  TORCH_ARG(int64_t, n_empirical_estimate) = 1000;
+  TORCH_ARG(std::vector<int64_t>, num_samples);
+  TORCH_ARG(std::optional<at::Generator>, generator);
+
+ public:
+  // Where the log-prob goes (see the header comment for the defaults). Setters and getters are
+  // written out: TORCH_ARG's std::optional setters make "key" arguments ambiguous.
+  ProbabilisticTensorDictModuleOptions& log_prob_key(NestedKey key) {
+    log_prob_key_ = std::move(key);
+    return *this;
+  }
+  const std::optional<NestedKey>& log_prob_key() const { return log_prob_key_; }
+  ProbabilisticTensorDictModuleOptions& log_prob_keys(std::vector<NestedKey> keys) {
+    log_prob_keys_ = std::move(keys);
+    return *this;
+  }
+  const std::optional<std::vector<NestedKey>>& log_prob_keys() const { return log_prob_keys_; }
+  ProbabilisticTensorDictModuleOptions& generator(at::Generator generator) {
+    generator_ = std::move(generator);
+    return *this;
+  }
+  ProbabilisticTensorDictModuleOptions& generator_key(NestedKey key) {
+    generator_key_ = std::move(key);
+    return *this;
+  }
+  const std::optional<NestedKey>& generator_key() const { return generator_key_; }
+  // A CPU generator seeded with `seed`, owned by the module (Python's generator=<int>).
+  ProbabilisticTensorDictModuleOptions& seed(uint64_t seed);
+  // Makes the module build a dist::CompositeDistribution over its params TensorDict.
+  ProbabilisticTensorDictModuleOptions& composite(
+      std::vector<std::pair<NestedKey, dist::DistributionBuilder>> distribution_map,
+      dist::CompositeDistributionOptions options = {});
+
+  bool is_composite() const { return composite_map_.has_value(); }
+  const std::optional<std::vector<std::pair<NestedKey, dist::DistributionBuilder>>>&
+  composite_map() const {
+    return composite_map_;
+  }
+  const dist::CompositeDistributionOptions& composite_options() const {
+    return composite_options_;
+  }
+
+ private:
+  std::optional<NestedKey> log_prob_key_;
+  std::optional<std::vector<NestedKey>> log_prob_keys_;
+  std::optional<NestedKey> generator_key_;
+  std::optional<std::vector<std::pair<NestedKey, dist::DistributionBuilder>>> composite_map_;
+  dist::CompositeDistributionOptions composite_options_;
+};
+
+class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
+ public:
+  explicit ProbabilisticTensorDictModuleImpl(ProbabilisticTensorDictModuleOptions options);
+
+  // forward() with `requires_sample` false reuses the samples already in `tensordict` (only
+  // the log-prob is computed, when return_log_prob); Python's forward(_requires_sample=...).
+  // A separate name: an overloaded forward() would break the module holder's operator().
+  TensorDict forward_requires_sample(const TensorDict& tensordict,
+                                     const std::optional<TensorDict>& tensordict_out,
+                                     bool requires_sample);
+
+  // The distribution built from `tensordict`'s in_keys. Throws tdp::KeyError naming the
+  // module when a parameter is missing.
+  AnyDistribution get_dist(const TensorDict& tensordict) const;
+  AnyDistribution build_dist_from_params(const TensorDict& tensordict) const {
+    return get_dist(tensordict);
+  }
+  // The log-probability of the samples in `tensordict` under `dist` (default get_dist):
+  // a tensor, or for a composite with composite_lp_aggregate() false a TensorDict keyed by
+  // log_prob_keys().
+  LogProb log_prob(const TensorDict& tensordict,
+                   const std::optional<AnyDistribution>& dist = std::nullopt) const;
+
+  // The value `dist` gives under `type` (nullopt: interaction_type(), else the default),
+  // drawn with `generator` when random. A tensor, or a TensorDict for a composite.
+  std::variant<at::Tensor, TensorDict> dist_sample(
+      const AnyDistribution& dist, std::optional<InteractionType> type = std::nullopt,
+      const std::optional<at::Generator>& generator = std::nullopt) const;
+
+  // Where the log-prob is written. Throw std::runtime_error when composite_lp_aggregate()
+  // differs from its value at construction, or (log_prob_key, aggregation off) when there is
+  // not exactly one log-prob key.
+  NestedKey log_prob_key() const;
+  std::vector<NestedKey> log_prob_keys() const;
+  const std::vector<NestedKey>& dist_params_keys() const { return in_keys(); }
+  const std::vector<NestedKey>& dist_sample_keys() const { return sample_keys_; }
+  const std::vector<int64_t>& num_samples() const { return options_.num_samples(); }
+  InteractionType default_interaction_type() const { return options_.default_interaction_type(); }
+  const ProbabilisticTensorDictModuleOptions& options() const { return options_; }
+
+ protected:
+  TensorDict forward_impl(TensorDict tensordict,
+                          const std::optional<TensorDict>& tensordict_out) override;
+  std::vector<std::string> repr_fields() const override;
+
+ private:
+  // The generator for this call and, for generator_key, the seed stream to advance after it.
+  std::optional<at::Generator> resolve_generator(const TensorDict& tensordict) const;
+  void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
+  void check_aggregate(const char* what) const;
+  // Writes the log-prob of `sample` (a composite's TensorDict sample) into `sample`.
+  void add_composite_log_prob(const dist::CompositeDistribution& dist, TensorDict& sample) const;
+  // Renames `<key>_log_prob` entries of `lp` to the configured log_prob_keys.
+  void rename_log_probs(TensorDict& lp) const;
+  LogProb log_prob_of(const AnyDistribution& dist, const TensorDict& tensordict,
+                      bool write_back) const;
+
+  ProbabilisticTensorDictModuleOptions options_;
+  std::vector<NestedKey> sample_keys_;
+  std::optional<NestedKey> log_prob_key_;
+  std::optional<std::vector<NestedKey>> log_prob_keys_;
+  bool aggregate_at_init_;
+};
+
+TORCH_MODULE(ProbabilisticTensorDictModule);
+
+}  // namespace tdp::nn

@@ -1,0 +1,126 @@
+// ProbabilisticTensorDictSequential: a TensorDictSequential whose modules end with (or contain)
+// probabilistic modules, and which can therefore return their distribution and score samples.
+// Python's tensordict.nn.ProbabilisticTensorDictSequential.
+//
+//   using namespace tdp::nn;
+//   ProbabilisticTensorDictSequential actor({
+//       TensorDictModule(mlp, TensorDictModuleOptions({"observation"}, {"param"})),
+//       TensorDictModule(NormalParamExtractor(), TensorDictModuleOptions({"param"}, {"loc", "scale"})),
+//       ProbabilisticTensorDictModule(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+//           .distribution("normal").return_log_prob(true))});
+//   actor(td);                                    // "param", "loc", "scale", "action", "action_log_prob"
+//   AnyDistribution d = actor->get_dist(td);      // the last module's Normal
+//   LogProb lp = actor->log_prob(td);             // recomputes "action"'s log-prob
+//
+// return_composite (default: true when the last module is not probabilistic or when there is
+// more than one probabilistic module) makes get_dist() a CompositeDistribution over every
+// probabilistic module, each drawn in turn so that later ones see earlier samples; false
+// requires the last module to be probabilistic and uses only it. slice() returns a
+// ProbabilisticTensorDictSequential when the slice still ends with (or, with return_composite,
+// contains) a probabilistic module, else a plain TensorDictSequential.
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sdk/nn/tensordict_sequential.h"
+#include "sdk/probabilistic/any_distribution.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/tensordict/nested_key.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace tdp::nn {
+
+struct ProbabilisticTensorDictSequentialOptions {
+  // Unset: the reference's default (see the header comment).
+  TORCH_ARG(std::optional<bool>, return_composite);
+  TORCH_ARG(bool, partial_tolerant) = false;
+  TORCH_ARG(std::vector<NestedKey>, selected_out_keys);
+  TORCH_ARG(std::optional<Inplace>, inplace);
+
+ public:
+  ProbabilisticTensorDictSequentialOptions& return_composite(bool value) {
+    return_composite_ = value;
+    return *this;
+  }
+  ProbabilisticTensorDictSequentialOptions& inplace(bool value) {
+    inplace_ = value ? Inplace::kTrue : Inplace::kFalse;
+    return *this;
+  }
+  TensorDictSequentialOptions sequential_options() const;
+};
+
+class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
+ public:
+  // Throws std::invalid_argument for an empty list, or for return_composite(false) when the
+  // last module is not probabilistic.
+  explicit ProbabilisticTensorDictSequentialImpl(
+      std::vector<TensorDictModuleRef> modules, ProbabilisticTensorDictSequentialOptions options = {});
+
+  bool return_composite() const { return return_composite_; }
+  // The modules before the last one, as a TensorDictSequential sharing them; null when no
+  // module is probabilistic.
+  const std::shared_ptr<TensorDictSequentialImpl>& det_part() const { return det_part_; }
+
+  // Runs det_part() on `tensordict` (in place) under interaction_type(), else the last
+  // probabilistic default, and returns it: the last module's distribution parameters.
+  TensorDict get_dist_params(const TensorDict& tensordict);
+  // The last probabilistic module's distribution, or the composite over all of them.
+  AnyDistribution get_dist(const TensorDict& tensordict);
+  // The last ProbabilisticTensorDictModule's distribution built from `tensordict` as it is.
+  AnyDistribution build_dist_from_params(const TensorDict& tensordict) const;
+  LogProb log_prob(const TensorDict& tensordict,
+                   const std::optional<AnyDistribution>& dist = std::nullopt);
+
+  // The sub-modules' keys, last module first (as the reference).
+  std::vector<NestedKey> log_prob_keys() const;
+  NestedKey log_prob_key() const;
+  std::vector<NestedKey> dist_params_keys() const;
+  std::vector<NestedKey> dist_sample_keys() const;
+  // The sample dims all probabilistic modules add, the later modules' outermost.
+  std::vector<int64_t> num_samples() const;
+  // The last probabilistic module's default; interaction_type() when there is none.
+  std::optional<InteractionType> default_interaction_type() const;
+
+  std::shared_ptr<TensorDictSequentialImpl> slice(int64_t start, int64_t stop) const override;
+
+  const ProbabilisticTensorDictSequentialOptions& prob_options() const { return prob_options_; }
+
+ protected:
+  TensorDict run_module(size_t index, TensorDict tensordict) override;
+  std::vector<std::string> repr_fields() const override;
+
+ private:
+  std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
+
+  ProbabilisticTensorDictSequentialOptions prob_options_;
+  bool return_composite_ = true;
+  bool requires_sample_ = false;
+  std::shared_ptr<TensorDictSequentialImpl> det_part_;
+};
+
+class ProbabilisticTensorDictSequential
+    : public torch::nn::ModuleHolder<ProbabilisticTensorDictSequentialImpl> {
+ public:
+  using torch::nn::ModuleHolder<ProbabilisticTensorDictSequentialImpl>::ModuleHolder;
+  using Impl = ProbabilisticTensorDictSequentialImpl;
+
+  ProbabilisticTensorDictSequential(std::initializer_list<TensorDictModuleRef> modules,
+                                    ProbabilisticTensorDictSequentialOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+            std::vector<TensorDictModuleRef>(modules), std::move(options))) {}
+  ProbabilisticTensorDictSequential(std::vector<TensorDictModuleRef> modules,
+                                    ProbabilisticTensorDictSequentialOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+            std::move(modules), std::move(options))) {}
+};
+
+}  // namespace tdp::nn

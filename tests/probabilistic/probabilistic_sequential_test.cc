@@ -1,0 +1,206 @@
+// ProbabilisticTensorDictSequential: the reference's docstring examples, return_composite
+// defaults and errors, keys, slicing and det_part.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
+#include "tests/testing/error_of.h"
+
+namespace tdp::nn {
+namespace {
+
+using test_util::error_of;
+using Mod = TensorDictModule;
+using Prob = ProbabilisticTensorDictModule;
+using Seq = ProbabilisticTensorDictSequential;
+
+Mod plus_one(NestedKey in, NestedKey out) {
+  return Mod([](const at::Tensor& x) { return x + 1; },
+             TensorDictModuleOptions({std::move(in)}, {std::move(out)}));
+}
+
+Prob normal(ProbabilisticTensorDictModuleOptions options) {
+  return Prob(options.distribution("normal").distribution_kwargs({{"scale", 1}}));
+}
+
+TensorDict input() { return TensorDict({{"x", torch::ones({3})}}, {}); }
+
+const at::Tensor& minus_half_log_2pi() {
+  static const at::Tensor value = torch::full({3}, -0.9189385332046727);
+  return value;
+}
+
+// Docstring: "Typical usage: a single distribution is computed last in the sequence".
+TEST(ProbabilisticSequentialDocstring, SingleDistributionLast) {
+  CompositeLpAggregateGuard guard(false, true);
+  torch::manual_seed(0);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))});
+  EXPECT_FALSE(module->return_composite());
+  TensorDict td = module(input().clone(false));
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"x", "loc", "sample"}));
+  EXPECT_EQ(td.batch_size(), std::vector<int64_t>{});
+  EXPECT_EQ(module->get_dist(input()).to_string(), "Normal(loc: [3], scale: [3])");
+  EXPECT_TRUE(std::get<at::Tensor>(module->log_prob(td)).allclose(minus_half_log_2pi()));
+}
+
+// Docstring: "Intermediate distributions are ignored when return_composite=False".
+TEST(ProbabilisticSequentialDocstring, IntermediateIgnoredWithoutComposite) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+              plus_one("sample0", "loc2"),
+              normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"}))},
+             ProbabilisticTensorDictSequentialOptions().return_composite(false));
+  TensorDict td = module(input());
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"x", "loc", "sample0", "loc2", "sample1"}));
+  EXPECT_TRUE(td.get("sample1").equal(torch::full({3}, 3.0)));
+  EXPECT_EQ(module->get_dist(input()).to_string(), "Normal(loc: [3], scale: [3])");
+  EXPECT_TRUE(std::get<at::Tensor>(module->log_prob(td)).allclose(minus_half_log_2pi()));
+}
+
+// Docstring: "Intermediate distributions produce a CompositeDistribution when return_composite=True".
+TEST(ProbabilisticSequentialDocstring, IntermediateDistributionsMakeAComposite) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+              plus_one("sample0", "loc2"),
+              normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"}))},
+             ProbabilisticTensorDictSequentialOptions().return_composite(true));
+  TensorDict td = module(input().clone(false));
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"x", "loc", "sample0", "loc2", "sample1"}));
+  EXPECT_EQ(module->get_dist(input()).to_string(),
+            "CompositeDistribution({'sample0': Normal(loc: [3], scale: [3]), "
+            "'sample1': Normal(loc: [3], scale: [3])})");
+  TensorDict lp = std::get<TensorDict>(module->log_prob(td));
+  EXPECT_EQ(lp.keys(), (std::vector<NestedKey>{"sample0_log_prob", "sample1_log_prob"}));
+  EXPECT_EQ(lp.batch_size(), std::vector<int64_t>{});
+  EXPECT_TRUE(lp.get("sample0_log_prob").allclose(minus_half_log_2pi()));
+  EXPECT_TRUE(lp.get("sample1_log_prob").allclose(minus_half_log_2pi()));
+  // More than one probabilistic module: return_composite defaults to true.
+  Seq by_default({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+                  plus_one("sample0", "loc2"),
+                  normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"}))});
+  EXPECT_TRUE(by_default->return_composite());
+}
+
+// Docstring: "Even a single intermediate distribution is wrapped in a CompositeDistribution".
+TEST(ProbabilisticSequentialDocstring, SingleIntermediateDistributionIsWrapped) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+              plus_one("sample0", "y")},
+             ProbabilisticTensorDictSequentialOptions().return_composite(true));
+  TensorDict td = module(input());
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"x", "loc", "sample0", "y"}));
+  EXPECT_EQ(module->get_dist(input()).to_string(),
+            "CompositeDistribution({'sample0': Normal(loc: [3], scale: [3])})");
+  TensorDict lp = std::get<TensorDict>(module->log_prob(td));
+  EXPECT_EQ(lp.keys(), std::vector<NestedKey>{"sample0_log_prob"});
+  EXPECT_TRUE(lp.get("sample0_log_prob").allclose(minus_half_log_2pi()));
+}
+
+TEST(ProbabilisticSequential, ReturnCompositeErrorsAndDefaults) {
+  EXPECT_EQ(error_of<std::invalid_argument>([] { Seq(std::vector<TensorDictModuleRef>{}); }),
+            "ProbabilisticTensorDictSequential must consist of zero or more TensorDictModules "
+            "followed by a ProbabilisticTensorDictModule");
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
+              Seq({normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"})), plus_one("s", "y")},
+                  ProbabilisticTensorDictSequentialOptions().return_composite(false));
+            }),
+            "The final module passed to ProbabilisticTensorDictSequential must be an instance of "
+            "ProbabilisticTensorDictModule or another ProbabilisticTensorDictSequential (unless "
+            "return_composite is set to ``True``).");
+  // The last module is not probabilistic: defaults to a composite.
+  Seq last_plain({normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"})), plus_one("s", "y")});
+  EXPECT_TRUE(last_plain->return_composite());
+  // No probabilistic module: a plain sequence without a distribution.
+  Seq none({plus_one("x", "y")});
+  EXPECT_EQ(none->det_part(), nullptr);
+  EXPECT_TRUE(none(input()).contains("y"));
+  EXPECT_EQ(error_of<std::runtime_error>([&] { none->get_dist(input()); }),
+            "No distribution module found in ProbabilisticTensorDictSequential(in_keys=['x'], "
+            "out_keys=['y']).");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { none->build_dist_from_params(input()); }),
+            "Could not find any ProbabilisticTensorDictModule in the sequence.");
+}
+
+TEST(ProbabilisticSequential, KeysNumSamplesAndDetPart) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"),
+              normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"}).num_samples({2})
+                         .return_log_prob(true)),
+              plus_one("sample0", "loc2"),
+              normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"})
+                         .num_samples({5}).return_log_prob(true))});
+  EXPECT_EQ(module->log_prob_keys(), (std::vector<NestedKey>{"sample1_log_prob", "sample0_log_prob"}));
+  EXPECT_EQ(module->dist_sample_keys(), (std::vector<NestedKey>{"sample1", "sample0"}));
+  EXPECT_EQ(module->dist_params_keys(), (std::vector<NestedKey>{"loc2", "loc"}));
+  EXPECT_EQ(module->num_samples(), (std::vector<int64_t>{5, 2}));
+  ASSERT_NE(module->det_part(), nullptr);
+  EXPECT_EQ(module->det_part()->size(), 3u);
+  EXPECT_EQ(module->det_part()->type_name(), "TensorDictSequential");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { module->log_prob_key(); }),
+            "composite_lp_aggregate is set to ``False``, hence "
+            "ProbabilisticTensorDictSequential.log_prob_key cannot be accessed unless there is one "
+            "and only one element in log_prob_keys (got log_prob_keys=['sample1_log_prob', "
+            "'sample0_log_prob']). When composite_lp_aggregate() returns ``False``, try to use "
+            "ProbabilisticTensorDictSequential.log_prob_keys instead.");
+  // Parameters are registered as in Python: det_part is not a child.
+  Seq gaussian({Mod(torch::nn::Linear(3, 2), TensorDictModuleOptions({"x"}, {"loc"})),
+                normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"a"}))});
+  auto names = gaussian->named_parameters().keys();
+  EXPECT_EQ(names, (std::vector<std::string>{"module.0.module.weight", "module.0.module.bias"}));
+}
+
+TEST(ProbabilisticSequential, SlicingReturnsTheRightType) {
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+              plus_one("sample0", "loc2"),
+              normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"}))});
+  auto head = module->slice(0, 2);
+  auto head_prob = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(head);
+  ASSERT_NE(head_prob, nullptr);
+  EXPECT_TRUE(head_prob->return_composite());
+  Seq single({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"}))});
+  auto plain = single->slice(0, 1);
+  EXPECT_EQ(std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(plain), nullptr);
+  EXPECT_EQ(plain->type_name(), "TensorDictSequential");
+  auto last = single->slice(1, 2);
+  auto last_prob = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(last);
+  ASSERT_NE(last_prob, nullptr);
+  EXPECT_FALSE(last_prob->return_composite());
+  EXPECT_NE(std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>((*single)[1]), nullptr);
+}
+
+TEST(ProbabilisticSequential, EarlierModuleWritesTheSampleSoOnlyTheLogProbIsComputed) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), plus_one("loc", "action"),
+              normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"action"})
+                         .return_log_prob(true)
+                         .default_interaction_type(InteractionType::kRandom))});
+  TensorDict td = module(input());
+  EXPECT_TRUE(td.get("action").equal(torch::full({3}, 3.0)));
+  EXPECT_TRUE(td.get("action_log_prob").allclose(torch::full({3}, -0.5 - 0.9189385332046727)));
+}
+
+TEST(ProbabilisticSequential, GetDistParamsRunsTheDeterministicPart) {
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"}))});
+  TensorDict td = input();
+  TensorDict params = module->get_dist_params(td);
+  EXPECT_TRUE(params.get("loc").equal(torch::full({3}, 2.0)));
+  EXPECT_FALSE(params.contains("s"));
+  EXPECT_EQ(module->build_dist_from_params(params).to_string(), "Normal(loc: [3], scale: [3])");
+}
+
+TEST(ProbabilisticSequential, Repr) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"}))});
+  const std::string repr = module->to_string();
+  EXPECT_EQ(repr.rfind("ProbabilisticTensorDictSequential(\n    module=ModuleList(\n", 0), 0u) << repr;
+  EXPECT_NE(repr.find("    return_composite=False,\n    in_keys=['x'],\n    out_keys=['loc', 's'])"),
+            std::string::npos)
+      << repr;
+  EXPECT_NE(repr.find("distribution_class=normal"), std::string::npos) << repr;
+}
+
+}  // namespace
+}  // namespace tdp::nn
