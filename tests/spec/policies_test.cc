@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
 
@@ -42,7 +43,7 @@ std::vector<PolicyCase> policy_cases() {
       {"policies/pendulum_tanh_gaussian.pbtxt",
        {{"observation", {3}, f32}},
        {{"action", {1}, f32}, {"action_log_prob", {}, f32}, {"loc", {1}, f32}, {"scale", {1}, f32}},
-       {{InteractionType::kMode, "mode"}, {InteractionType::kMedian, "icdf"}}},
+       {{InteractionType::kMode, "mode"}, {InteractionType::kMedian, "median"}}},
       {"policies/cartpole_categorical.pbtxt",
        {{"observation", {4}, f32}},
        {{"action", {}, i64}, {"action_log_prob", {}, f32}, {"logits", {2}, f32}},
@@ -121,8 +122,9 @@ TEST_P(PoliciesTest, WritesItsOutputsUnderEveryInteractionType) {
       }
       TensorDict out = run(policy, inputs, type);
       for (const Entry& entry : c.outputs) {
-        ASSERT_TRUE(out.contains(entry.key)) << entry.key;
-        at::Tensor value = out.get(entry.key);
+        const NestedKey key = *parse_key(entry.key);
+        ASSERT_TRUE(out.contains(key)) << entry.key;
+        at::Tensor value = out.get(key);
         EXPECT_EQ(value.sizes().vec(), with_batch(batch, entry.shape)) << entry.key;
         EXPECT_EQ(value.scalar_type(), entry.dtype) << entry.key;
         EXPECT_TRUE(value.isfinite().all().item<bool>()) << entry.key << ": " << value;
@@ -143,9 +145,10 @@ TEST_P(PoliciesTest, DeterministicIsRepeatableAndRandomVaries) {
   TensorDict r2 = run(policy, inputs, InteractionType::kRandom);
   bool some_random_differs = false;
   for (const std::string& key : policy.spec.output_keys()) {
-    EXPECT_TRUE(a.get(key).equal(b.get(key))) << key;
+    const NestedKey nested = *parse_key(key);
+    EXPECT_TRUE(a.get(nested).equal(b.get(nested))) << key;
     if (key.find("log_prob") == std::string::npos && key != "hidden") {
-      some_random_differs |= !r1.get(key).equal(r2.get(key));
+      some_random_differs |= !r1.get(nested).equal(r2.get(nested));
     }
   }
   EXPECT_TRUE(some_random_differs) << "two random draws of 256 actions were identical";
@@ -189,11 +192,11 @@ TEST(PoliciesValues, HybridPartsFollowTheirHeads) {
   ASSERT_NE(policy.module, nullptr);
   TensorDict td({{"observation", at::randn({32, 4})}}, {32});
   TensorDict out = run(policy, td, InteractionType::kDeterministic);
-  EXPECT_TRUE(out.get("action_type").equal(out.get("params/action_type/logits").argmax(-1)));
-  EXPECT_TRUE(out.get("action_param").equal(out.get("params/action_param/loc")));
-  EXPECT_GT(out.get("params/action_param/scale").min().item<double>(), 0.0);
-  at::Tensor loc = out.get("params/action_param/loc");
-  at::Tensor scale = out.get("params/action_param/scale");
+  EXPECT_TRUE(out.get("action_type").equal(out.get({"params", "action_type", "logits"}).argmax(-1)));
+  EXPECT_TRUE(out.get("action_param").equal(out.get({"params", "action_param", "loc"})));
+  EXPECT_GT(out.get({"params", "action_param", "scale"}).min().item<double>(), 0.0);
+  at::Tensor loc = out.get({"params", "action_param", "loc"});
+  at::Tensor scale = out.get({"params", "action_param", "scale"});
   // Normal log-density at its own mean.
   EXPECT_TRUE(at::allclose(out.get("action_param_log_prob"), -scale.log() - 0.5 * std::log(2 * M_PI), 1e-5, 1e-5));
 }
