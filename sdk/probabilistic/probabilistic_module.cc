@@ -1,4 +1,5 @@
 #include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/generator_scope.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/full.h>
@@ -340,7 +341,7 @@ std::optional<at::Generator> ProbabilisticTensorDictModuleImpl::resolve_generato
     const TensorDict& tensordict) const {
   if (options_.generator().has_value()) return options_.generator();
   const auto& key = options_.generator_key();
-  if (!key.has_value() || !tensordict.contains(*key)) return std::nullopt;
+  if (!key.has_value() || !tensordict.contains(*key)) return scoped_generator();
   at::Tensor seed = tensordict.get(*key);
   if (seed.numel() != 1) {
     throw std::invalid_argument("Generator key " + key->to_string() +
@@ -463,7 +464,9 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
   if (requires_sample) {
     std::optional<at::Generator> generator = resolve_generator(tensordict);
     auto value = dist_sample(dist, interaction_type(), generator);
-    if (generator.has_value() && !options_.generator().has_value()) {
+    const auto& seed_key = options_.generator_key();
+    if (generator.has_value() && !options_.generator().has_value() && seed_key.has_value() &&
+        tensordict.contains(*seed_key)) {
       write_back_seed(tensordict, *generator);
     }
     if (!options_.num_samples().empty()) {

@@ -6,7 +6,7 @@
 
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "sdk/probabilistic/distribution_modules.h"
+#include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
@@ -147,7 +147,7 @@ void export_probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, t
 void export_module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out, const std::string& where) {
   if (auto* seq = dynamic_cast<const nn::ProbabilisticTensorDictSequentialImpl*>(&module)) {
     auto* spec = out->mutable_probabilistic_sequential();
-    if (seq->options().return_composite()) spec->set_return_composite(*seq->options().return_composite());
+    if (seq->prob_options().return_composite()) spec->set_return_composite(*seq->prob_options().return_composite());
     spec->set_partial_tolerant(seq->options().partial_tolerant());
     add_keys(seq->options().selected_out_keys(), spec->mutable_selected_out_keys());
     for (size_t i = 0; i < seq->modules().size(); ++i) {

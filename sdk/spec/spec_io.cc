@@ -41,7 +41,7 @@ SpecFormat format_for_path(const std::string& path) {
   std::string head(256, '\0');
   in.read(head.data(), head.size());
   head.resize(in.gcount());
-  const std::string_view trimmed = absl::StripLeadingAsciiWhitespace(head);
+  const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(head);
   if (!trimmed.empty() && trimmed.front() == '{') return SpecFormat::kJson;
   for (char c : head) {
     if (!absl::ascii_isprint(static_cast<unsigned char>(c)) && !absl::ascii_isspace(static_cast<unsigned char>(c))) {

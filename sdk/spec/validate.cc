@@ -35,24 +35,24 @@ class Validator {
       auto key = key_at(input.key(), path + ".key");
       if (!key) return error_;
       for (int64_t size : input.shape()) {
-        if (size < 0) return fail(path + ".shape", absl::StrCat("negative size ", size));
+        if (size < 0) return failed(path + ".shape", absl::StrCat("negative size ", size));
       }
-      if (written_.count(*key)) return fail(path + ".key", absl::StrCat("input \"", input.key(), "\" is declared twice"));
+      if (written_.count(*key)) return failed(path + ".key", absl::StrCat("input \"", input.key(), "\" is declared twice"));
       written_[*key] = {path, std::vector<int64_t>(input.shape().begin(), input.shape().end())};
     }
-    if (!spec.has_module()) return fail("module", "the spec has no module", "add `module { sequential { ... } }`");
+    if (!spec.has_module()) return failed("module", "the spec has no module", "add `module { sequential { ... } }`");
     if (!module(spec.module(), "module")) return error_;
     for (int i = 0; i < spec.output_keys_size(); ++i) {
       const std::string path = absl::StrCat("output_keys[", i, "]");
       auto key = key_at(spec.output_keys(i), path);
       if (!key) return error_;
       if (!written_.count(*key)) {
-        return fail(path, absl::StrCat("output \"", spec.output_keys(i), "\" is never written"),
+        return failed(path, absl::StrCat("output \"", spec.output_keys(i), "\" is never written"),
                     absl::StrCat("written keys: ", written_list()));
       }
     }
     if (spec.has_parameters() && !spec.parameters_file().empty()) {
-      return fail("parameters_file", "parameters are both embedded and in a file", "keep one of the two");
+      return failed("parameters_file", "parameters are both embedded and in a file", "keep one of the two");
     }
     return absl::OkStatus();
   }
@@ -63,10 +63,16 @@ class Validator {
     Shape shape;
   };
 
-  absl::Status fail(const std::string& path, const std::string& message, const std::string& hint = "") {
+  absl::Status failed(const std::string& path, const std::string& message, const std::string& hint = "") {
+    fail(path, message, hint);
+    return error_;
+  }
+
+  // Records the first problem; returns false so callers can `return fail(...)`.
+  bool fail(const std::string& path, const std::string& message, const std::string& hint = "") {
     error_ = absl::InvalidArgumentError(
         absl::StrCat(source_, ": ", path, ": ", message, hint.empty() ? "" : absl::StrCat(" (hint: ", hint, ")")));
-    return error_;
+    return false;
   }
 
   std::optional<NestedKey> key_at(const std::string& text, const std::string& path) {
