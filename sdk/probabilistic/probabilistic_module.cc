@@ -247,14 +247,17 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
         options_.composite_options()));
   }
   dist::Params params;
+  static const at::Tensor kMissing;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!tensordict.contains(keys[i])) {
+    // One lookup per key: this runs on every forward.
+    at::Tensor value = tensordict.get(keys[i], kMissing);
+    if (!value.defined()) {
       throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[i] +
                      "' is read from " + keys[i].to_string() +
                      ", which is not in the TensorDict; its keys are " +
                      keys_to_string(tensordict.keys(true)) + ".");
     }
-    params[options_.dist_keys()[i]] = tensordict.get(keys[i]);
+    params.emplace(options_.dist_keys()[i], std::move(value));
   }
   dist::Kwargs kwargs = options_.distribution_kwargs();
   // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's

@@ -179,6 +179,11 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict
       if (m) {
         TensorDict drawn = m->forward_requires_sample(td.clone(/*deep=*/false), std::nullopt, true);
         for (const NestedKey& key : m->dist_sample_keys()) td.set(key, drawn.get_entry(key));
+        // A generator_key's seed advances as it does in forward().
+        const auto& seed_key = m->options().generator_key();
+        if (seed_key.has_value() && drawn.contains(*seed_key)) {
+          td.set(*seed_key, drawn.get_entry(*seed_key));
+        }
         if (!m->num_samples().empty()) td = td.expand(concat(m->num_samples(), td.batch_size()));
       } else {
         td = s->forward(td);

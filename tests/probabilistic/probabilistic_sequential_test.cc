@@ -1,8 +1,10 @@
 // ProbabilisticTensorDictSequential: the reference's docstring examples, return_composite
 // defaults and errors, keys, slicing and det_part.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "sdk/distributions/normal.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
@@ -189,6 +191,44 @@ TEST(ProbabilisticSequential, GetDistParamsRunsTheDeterministicPart) {
   EXPECT_TRUE(params.get("loc").equal(torch::full({3}, 2.0)));
   EXPECT_FALSE(params.contains("s"));
   EXPECT_EQ(module->build_dist_from_params(params).to_string(), "Normal(loc: [3], scale: [3])");
+}
+
+TEST(ProbabilisticSequential, SelectedOutKeysAndInplace) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"})
+                                                .return_log_prob(true))},
+             ProbabilisticTensorDictSequentialOptions().selected_out_keys({"s"}));
+  TensorDict td = module(input());
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"x", "s"}));
+  Seq fresh({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s"}))},
+            ProbabilisticTensorDictSequentialOptions().inplace(false));
+  TensorDict in = input();
+  TensorDict out = fresh(in);
+  EXPECT_FALSE(out.is_same(in));
+  EXPECT_EQ(out.keys(), (std::vector<NestedKey>{"loc", "s"}));
+  // As in the reference, the modules still run on the input; inplace only picks what is returned.
+  EXPECT_EQ(in.keys(), (std::vector<NestedKey>{"x", "loc", "s"}));
+}
+
+TEST(ProbabilisticSequential, CompositeGetDistDrawsIntermediateSamplesWithTheSeedStream) {
+  CompositeLpAggregateGuard guard(false, true);
+  auto random_normal = [](ProbabilisticTensorDictModuleOptions options) {
+    return Prob(options.distribution("normal")
+                    .distribution_kwargs({{"scale", 1}})
+                    .default_interaction_type(InteractionType::kRandom)
+                    .generator_key("rng"));
+  };
+  Seq module({plus_one("x", "loc"), random_normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"s0"})),
+              plus_one("s0", "loc2"),
+              random_normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"s1"}))});
+  TensorDict td({{"x", torch::zeros({3})}, {"rng", torch::tensor(int64_t{7})}}, {});
+  AnyDistribution d = module->get_dist(td);
+  ASSERT_TRUE(d.is_composite());
+  // s1's loc is s0 + 1, where s0 was drawn with seed 7.
+  at::Tensor s0 = torch::ones({3}) + torch::empty({3}).normal_(0, 1, at::detail::createCPUGenerator(7));
+  const auto& s1 = dynamic_cast<const dist::Normal&>(*d.composite()->get("s1"));
+  EXPECT_TRUE(s1.mean().allclose(s0 + 1));
+  EXPECT_EQ(td.get("rng").item<int64_t>(), 7);  // the caller's TensorDict is not touched
 }
 
 TEST(ProbabilisticSequential, Repr) {

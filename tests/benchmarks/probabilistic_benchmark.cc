@@ -1,0 +1,132 @@
+// The cost of a Gaussian actor built from tdp::nn's probabilistic modules over the same
+// computation written by hand in LibTorch.
+//
+//   OPENBLAS_NUM_THREADS=1 ./bazelw run -c opt //tests/benchmarks:probabilistic_benchmark
+//
+// The actor: observation [B, 17] -> Linear 64 -> tanh -> Linear 64 -> tanh -> Linear 12 ->
+// NormalParamExtractor (loc, scale: [B, 6]) -> Normal, RANDOM, with the log-prob. GaussianActor_Sdk
+// runs it as a ProbabilisticTensorDictSequential on a TensorDict; GaussianActor_Hand calls the
+// same MLP, mapping and sampling ops on tensors, keeping its outputs alive as the TensorDict
+// does. Both draw from a seeded generator of their own. One intra-op thread, no autograd
+// (a rollout), batch 1, 64 and 1024.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+
+#include <cmath>
+
+#include "sdk/distributions/normal_param_extractor.h"
+#include "sdk/nn/mappings.h"
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
+
+namespace {
+
+using tdp::TensorDict;
+using namespace tdp::nn;  // NOLINT: benchmark brevity
+
+constexpr int64_t kObs = 17;
+constexpr int64_t kHidden = 64;
+constexpr int64_t kAction = 6;
+
+torch::nn::Sequential make_mlp() {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(kObs, kHidden), torch::nn::Tanh(),
+                               torch::nn::Linear(kHidden, kHidden), torch::nn::Tanh(),
+                               torch::nn::Linear(kHidden, 2 * kAction));
+}
+
+void GaussianActor_Hand(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  torch::nn::Sequential mlp = make_mlp();
+  Mapping scale_mapping = mappings("biased_softplus_1.0");
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
+  at::Tensor obs = torch::randn({state.range(0), kObs});
+  at::Tensor param, loc, scale, action, log_prob;  // kept alive, as TensorDict entries are
+  for (auto _ : state) {
+    param = mlp->forward(obs);
+    auto halves = param.chunk(2, -1);
+    loc = halves[0];
+    scale = scale_mapping(halves[1]).clamp_min(1e-4);
+    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen);
+    action = loc + eps * scale;
+    log_prob = -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi;
+    benchmark::DoNotOptimize(log_prob);
+  }
+}
+
+void GaussianActor_Sdk(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  ProbabilisticTensorDictSequential actor(
+      {TensorDictModule(make_mlp(), TensorDictModuleOptions({"observation"}, {"param"})),
+       TensorDictModule(NormalParamExtractor(), TensorDictModuleOptions({"param"}, {"loc", "scale"})),
+       ProbabilisticTensorDictModule(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                         .distribution("normal")
+                                         .default_interaction_type(InteractionType::kRandom)
+                                         .return_log_prob(true)
+                                         .seed(0))});
+  TensorDict td({{"observation", torch::randn({state.range(0), kObs})}}, {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(actor(td));
+}
+
+// The probabilistic module alone (loc and scale given): its own overhead over the sampling ops.
+void NormalSample_Hand(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
+  at::Tensor loc = torch::randn({state.range(0), kAction});
+  at::Tensor scale = torch::rand({state.range(0), kAction}) + 0.1;
+  at::Tensor action, log_prob;
+  for (auto _ : state) {
+    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen);
+    action = loc + eps * scale;
+    log_prob = -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi;
+    benchmark::DoNotOptimize(log_prob);
+  }
+}
+
+void NormalSample_Sdk(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  ProbabilisticTensorDictModule module(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                           .distribution("normal")
+                                           .default_interaction_type(InteractionType::kRandom)
+                                           .return_log_prob(true)
+                                           .seed(0));
+  TensorDict td({{"loc", torch::randn({state.range(0), kAction})},
+                 {"scale", torch::rand({state.range(0), kAction}) + 0.1}},
+                {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(module(td));
+}
+
+void NormalGetDist_Sdk(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  ProbabilisticTensorDictModule module(
+      ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"}).distribution("normal"));
+  TensorDict td({{"loc", torch::randn({state.range(0), kAction})},
+                 {"scale", torch::rand({state.range(0), kAction}) + 0.1}},
+                {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(module->get_dist(td));
+}
+
+BENCHMARK(NormalSample_Hand)->Arg(1);
+BENCHMARK(NormalSample_Sdk)->Arg(1);
+BENCHMARK(NormalGetDist_Sdk)->Arg(1);
+BENCHMARK(GaussianActor_Hand)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  at::set_num_threads(1);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
