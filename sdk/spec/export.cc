@@ -3,6 +3,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <fstream>
+#include <set>
 
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
@@ -144,14 +145,26 @@ void export_probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, t
   for (int64_t n : o.num_samples()) out->add_num_samples(n);
 }
 
-void export_module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out, const std::string& where) {
+// A C++ module tree carries no overwrite intent, but one that runs means it: a leaf writing a key
+// that a declared input or an earlier module provides (a recurrent state) gets overwrite_keys,
+// so that the exported spec validates.
+void mark_overwrites(const std::vector<NestedKey>& keys, std::set<NestedKey>& written, tdpolicy::Module* out) {
+  for (const NestedKey& key : keys) {
+    if (key == NestedKey("_")) continue;
+    if (!written.insert(key).second) *out->add_overwrite_keys() = key_string(key);
+  }
+}
+
+void export_module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out, const std::string& where,
+                   std::set<NestedKey>& written) {
   if (auto* seq = dynamic_cast<const nn::ProbabilisticTensorDictSequentialImpl*>(&module)) {
     auto* spec = out->mutable_probabilistic_sequential();
     if (seq->prob_options().return_composite()) spec->set_return_composite(*seq->prob_options().return_composite());
     spec->set_partial_tolerant(seq->options().partial_tolerant());
     add_keys(seq->options().selected_out_keys(), spec->mutable_selected_out_keys());
     for (size_t i = 0; i < seq->modules().size(); ++i) {
-      export_module(*seq->modules()[i], spec->add_modules(), absl::StrCat(where, ".probabilistic_sequential.modules[", i, "]"));
+      export_module(*seq->modules()[i], spec->add_modules(), absl::StrCat(where, ".probabilistic_sequential.modules[", i, "]"),
+                    written);
     }
   } else if (auto* seq = dynamic_cast<const nn::TensorDictSequentialImpl*>(&module)) {
     auto* spec = out->mutable_sequential();
@@ -160,12 +173,14 @@ void export_module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out
     for (size_t i = 0; i < seq->modules().size(); ++i) {
       auto* child = spec->add_modules();
       if (seq->is_named()) child->set_name(seq->names()[i]);
-      export_module(*seq->modules()[i], child, absl::StrCat(where, ".sequential.modules[", i, "]"));
+      export_module(*seq->modules()[i], child, absl::StrCat(where, ".sequential.modules[", i, "]"), written);
     }
   } else if (auto* td_module = dynamic_cast<const nn::TensorDictModuleImpl*>(&module)) {
     export_network(*td_module, out->mutable_network(), where);
+    mark_overwrites(td_module->out_keys_source(), written, out);
   } else if (auto* probabilistic = dynamic_cast<const nn::ProbabilisticTensorDictModuleImpl*>(&module)) {
     export_probabilistic(*probabilistic, out->mutable_probabilistic(), where);
+    mark_overwrites(probabilistic->out_keys_source(), written, out);
   } else {
     throw Unexportable(absl::StrCat(where, ": a ", module.type_name(), " cannot be written to a spec"));
   }
@@ -181,7 +196,12 @@ absl::StatusOr<tdpolicy::PolicySpec> export_spec(const nn::TensorDictModuleBase&
   spec.clear_parameters_file();
   spec.clear_init_seed();
   try {
-    export_module(module, spec.mutable_module(), "module");
+    std::set<NestedKey> written;
+    for (const auto& input : spec.inputs()) {
+      auto key = parse_key(input.key());
+      if (key.ok()) written.insert(*key);
+    }
+    export_module(module, spec.mutable_module(), "module", written);
     auto* parameters = spec.mutable_parameters();
     for (const auto& item : module.named_parameters()) {
       auto* named = parameters->add_tensors();

@@ -5,7 +5,9 @@
 #include <absl/strings/str_join.h>
 #include <c10/core/InferenceMode.h>
 
+#include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
 #include "sdk/spec/self_test.h"
@@ -46,6 +48,22 @@ absl::StatusOr<TensorDict> to_tensordict(const google::protobuf::RepeatedPtrFiel
     }
   }
   return td;
+}
+
+// forward(), except that a probabilistic module whose samples `td` already holds keeps them and
+// only scores them. A plain forward() draws (and scores) fresh values over given actions, so
+// the log-probs of given actions need this walk.
+TensorDict forward_scoring(const std::shared_ptr<nn::TensorDictModuleBase>& module, TensorDict td) {
+  if (auto sequence = std::dynamic_pointer_cast<nn::TensorDictSequentialImpl>(module)) {
+    for (const auto& child : sequence->modules()) td = forward_scoring(child, td);
+    return td;
+  }
+  if (auto probabilistic = std::dynamic_pointer_cast<nn::ProbabilisticTensorDictModuleImpl>(module)) {
+    bool given = true;
+    for (const NestedKey& key : probabilistic->dist_sample_keys()) given = given && td.contains(key);
+    if (given) return probabilistic->forward_requires_sample(td, std::nullopt, /*requires_sample=*/false);
+  }
+  return module->forward(td);
 }
 
 absl::Status compare(const TensorDict& actual, const google::protobuf::RepeatedPtrField<tdpolicy::NamedTensor>& expected,
@@ -101,7 +119,7 @@ absl::Status run_self_tests(const Policy& policy, const std::string& source) {
         auto actions = to_tensordict(test.actions(), *batch, where + ".actions");
         if (!actions.ok()) return actions.status();
         given.update(*actions);
-        TensorDict scored = policy.module->forward(given);
+        TensorDict scored = forward_scoring(policy.module, given);
         if (auto status = compare(scored, test.expected_log_probs(), atol, rtol, where + ".expected_log_probs");
             !status.ok()) {
           return status;
@@ -134,7 +152,7 @@ absl::StatusOr<tdpolicy::SelfTest> make_self_test(const Policy& policy, const Te
     if (!actions.keys().empty()) {
       TensorDict given = inputs.clone(/*deep=*/false);
       given.update(actions);
-      TensorDict scored = policy.module->forward(given);
+      TensorDict scored = forward_scoring(policy.module, given);
       for (const auto& [key, entry] : actions.items(true, true)) {
         auto* named = test.add_actions();
         named->set_name(key_string(key));

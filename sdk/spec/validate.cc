@@ -96,6 +96,10 @@ class Validator {
     if (!key) return std::nullopt;
     auto found = written_.find(*key);
     if (found == written_.end()) {
+      // A composite reads a sub-TensorDict ("params") whose leaves earlier modules wrote.
+      for (const auto& [written, info] : written_) {
+        if (written.size() > key->size() && written.starts_with(*key)) return Shape(std::nullopt);
+      }
       fail(path, absl::StrCat("key \"", text, "\" is read but no earlier module writes it and it is not a declared input"),
            absl::StrCat("declare it under `inputs`, or check the spelling; available: ", written_list()));
       return std::nullopt;
@@ -149,6 +153,16 @@ class Validator {
     return false;
   }
 
+  // Sizes come from untrusted files: a layer too large to allocate must be an error, not an
+  // allocation that the kernel kills the process for. 2^28 weights (1 GiB of float32) per
+  // network is far beyond any policy.
+  bool allocatable(double weights, const std::string& path) {
+    constexpr double kMaxWeights = double(int64_t{1} << 28);
+    if (weights <= kMaxWeights) return true;
+    fail(path, absl::StrCat("the layer sizes make ", weights, " weights, more than the limit of ", kMaxWeights));
+    return false;
+  }
+
   bool network(const tdpolicy::NetworkModule& spec, const std::string& path, const std::set<NestedKey>& overwrites) {
     std::vector<Shape> inputs;
     for (int i = 0; i < spec.in_keys_size(); ++i) {
@@ -170,6 +184,13 @@ class Validator {
         for (int i = 0; i < mlp.hidden_sizes_size(); ++i) {
           if (!positive(mlp.hidden_sizes(i), absl::StrCat(net_path, ".mlp.hidden_sizes[", i, "]"))) return false;
         }
+        double weights = 0;
+        double width = mlp.in_features();
+        for (int64_t size : mlp.hidden_sizes()) {
+          weights += (width + 1) * size;
+          width = size;
+        }
+        if (!allocatable(weights + (width + 1) * mlp.out_features(), net_path + ".mlp")) return false;
         const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
         const auto& names = activation_names();
         if (std::find(names.begin(), names.end(), activation) == names.end()) {
@@ -188,6 +209,7 @@ class Validator {
             !positive(linear.out_features(), net_path + ".linear.out_features")) {
           return false;
         }
+        if (!allocatable((double(linear.in_features()) + 1) * linear.out_features(), net_path + ".linear")) return false;
         if (!check_last_dim(inputs[0], linear.in_features(), path + ".in_keys[0]", "linear.in_features")) return false;
         outputs.push_back(with_last(inputs[0], linear.out_features()));
         break;
@@ -201,6 +223,7 @@ class Validator {
         const std::string field = net_path + (gru ? ".gru_cell" : ".lstm_cell");
         if (!arity(spec, gru ? 2 : 3, gru ? 1 : 2, path, gru ? "a gru_cell" : "an lstm_cell")) return false;
         if (!positive(input_size, field + ".input_size") || !positive(hidden_size, field + ".hidden_size")) return false;
+        if (!allocatable((gru ? 3.0 : 4.0) * hidden_size * (double(input_size) + hidden_size + 2), field)) return false;
         if (!check_last_dim(inputs[0], input_size, path + ".in_keys[0]", "input_size")) return false;
         for (size_t i = 1; i < inputs.size(); ++i) {
           if (!check_last_dim(inputs[i], hidden_size, absl::StrCat(path, ".in_keys[", i, "]"), "hidden_size")) return false;
@@ -251,6 +274,9 @@ class Validator {
             return false;
           }
         }
+        double weights = 1;
+        for (int64_t size : scale.scale_shape()) weights *= size;
+        if (!allocatable(weights, net_path + ".add_state_independent_normal_scale")) return false;
         outputs = {inputs[0], inputs[0]};
         break;
       }

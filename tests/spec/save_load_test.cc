@@ -1,0 +1,199 @@
+// save_policy then load_policy gives the same policy: the same parameters bit for bit and the
+// same outputs, in text, binary and JSON form, with the parameters embedded or in a file next
+// to the spec; and a module tree built in C++ exports and loads back.
+#include <ATen/ATen.h>
+#include <google/protobuf/util/message_differencer.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/nn/tensordict_sequential.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/spec/networks.h"
+#include <torch/nn/modules/activation.h>
+#include "sdk/spec/policy.h"
+#include "tests/spec/spec_test_util.h"
+
+namespace tdp::spec {
+namespace {
+
+using nn::InteractionType;
+using testing::load_or_fail;
+using testing::run;
+using testing::temp_path;
+
+TensorDict example_inputs(const Policy& policy, int64_t batch) {
+  TensorDict td({batch});
+  for (const auto& input : policy.spec.inputs()) {
+    std::vector<int64_t> shape = {batch};
+    shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+    td.set(input.key(), at::randn(shape));
+  }
+  return td;
+}
+
+void expect_same_parameters(const Policy& a, const Policy& b) {
+  auto pa = a.module->named_parameters();
+  auto pb = b.module->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  ASSERT_GT(pa.size(), 0u);
+  for (const auto& item : pa) {
+    const at::Tensor* other = pb.find(item.key());
+    ASSERT_NE(other, nullptr) << item.key();
+    EXPECT_EQ(item.value().scalar_type(), other->scalar_type()) << item.key();
+    EXPECT_TRUE(item.value().equal(*other)) << item.key();
+  }
+}
+
+void expect_same_outputs(const Policy& a, const Policy& b) {
+  at::manual_seed(21);
+  const TensorDict inputs = example_inputs(a, 16);
+  for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kRandom}) {
+    at::manual_seed(99);
+    TensorDict x = run(a, inputs, type);
+    at::manual_seed(99);
+    TensorDict y = run(b, inputs, type);
+    for (const std::string& key : a.spec.output_keys()) {
+      EXPECT_TRUE(x.get(key).equal(y.get(key))) << key << " under " << nn::to_string(type);
+    }
+  }
+}
+
+SaveOptions saving(bool embed) {
+  SaveOptions options;
+  options.embed_parameters = embed;
+  return options;
+}
+
+struct Form {
+  std::string extension;
+  bool embed;
+};
+
+class SaveLoadTest : public ::testing::TestWithParam<std::tuple<std::string, Form>> {};
+
+TEST_P(SaveLoadTest, LoadOfSaveGivesTheSamePolicy) {
+  const auto& [name, form] = GetParam();
+  Policy original = load_or_fail("policies/" + name + ".pbtxt");
+  ASSERT_NE(original.module, nullptr);
+  const std::string path = temp_path(name + (form.embed ? "_embedded" : "_separate") + form.extension);
+  ASSERT_TRUE(save_policy(original, path, saving(form.embed)).ok());
+
+  auto spec = read_spec(path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), original.spec.name());
+  EXPECT_FALSE(spec->has_init_seed()) << "a saved policy carries its parameters, not a seed";
+  if (form.embed) {
+    EXPECT_TRUE(spec->has_parameters());
+    EXPECT_TRUE(spec->parameters_file().empty());
+  } else {
+    EXPECT_FALSE(spec->has_parameters());
+    const size_t slash = path.find_last_of('/');
+    EXPECT_EQ(spec->parameters_file(), path.substr(slash + 1) + ".params.pb");
+    EXPECT_TRUE(std::ifstream(path + ".params.pb").good());
+  }
+
+  Policy loaded = load_or_fail(path);
+  ASSERT_NE(loaded.module, nullptr);
+  expect_same_parameters(original, loaded);
+  expect_same_outputs(original, loaded);
+
+  // Saving the loaded policy again writes the same bytes: nothing drifts through a cycle.
+  const std::string again = temp_path(name + "_again" + (form.embed ? "_embedded" : "_separate") + form.extension);
+  ASSERT_TRUE(save_policy(loaded, again, saving(form.embed)).ok());
+  auto respec = read_spec(again);
+  ASSERT_TRUE(respec.ok());
+  // (Compared as messages: map fields such as distribution_kwargs serialize in any order.)
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(respec->module(), spec->module()));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(respec->parameters(), spec->parameters()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllForms, SaveLoadTest,
+    ::testing::Combine(::testing::Values("pendulum_tanh_gaussian", "cartpole_categorical", "goal_hybrid",
+                                         "recurrent_gru"),
+                       ::testing::Values(Form{".pbtxt", true}, Form{".pb", true}, Form{".json", true},
+                                         Form{".pbtxt", false}, Form{".pb", false}, Form{".json", false})),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, Form>>& info) {
+      const Form& form = std::get<1>(info.param);
+      return std::get<0>(info.param) + "_" + form.extension.substr(1) + (form.embed ? "_embedded" : "_file");
+    });
+
+TEST(SaveLoad, AModuleTreeBuiltInCppExportsAndLoadsBack) {
+  torch::manual_seed(4);
+  auto mlp = nn::TensorDictModule(Mlp(MlpOptions(5, {16}, 3).activation("relu").layer_norm(true)),
+                                  nn::TensorDictModuleOptions({"obs"}, {"logits"}));
+  auto actor = nn::ProbabilisticTensorDictModule(
+      nn::ProbabilisticTensorDictModuleOptions({"logits"}, {"act"}).distribution("categorical").return_log_prob(true));
+  Policy built;
+  built.module = std::make_shared<nn::TensorDictSequentialImpl>(
+      std::vector<std::pair<std::string, nn::TensorDictModuleRef>>{{"net", mlp.ptr()}, {"actor", actor.ptr()}});
+  built.spec.set_name("built_in_cpp");
+  auto* input = built.spec.add_inputs();
+  input->set_key("obs");
+  input->add_shape(5);
+  built.spec.add_output_keys("act");
+  built.spec.add_output_keys("act_log_prob");
+
+  auto exported = export_spec(*built.module, built.spec);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_EQ(exported->module().sequential().modules_size(), 2);
+  EXPECT_EQ(exported->module().sequential().modules(0).name(), "net");
+  EXPECT_EQ(exported->module().sequential().modules(0).network().network().mlp().activation(), "relu");
+  EXPECT_TRUE(exported->module().sequential().modules(0).network().network().mlp().layer_norm());
+  EXPECT_EQ(exported->module().sequential().modules(1).probabilistic().distribution(), "categorical");
+  std::vector<std::string> names;
+  for (const auto& named : exported->parameters().tensors()) names.push_back(named.name());
+  // LayerNorm's weight and bias sit between the two Linear layers.
+  EXPECT_THAT(names, ::testing::ElementsAre("module.net.module.layers.0.weight", "module.net.module.layers.0.bias",
+                                            "module.net.module.layers.1.weight", "module.net.module.layers.1.bias",
+                                            "module.net.module.layers.3.weight", "module.net.module.layers.3.bias"));
+
+  const std::string path = temp_path("built_in_cpp.pb");
+  ASSERT_TRUE(save_policy(built, path).ok());
+  Policy loaded = load_or_fail(path);
+  ASSERT_NE(loaded.module, nullptr);
+  expect_same_parameters(built, loaded);
+  expect_same_outputs(built, loaded);
+}
+
+TEST(SaveLoad, ParameterNamesOfALoadedSpecAreLibTorchs) {
+  Policy policy = load_or_fail("policies/cartpole_categorical.pbtxt");
+  ASSERT_NE(policy.module, nullptr);
+  std::vector<std::string> names;
+  for (const auto& item : policy.module->named_parameters()) names.push_back(item.key());
+  // probabilistic_sequential children are numbered; each network sits in its module's "module".
+  EXPECT_THAT(names, ::testing::ElementsAre("module.0.module.layers.0.weight", "module.0.module.layers.0.bias",
+                                            "module.0.module.layers.2.weight", "module.0.module.layers.2.bias",
+                                            "module.0.module.layers.4.weight", "module.0.module.layers.4.bias"));
+}
+
+TEST(SaveLoad, UnexportableModulesAreErrorsNamingThem) {
+  auto fn = nn::TensorDictModule(torch::nn::ReLU(),
+                                 nn::TensorDictModuleOptions({"a"}, {"b"}));
+  tdpolicy::PolicySpec header;
+  auto exported = export_spec(*fn.ptr(), header);
+  ASSERT_FALSE(exported.ok());
+  EXPECT_THAT(std::string(exported.status().message()),
+              ::testing::StartsWith("export_spec: module: a TensorDictModule around "));
+}
+
+TEST(SaveLoad, AMissingParametersFileIsAnErrorNamingIt) {
+  Policy policy = load_or_fail("policies/cartpole_categorical.pbtxt");
+  ASSERT_NE(policy.module, nullptr);
+  const std::string path = temp_path("orphan.pbtxt");
+  ASSERT_TRUE(save_policy(policy, path, saving(false)).ok());
+  ASSERT_EQ(std::remove((path + ".params.pb").c_str()), 0);
+  auto loaded = load_policy(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().message(),
+            path + ": parameters_file: cannot open " + path + ".params.pb");
+}
+
+}  // namespace
+}  // namespace tdp::spec

@@ -1,0 +1,137 @@
+// Self-test vectors: make_self_test records what a policy computes, the spec carries it through
+// save and load, run_self_tests recomputes it, and a tampered value fails naming the field.
+#include "sdk/spec/self_test.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sdk/spec/policy.h"
+#include "sdk/spec/tensor_proto.h"
+#include "tests/spec/spec_test_util.h"
+
+namespace tdp::spec {
+namespace {
+
+using testing::load_or_fail;
+using testing::temp_path;
+
+LoadOptions checking() {
+  LoadOptions options;
+  options.run_self_tests = true;
+  return options;
+}
+
+// The pendulum actor with one self test at batch 6, saved to `path`.
+Policy pendulum_with_self_test(const std::string& path) {
+  Policy policy = load_or_fail("policies/pendulum_tanh_gaussian.pbtxt");
+  EXPECT_NE(policy.module, nullptr);
+  at::manual_seed(8);
+  TensorDict inputs({{"observation", at::randn({6, 3})}}, {6});
+  TensorDict actions({{"action", at::rand({6, 1}) * 3.8 - 1.9}}, {6});
+  auto test = make_self_test(policy, inputs, actions);
+  EXPECT_TRUE(test.ok()) << test.status();
+  *policy.spec.add_self_tests() = *test;
+  EXPECT_TRUE(save_policy(policy, path).ok());
+  return policy;
+}
+
+TEST(SelfTest, RecordsInputsOutputsAndLogProbs) {
+  Policy policy = pendulum_with_self_test(temp_path("recorded.pb"));
+  ASSERT_EQ(policy.spec.self_tests_size(), 1);
+  const tdpolicy::SelfTest& test = policy.spec.self_tests(0);
+  ASSERT_EQ(test.inputs_size(), 1);
+  EXPECT_EQ(test.inputs(0).name(), "observation");
+  ASSERT_EQ(test.expected_outputs_size(), 2);
+  EXPECT_EQ(test.expected_outputs(0).name(), "action");
+  EXPECT_EQ(test.expected_outputs(1).name(), "action_log_prob");
+  ASSERT_EQ(test.actions_size(), 1);
+  ASSERT_EQ(test.expected_log_probs_size(), 1);
+  EXPECT_EQ(test.expected_log_probs(0).name(), "action_log_prob");
+  // The log-probs are those of the given actions, not of the deterministic ones.
+  EXPECT_NE(test.expected_log_probs(0).tensor().data(), test.expected_outputs(1).tensor().data());
+}
+
+TEST(SelfTest, PassesAfterSaveAndLoadInEveryForm) {
+  pendulum_with_self_test(temp_path("checked.pb"));
+  Policy loaded = load_or_fail(temp_path("checked.pb"), checking());
+  ASSERT_NE(loaded.module, nullptr);
+  ASSERT_EQ(loaded.spec.self_tests_size(), 1);
+  for (const char* extension : {".pbtxt", ".json"}) {
+    const std::string path = temp_path(std::string("checked") + extension);
+    ASSERT_TRUE(save_policy(loaded, path).ok());
+    EXPECT_TRUE(load_policy(path, checking()).ok()) << extension;
+  }
+}
+
+TEST(SelfTest, ATamperedOutputFailsNamingTheField) {
+  const std::string path = temp_path("tampered_output.pb");
+  pendulum_with_self_test(path);
+  auto spec = read_spec(path);
+  ASSERT_TRUE(spec.ok());
+  auto* expected = spec->mutable_self_tests(0)->mutable_expected_outputs(0);
+  at::Tensor value = *from_tensor_proto(expected->tensor());
+  value[3][0] += 0.01;
+  *expected->mutable_tensor() = to_tensor_proto(value);
+  ASSERT_TRUE(write_spec(*spec, path).ok());
+
+  EXPECT_TRUE(load_policy(path).ok()) << "without run_self_tests the spec loads";
+  auto policy = load_policy(path, checking());
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(policy.status().message());
+  EXPECT_THAT(message, ::testing::StartsWith(path + ": self_tests[0].expected_outputs[0] (\"action\"): differs from "
+                                                    "the expected value by up to 0.0"));
+  EXPECT_THAT(message, ::testing::EndsWith(" (atol 1e-05, rtol 1e-05)"));
+}
+
+TEST(SelfTest, ATamperedLogProbFailsNamingTheField) {
+  const std::string path = temp_path("tampered_log_prob.pb");
+  pendulum_with_self_test(path);
+  auto spec = read_spec(path);
+  ASSERT_TRUE(spec.ok());
+  auto* expected = spec->mutable_self_tests(0)->mutable_expected_log_probs(0);
+  at::Tensor value = *from_tensor_proto(expected->tensor());
+  value[0] -= 1.0;
+  *expected->mutable_tensor() = to_tensor_proto(value);
+  ASSERT_TRUE(write_spec(*spec, path).ok());
+  auto policy = load_policy(path, checking());
+  ASSERT_FALSE(policy.ok());
+  EXPECT_THAT(std::string(policy.status().message()),
+              ::testing::StartsWith(path + ": self_tests[0].expected_log_probs[0] (\"action_log_prob\"): differs "
+                                           "from the expected value by up to 1"));
+}
+
+TEST(SelfTest, DifferentWeightsFailTheTest) {
+  // The self test of one seed's weights does not pass with another seed's.
+  const std::string path = temp_path("reseeded.pbtxt");
+  Policy policy = pendulum_with_self_test(temp_path("reseed_source.pb"));
+  policy.spec.set_init_seed(12345);
+  ASSERT_TRUE(write_spec(policy.spec, path).ok());  // the header only: weights from the new seed
+  auto loaded = load_policy(path, checking());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(std::string(loaded.status().message()),
+              ::testing::StartsWith(path + ": self_tests[0].expected_outputs[0] (\"action\"): differs"));
+}
+
+TEST(SelfTest, AMissingOutputAndABadShapeAreNamed) {
+  const std::string path = temp_path("renamed.pb");
+  pendulum_with_self_test(path);
+  auto spec = read_spec(path);
+  ASSERT_TRUE(spec.ok());
+  spec->mutable_self_tests(0)->mutable_expected_outputs(1)->set_name("value");
+  ASSERT_TRUE(write_spec(*spec, path).ok());
+  EXPECT_EQ(load_policy(path, checking()).status().message(),
+            path + ": self_tests[0].expected_outputs[1] (\"value\"): the policy did not write this key");
+
+  spec->mutable_self_tests(0)->mutable_expected_outputs(1)->set_name("action_log_prob");
+  *spec->mutable_self_tests(0)->mutable_expected_outputs(0)->mutable_tensor() = to_tensor_proto(at::zeros({6}));
+  ASSERT_TRUE(write_spec(*spec, path).ok());
+  EXPECT_EQ(load_policy(path, checking()).status().message(),
+            path + ": self_tests[0].expected_outputs[0] (\"action\"): computed shape [6, 1] but expected [6]");
+}
+
+}  // namespace
+}  // namespace tdp::spec
