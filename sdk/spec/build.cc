@@ -181,9 +181,12 @@ absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std:
     Builder builder{source, base_dir};
     if (spec.has_init_seed()) {
       // Layers initialize from the default generator: seed it for the build, then put back the
-      // caller's state, so loading never disturbs the caller's random stream. (Not locked: the
-      // initializers lock the generator themselves; other threads drawing from the default
-      // generator during a seeded load would see the seeded stream.)
+      // caller's state, so loading never disturbs the caller's random stream. Seeded loads are
+      // serialized so that concurrent loads get the same weights. (The generator's own mutex
+      // can't be held: the initializers take it themselves. Other threads drawing from the
+      // default generator during a seeded load would still interleave with it.)
+      static std::mutex seeded_build;
+      std::lock_guard<std::mutex> serialized(seeded_build);
       at::Generator generator = at::detail::getDefaultCPUGenerator();
       at::Tensor state = generator.get_state();
       generator.set_current_seed(spec.init_seed());
