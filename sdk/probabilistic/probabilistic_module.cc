@@ -379,8 +379,8 @@ void ProbabilisticTensorDictModuleImpl::rename_log_probs(TensorDict& lp) const {
   }
 }
 
-void ProbabilisticTensorDictModuleImpl::add_composite_log_prob(
-    const dist::CompositeDistribution& dist, TensorDict& sample) const {
+std::pair<TensorDict, at::Tensor> ProbabilisticTensorDictModuleImpl::composite_log_probs(
+    const dist::CompositeDistribution& dist, const TensorDict& samples, int64_t batch_ndim) const {
   const bool aggregate = composite_lp_aggregate();
   if (aggregate != aggregate_at_init_) {
     throw std::runtime_error(
@@ -392,20 +392,25 @@ void ProbabilisticTensorDictModuleImpl::add_composite_log_prob(
   TensorDict parts;
   {
     CompositeLpAggregateGuard per_part(false, /*thread_local_only=*/true);
-    parts = dist.log_prob_composite(sample, /*include_sum=*/false);
+    parts = dist.log_prob_composite(samples, /*include_sum=*/false);
   }
+  at::Tensor total;
   if (aggregate) {
-    at::Tensor total;
     for (const auto& [key, part] : dist.dists()) {
-      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), sample.ndim());
+      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), batch_ndim);
       total = total.defined() ? total + lp : lp;
     }
-    sample.update(parts);
-    sample.set(*log_prob_key_, total);
   } else {
     rename_log_probs(parts);
-    sample.update(parts);
   }
+  return {parts, total};
+}
+
+void ProbabilisticTensorDictModuleImpl::add_composite_log_prob(
+    const dist::CompositeDistribution& dist, TensorDict& sample) const {
+  auto [parts, total] = composite_log_probs(dist, sample, sample.ndim());
+  sample.update(parts);
+  if (total.defined()) sample.set(*log_prob_key_, total);
 }
 
 LogProb ProbabilisticTensorDictModuleImpl::log_prob_of(const AnyDistribution& dist,
@@ -414,32 +419,10 @@ LogProb ProbabilisticTensorDictModuleImpl::log_prob_of(const AnyDistribution& di
   if (!dist.is_composite()) {
     return dist.distribution()->log_prob(tensordict.get(sample_keys_[0]));
   }
-  const dist::CompositeDistribution& c = *dist.composite();
-  const bool aggregate = composite_lp_aggregate();
-  if (aggregate != aggregate_at_init_) {
-    throw std::runtime_error(
-        "The value returned by composite_lp_aggregate changed between init of "
-        "ProbabilisticTensorDictModule and its execution (" +
-        std::string(py_bool(aggregate_at_init_)) + " -> " + py_bool(aggregate) +
-        "). Make sure the mode matches.");
-  }
-  TensorDict samples = tensordict.select(sample_keys_);
-  TensorDict parts;
-  {
-    CompositeLpAggregateGuard per_part(false, /*thread_local_only=*/true);
-    parts = c.log_prob_composite(samples, /*include_sum=*/false);
-  }
-  if (aggregate) {
-    at::Tensor total;
-    for (const auto& [key, part] : c.dists()) {
-      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), tensordict.ndim());
-      total = total.defined() ? total + lp : lp;
-    }
-    if (write_back) const_cast<TensorDict&>(tensordict).update(parts);
-    return total;
-  }
-  rename_log_probs(parts);
-  return parts;
+  auto [parts, total] = composite_log_probs(*dist.composite(), tensordict.select(sample_keys_), tensordict.ndim());
+  if (!total.defined()) return parts;
+  if (write_back) const_cast<TensorDict&>(tensordict).update(parts);
+  return total;
 }
 
 LogProb ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& tensordict,

@@ -193,6 +193,10 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
   void check_aggregate(const char* what) const;
   // Writes the log-prob of `sample` (a composite's TensorDict sample) into `sample`.
+  // Per-part log-probs of `samples` (under log_prob_keys() unless aggregating) and, when
+  // composite_lp_aggregate() is true, their sum over the feature dims (else undefined).
+  std::pair<TensorDict, at::Tensor> composite_log_probs(const dist::CompositeDistribution& dist,
+                                                        const TensorDict& samples, int64_t batch_ndim) const;
   void add_composite_log_prob(const dist::CompositeDistribution& dist, TensorDict& sample) const;
   // Renames `<key>_log_prob` entries of `lp` to the configured log_prob_keys.
   void rename_log_probs(TensorDict& lp) const;
