@@ -317,7 +317,7 @@ struct ThreeOut : TensorDictModuleBase {
 
 TEST(SelectOutKeysTest, TensorDictModuleBaseSubclass) {
   for (bool inplace : {true, false}) {
-    for (const std::vector<NestedKey> selection : {std::vector<NestedKey>{"d"}, {"d", "e"}}) {
+    for (const std::vector<NestedKey>& selection : {std::vector<NestedKey>{"d"}, {"d", "e"}}) {
       auto mod = std::make_shared<ThreeOut>(inplace);
       std::vector<std::string> expected_all = {"'c'", "'d'", "'e'"};
       std::vector<std::string> expected_selected = key_strings(selection);
