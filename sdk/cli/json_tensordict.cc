@@ -305,6 +305,18 @@ void append_non_finite(std::string& out, double value) {
   }
 }
 
+// One float or double: -0 keeps its sign, finite values their shortest round-tripping digits.
+template <typename T>
+void append_float(std::string& out, T value) {
+  if (value == 0 && std::signbit(value)) {
+    out += kNegativeZero;
+  } else if (std::isfinite(value)) {
+    out += shortest(value);
+  } else {
+    append_non_finite(out, value);
+  }
+}
+
 absl::Status append_tensor(std::string& out, const std::string& key, const at::Tensor& tensor) {
   const std::vector<int64_t> shape(tensor.sizes().begin(), tensor.sizes().end());
   int64_t flat = 0;
@@ -312,28 +324,12 @@ absl::Status append_tensor(std::string& out, const std::string& key, const at::T
   if (type == c10::kDouble) {
     const at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
     const double* values = data.data_ptr<double>();
-    append_nested(out, shape, 0, flat, [&](std::string& o, int64_t i) {
-      if (values[i] == 0 && std::signbit(values[i])) {
-        o += kNegativeZero;
-      } else if (std::isfinite(values[i])) {
-        o += shortest(values[i]);
-      } else {
-        append_non_finite(o, values[i]);
-      }
-    });
+    append_nested(out, shape, 0, flat, [&](std::string& o, int64_t i) { append_float(o, values[i]); });
   } else if (type == c10::kFloat || type == c10::kHalf || type == c10::kBFloat16) {
     // Half and bfloat16 widen to float exactly; a float's digits read back to the same half.
     const at::Tensor data = tensor.detach().to(at::kCPU).to(at::kFloat).contiguous();
     const float* values = data.data_ptr<float>();
-    append_nested(out, shape, 0, flat, [&](std::string& o, int64_t i) {
-      if (values[i] == 0 && std::signbit(values[i])) {
-        o += kNegativeZero;
-      } else if (std::isfinite(values[i])) {
-        o += shortest(values[i]);
-      } else {
-        append_non_finite(o, values[i]);
-      }
-    });
+    append_nested(out, shape, 0, flat, [&](std::string& o, int64_t i) { append_float(o, values[i]); });
   } else if (type == c10::kBool) {
     const at::Tensor data = tensor.detach().to(at::kCPU).contiguous();
     const bool* values = data.data_ptr<bool>();
