@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -179,9 +179,11 @@ struct DistributionRegistry::Impl {
     DistributionFactory factory;
   };
   mutable absl::Mutex mutex;
-  std::map<std::string, Entry> entries ABSL_GUARDED_BY(mutex);
+  // Entries are immutable once registered (replace swaps the pointer), so make() can hold one
+  // without the lock and without copying the signature: make() runs on every forward.
+  std::map<std::string, std::shared_ptr<const Entry>, std::less<>> entries ABSL_GUARDED_BY(mutex);
 
-  Entry find(const std::string& name) const {
+  std::shared_ptr<const Entry> find(const std::string& name) const {
     absl::ReaderMutexLock lock(&mutex);
     auto it = entries.find(name);
     if (it == entries.end()) {
@@ -218,14 +220,16 @@ void DistributionRegistry::register_distribution(const std::string& name,
     throw std::invalid_argument("register_distribution: '" + name +
                                 "' is already registered (use replace to override it)");
   }
-  impl_->entries[name] = {std::move(signature), std::move(factory)};
+  impl_->entries[name] = std::make_shared<const Impl::Entry>(
+      Impl::Entry{std::move(signature), std::move(factory)});
 }
 
 void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
                                    DistributionFactory factory) {
   if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
   absl::MutexLock lock(&impl_->mutex);
-  impl_->entries[name] = {std::move(signature), std::move(factory)};
+  impl_->entries[name] = std::make_shared<const Impl::Entry>(
+      Impl::Entry{std::move(signature), std::move(factory)});
 }
 
 bool DistributionRegistry::contains(const std::string& name) const {
@@ -239,22 +243,22 @@ std::vector<std::string> DistributionRegistry::names() const {
 }
 
 DistributionSignature DistributionRegistry::signature(const std::string& name) const {
-  return impl_->find(name).signature;
+  return impl_->find(name)->signature;
 }
 
 DistributionPtr DistributionRegistry::make(const std::string& name, const Params& params,
                                            const Kwargs& kwargs) const {
-  // Copied out so the factory runs without the lock (it may itself use the registry).
-  const Impl::Entry entry = impl_->find(name);
-  const std::vector<std::string> given = keys_of(params);
-  const std::set<std::string> given_set(given.begin(), given.end());
-  bool matched = false;
-  for (const auto& set : entry.signature.param_sets) {
-    if (std::set<std::string>(set.begin(), set.end()) == given_set) matched = true;
-  }
+  const std::shared_ptr<const Impl::Entry> entry = impl_->find(name);
+  // Params is ordered by name and has no duplicates, so equal sizes plus membership is set
+  // equality, checked without building sets.
+  const auto& param_sets = entry->signature.param_sets;
+  const bool matched = std::any_of(param_sets.begin(), param_sets.end(), [&](const auto& set) {
+    return set.size() == params.size() &&
+           std::all_of(set.begin(), set.end(), [&](const std::string& key) { return params.count(key) > 0; });
+  });
   if (!matched) {
     throw std::invalid_argument(name + ": expected parameters " +
-                                entry.signature.params_to_string() + ", got " + join(given));
+                                entry->signature.params_to_string() + ", got " + join(keys_of(params)));
   }
   for (const auto& [key, value] : params) {
     if (!value.defined()) {
@@ -262,7 +266,7 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
     }
   }
   for (const auto& [key, value] : kwargs) {
-    const auto& allowed = entry.signature.kwargs;
+    const auto& allowed = entry->signature.kwargs;
     if (key != "validate_args" && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::vector<std::string> accepted = allowed;
       accepted.push_back("validate_args");
@@ -270,7 +274,7 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
                                   join(accepted));
     }
   }
-  DistributionPtr dist = entry.factory(params, kwargs);
+  DistributionPtr dist = entry->factory(params, kwargs);
   if (!dist) throw std::runtime_error(name + ": the registered factory returned null");
   return dist;
 }

@@ -37,22 +37,27 @@ Support::Support(Kind kind, std::string description, bool discrete, int64_t even
 
 at::Tensor Support::check(const at::Tensor& value) const { return check_(value); }
 
-Support Support::real() {
+const Support& Support::real() {
   // NaN is the one real-typed value outside the real line.
-  return Support(Kind::kReal, "Real()", false, 0,
-                 [](const at::Tensor& v) { return v == v; });
+  static const Support support(Kind::kReal, "Real()", false, 0,
+                               [](const at::Tensor& v) { return v == v; });
+  return support;
 }
 
-Support Support::positive() { return greater_than(0.0); }
+const Support& Support::positive() {
+  static const Support support = greater_than(0.0);
+  return support;
+}
 
 Support Support::greater_than(double lower_bound) {
   return Support(Kind::kGreaterThan, "GreaterThan(lower_bound=" + double_to_string(lower_bound) + ")",
                  false, 0, [lower_bound](const at::Tensor& v) { return v > lower_bound; });
 }
 
-Support Support::unit_interval() {
-  return Support(Kind::kInterval, "Interval(lower_bound=0.0, upper_bound=1.0)", false, 0,
-                 [](const at::Tensor& v) { return (v >= 0) & (v <= 1); });
+const Support& Support::unit_interval() {
+  static const Support support(Kind::kInterval, "Interval(lower_bound=0.0, upper_bound=1.0)",
+                               false, 0, [](const at::Tensor& v) { return (v >= 0) & (v <= 1); });
+  return support;
 }
 
 Support Support::interval(const at::Tensor& lower_bound, const at::Tensor& upper_bound) {
@@ -74,9 +79,10 @@ Support Support::half_open_interval(const at::Tensor& lower_bound,
                  });
 }
 
-Support Support::boolean() {
-  return Support(Kind::kBoolean, "Boolean()", true, 0,
-                 [](const at::Tensor& v) { return (v == 0) | (v == 1); });
+const Support& Support::boolean() {
+  static const Support support(Kind::kBoolean, "Boolean()", true, 0,
+                               [](const at::Tensor& v) { return (v == 0) | (v == 1); });
+  return support;
 }
 
 Support Support::integer_interval(int64_t lower_bound, int64_t upper_bound) {
@@ -88,18 +94,20 @@ Support Support::integer_interval(int64_t lower_bound, int64_t upper_bound) {
                  });
 }
 
-Support Support::simplex() {
-  return Support(Kind::kSimplex, "Simplex()", false, 1, [](const at::Tensor& v) {
+const Support& Support::simplex() {
+  static const Support support(Kind::kSimplex, "Simplex()", false, 1, [](const at::Tensor& v) {
     return at::all(v >= 0, -1) & ((v.sum(-1) - 1).abs() < 1e-6);
   });
+  return support;
 }
 
-Support Support::one_hot() {
-  return Support(Kind::kOneHot, "OneHot()", true, 1, [](const at::Tensor& v) {
+const Support& Support::one_hot() {
+  static const Support support(Kind::kOneHot, "OneHot()", true, 1, [](const at::Tensor& v) {
     at::Tensor is_boolean = (v == 0) | (v == 1);
     at::Tensor is_normalized = v.sum(-1).eq(1);
     return at::all(is_boolean, -1) & is_normalized;
   });
+  return support;
 }
 
 Support Support::independent(const Support& base, int64_t reinterpreted_batch_ndims) {

@@ -32,18 +32,19 @@ class Support {
     kIndependent,
   };
 
-  static Support real();
-  static Support positive();
+  // The fixed supports are built once: distributions name them on every construction.
+  static const Support& real();
+  static const Support& positive();
   static Support greater_than(double lower_bound);
-  static Support unit_interval();
+  static const Support& unit_interval();
   // Bounds broadcast against the checked value; tensors let each batch entry have its own.
   static Support interval(const at::Tensor& lower_bound, const at::Tensor& upper_bound);
   static Support half_open_interval(const at::Tensor& lower_bound,
                                     const at::Tensor& upper_bound);
-  static Support boolean();
+  static const Support& boolean();
   static Support integer_interval(int64_t lower_bound, int64_t upper_bound);
-  static Support simplex();
-  static Support one_hot();
+  static const Support& simplex();
+  static const Support& one_hot();
   // Treats the rightmost `reinterpreted_batch_ndims` dims of `base` as one event.
   static Support independent(const Support& base, int64_t reinterpreted_batch_ndims);
 

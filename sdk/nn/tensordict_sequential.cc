@@ -194,6 +194,7 @@ void TensorDictSequentialImpl::insert(int64_t index, TensorDictModuleRef module,
     rebuild();
     throw;
   }
+  modules_changed();
 }
 
 std::shared_ptr<TensorDictSequentialImpl> TensorDictSequentialImpl::select_subsequence(

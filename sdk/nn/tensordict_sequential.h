@@ -114,6 +114,8 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // call its modules differently, e.g. under a scope, without re-implementing the sequence's
   // output and selection handling.
   virtual TensorDict run_module(size_t index, TensorDict tensordict);
+  // Called after append()/insert() changed modules(), for subclasses that derive state from them.
+  virtual void modules_changed() {}
 
   TensorDict forward_impl(TensorDict tensordict,
                           const std::optional<TensorDict>& tensordict_out) override;

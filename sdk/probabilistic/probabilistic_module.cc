@@ -259,12 +259,14 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
     }
     params.emplace(options_.dist_keys()[i], std::move(value));
   }
-  dist::Kwargs kwargs = options_.distribution_kwargs();
+  const dist::Kwargs& given_kwargs = options_.distribution_kwargs();
+  if (given_kwargs.empty()) return AnyDistribution(options_.distribution().build(params, given_kwargs));
+  dist::Kwargs kwargs = given_kwargs;
   // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's
   // scale=1) can be a kwarg. Registry signatures separate the two, so move such kwargs over.
   const std::string name = options_.distribution().to_string();
   auto& registry = dist::DistributionRegistry::global();
-  if (!kwargs.empty() && registry.contains(name)) {
+  if (registry.contains(name)) {
     const dist::DistributionSignature signature = registry.signature(name);
     const at::Tensor& like = params.begin()->second;
     for (auto it = kwargs.begin(); it != kwargs.end();) {

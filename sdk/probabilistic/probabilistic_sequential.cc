@@ -57,10 +57,23 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     : TensorDictSequentialImpl("ProbabilisticTensorDictSequential",
                                checked(std::move(modules), options), options.sequential_options()),
       prob_options_(std::move(options)) {
+  configure();
+}
+
+void ProbabilisticTensorDictSequentialImpl::modules_changed() { configure(); }
+
+void ProbabilisticTensorDictSequentialImpl::configure() {
   const auto& mods = this->modules();
-  const int64_t num_prob = std::count_if(mods.begin(), mods.end(), [](const auto& m) {
-    return std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(m) != nullptr;
-  });
+  // Resolved once: forward() asks these of every module on every call.
+  prob_modules_.clear();
+  prob_sequentials_.clear();
+  det_part_ = nullptr;
+  for (const auto& m : mods) {
+    prob_modules_.push_back(std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(m).get());
+    prob_sequentials_.push_back(std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(m).get());
+  }
+  const int64_t num_prob = std::count_if(prob_modules_.begin(), prob_modules_.end(),
+                                         [](const auto* m) { return m != nullptr; });
   const bool any_prob = std::any_of(mods.begin(), mods.end(), is_probabilistic);
   if (!any_prob) {
     // A plain sequence: forward() just runs the modules.
@@ -91,13 +104,10 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
 }
 
 std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
-  const auto& mods = modules();
-  for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(*it)) {
-      return m->default_interaction_type();
-    }
-    if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(*it)) {
-      if (auto type = s->default_interaction_type()) return type;
+  for (size_t i = prob_modules_.size(); i-- > 0;) {
+    if (prob_modules_[i] != nullptr) return prob_modules_[i]->default_interaction_type();
+    if (prob_sequentials_[i] != nullptr) {
+      if (auto type = prob_sequentials_[i]->default_interaction_type()) return type;
     }
   }
   return interaction_type();
@@ -106,7 +116,7 @@ std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_in
 TensorDict ProbabilisticTensorDictSequentialImpl::run_module(size_t index, TensorDict tensordict) {
   const auto& mods = modules();
   if (det_part_ == nullptr) return TensorDictSequentialImpl::run_module(index, tensordict);
-  if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(mods[index])) {
+  if (ProbabilisticTensorDictModuleImpl* m = prob_modules_[index]) {
     if (return_composite_ || index + 1 == mods.size()) {
       return m->forward_requires_sample(tensordict, std::nullopt, requires_sample_);
     }

@@ -97,14 +97,20 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
  protected:
   TensorDict run_module(size_t index, TensorDict tensordict) override;
   std::vector<std::string> repr_fields() const override;
+  void modules_changed() override;
 
  private:
+  // Derives return_composite, the sampling rule, det_part() and the per-module casts from modules().
+  void configure();
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;
   bool requires_sample_ = false;
   std::shared_ptr<TensorDictSequentialImpl> det_part_;
+  // Per module (null where it is not of that type); owned through modules().
+  std::vector<ProbabilisticTensorDictModuleImpl*> prob_modules_;
+  std::vector<ProbabilisticTensorDictSequentialImpl*> prob_sequentials_;
 };
 
 class ProbabilisticTensorDictSequential

@@ -154,6 +154,25 @@ TEST(ProbabilisticSequential, KeysNumSamplesAndDetPart) {
   EXPECT_EQ(names, (std::vector<std::string>{"module.0.module.weight", "module.0.module.bias"}));
 }
 
+// append()/insert() change what the sequence samples with: the last module, det_part and the
+// per-module dispatch follow the new module list.
+TEST(ProbabilisticSequential, AppendingAProbabilisticModuleMakesItTheOneThatSamples) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"}))});
+  module->append(plus_one("sample0", "loc2"));
+  module->append(normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"})
+                            .default_interaction_type(InteractionType::kMode)
+                            .return_log_prob(true)));
+  EXPECT_EQ(module->det_part()->size(), 3u);
+  EXPECT_EQ(module->default_interaction_type(), InteractionType::kMode);
+  EXPECT_EQ(module->dist_sample_keys(), (std::vector<NestedKey>{"sample1", "sample0"}));
+  TensorDict td = module(input());
+  // sample0 = loc = 2 (deterministic), loc2 = 3, sample1 = its mode, 3.
+  EXPECT_TRUE(td.get("sample1").equal(torch::full({3}, 3.0)));
+  EXPECT_TRUE(td.get("sample1_log_prob").allclose(minus_half_log_2pi()));
+  EXPECT_EQ(module->get_dist(input()).to_string(), "CompositeDistribution({'sample0': Normal(loc: [3], scale: [3]), 'sample1': Normal(loc: [3], scale: [3])})");
+}
+
 TEST(ProbabilisticSequential, SlicingReturnsTheRightType) {
   Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
               plus_one("sample0", "loc2"),
