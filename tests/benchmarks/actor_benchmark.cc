@@ -15,6 +15,13 @@
 // call on each side from identically seeded generators must give the same action and log-prob,
 // so both really compute the same thing. Latency at batch 1; throughput (items/s = env steps
 // per second) at batch 256 and 4096.
+//
+// Reading the batch-4096 rows: the actor frees every intermediate at the end of each call
+// while the hand loop keeps its last outputs, so with glibc's default malloc settings the
+// actor's ~1 MB activations can make the heap shrink and regrow every call (brk trim and page
+// faults), several times its compute. Compare with
+//   GLIBC_TUNABLES=glibc.malloc.trim_threshold=1000000000:glibc.malloc.mmap_threshold=1000000000
+// to separate allocator churn from the SDK's own cost.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
