@@ -57,25 +57,12 @@ struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
   }
 };
 
-// The bound as given (a CPU double scalar when set from a number), or the default.
-at::Tensor given_or(const at::Tensor& given, double fallback) {
-  return given.defined() ? given : at::scalar_tensor(fallback, at::kDouble);
-}
-
 }  // namespace
-
-TanhNormalOptions& TanhNormalOptions::low(double value) {
-  low_ = at::scalar_tensor(value, at::kDouble);
-  return *this;
-}
-
-TanhNormalOptions& TanhNormalOptions::high(double value) {
-  high_ = at::scalar_tensor(value, at::kDouble);
-  return *this;
-}
 
 struct TanhNormal::Prepared {
   at::Tensor loc, scale, low, high;
+  bool number_bounds = false;
+  double low_number = -1.0, high_number = 1.0;
   bool non_trivial = false;
   bool safe_tanh = true;
   int64_t event_dims = 0;
@@ -83,52 +70,74 @@ struct TanhNormal::Prepared {
   std::shared_ptr<const Normal> normal;
 };
 
-namespace {
-
 // Everything the constructor needs before the Distribution base knows its shapes.
-void prepare(const at::Tensor& loc_in, const at::Tensor& scale_in, const TanhNormalOptions& o,
-             at::Tensor& loc, at::Tensor& scale, at::Tensor& low, at::Tensor& high,
-             bool& non_trivial, int64_t& event_dims) {
+void TanhNormal::prepare(const at::Tensor& loc_in, const at::Tensor& scale_in,
+                         const TanhNormalOptions& o, Prepared& p) {
   internal::require_defined(loc_in, "TanhNormal", "loc");
   internal::require_defined(scale_in, "TanhNormal", "scale");
-  // Checked on the bounds as given: number bounds live on the CPU, so building a TanhNormal
-  // on an accelerator needs no device sync (TorchRL skips these checks under graph capture).
-  const at::Tensor low_given = given_or(o.low_, -1.0);
-  const at::Tensor high_given = given_or(o.high_, 1.0);
-  if (!(high_given > low_given).all().item<bool>()) {
-    throw std::invalid_argument("TanhNormal high values must be strictly greater than low values (low: " +
-                                internal::param_to_string(low_given) + ", high: " +
-                                internal::param_to_string(high_given) + ")");
+  // Number bounds (the usual case, and the one policies build every step) are checked and
+  // applied as doubles. Tensor bounds are checked as given: number bounds live on the CPU, so
+  // building a TanhNormal on an accelerator needs no device sync (TorchRL skips these checks
+  // under graph capture).
+  p.number_bounds = !o.low_.defined() && !o.high_.defined();
+  p.event_dims = o.event_dims_.value_or(std::min<int64_t>(1, loc_in.dim()));
+  at::Tensor loc = loc_in;
+  if (p.number_bounds) {
+    p.low_number = o.low_number_.value_or(-1.0);
+    p.high_number = o.high_number_.value_or(1.0);
+    if (!(p.high_number > p.low_number)) {
+      throw std::invalid_argument(
+          "TanhNormal high values must be strictly greater than low values (low: " +
+          internal::param_to_string(at::scalar_tensor(p.low_number, at::kDouble)) + ", high: " +
+          internal::param_to_string(at::scalar_tensor(p.high_number, at::kDouble)) + ")");
+    }
+    p.non_trivial = p.high_number != 1.0 || p.low_number != -1.0;
+    if (o.tanh_loc_) {
+      loc = (loc / o.upscale_).tanh() * o.upscale_;
+      if (p.non_trivial) loc = loc + (p.high_number - p.low_number) / 2 + p.low_number;
+    }
+    std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in});
+    p.loc = all[0];
+    p.scale = all[1];
+  } else {
+    const at::Tensor low_given =
+        o.low_.defined() ? o.low_ : at::scalar_tensor(o.low_number_.value_or(-1.0), at::kDouble);
+    const at::Tensor high_given =
+        o.high_.defined() ? o.high_ : at::scalar_tensor(o.high_number_.value_or(1.0), at::kDouble);
+    if (!(high_given > low_given).all().item<bool>()) {
+      throw std::invalid_argument("TanhNormal high values must be strictly greater than low values (low: " +
+                                  internal::param_to_string(low_given) + ", high: " +
+                                  internal::param_to_string(high_given) + ")");
+    }
+    p.non_trivial = (high_given != 1.0).any().item<bool>() || (low_given != -1.0).any().item<bool>();
+    at::Tensor low = low_given.to(loc_in.device(), loc_in.scalar_type());
+    at::Tensor high = high_given.to(loc_in.device(), loc_in.scalar_type());
+    if (o.tanh_loc_) {
+      loc = (loc / o.upscale_).tanh() * o.upscale_;
+      if (p.non_trivial) loc = loc + (high - low) / 2 + low;
+    }
+    // Bounds that carry more (or larger) dims than loc widen the batch, as a broadcasting
+    // affine transform would in PyTorch.
+    std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in, low, high});
+    p.loc = all[0];
+    p.scale = all[1];
+    p.low = low;
+    p.high = high;
   }
-  non_trivial = (high_given != 1.0).any().item<bool>() || (low_given != -1.0).any().item<bool>();
-  low = low_given.to(loc_in.device(), loc_in.scalar_type());
-  high = high_given.to(loc_in.device(), loc_in.scalar_type());
-  event_dims = o.event_dims_.value_or(std::min<int64_t>(1, loc_in.dim()));
-  loc = loc_in;
-  if (o.tanh_loc_) {
-    loc = (loc / o.upscale_).tanh() * o.upscale_;
-    if (non_trivial) loc = loc + (high - low) / 2 + low;
-  }
-  // Bounds that carry more (or larger) dims than loc widen the batch, as a broadcasting
-  // affine transform would in PyTorch.
-  std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in, low, high});
-  loc = all[0];
-  scale = all[1];
-  if (event_dims < 0 || event_dims > loc.dim()) {
+  if (p.event_dims < 0 || p.event_dims > p.loc.dim()) {
     throw std::invalid_argument("TanhNormal: event_dims must be in [0, " +
-                                std::to_string(loc.dim()) + "] for loc of shape " +
-                                internal::shape_to_string(loc.sizes()) + ", got " +
-                                std::to_string(event_dims));
+                                std::to_string(p.loc.dim()) + "] for loc of shape " +
+                                internal::shape_to_string(p.loc.sizes()) + ", got " +
+                                std::to_string(p.event_dims));
   }
 }
 
-}  // namespace
 
 TanhNormal::TanhNormal(const at::Tensor& loc, const at::Tensor& scale,
                        const TanhNormalOptions& options)
     : TanhNormal([&] {
         Prepared p;
-        prepare(loc, scale, options, p.loc, p.scale, p.low, p.high, p.non_trivial, p.event_dims);
+        prepare(loc, scale, options, p);
         p.safe_tanh = options.safe_tanh_;
         p.normal = std::make_shared<Normal>(p.loc, p.scale, options.validate_args_);
         p.base = p.event_dims > 0
@@ -144,29 +153,50 @@ TanhNormal::TanhNormal(Prepared p)
       scale_(p.scale),
       low_(p.low),
       high_(p.high),
-      affine_loc_((p.high + p.low) / 2),
-      affine_scale_((p.high - p.low) / 2),
+      affine_loc_(p.number_bounds ? at::Tensor() : (p.high + p.low) / 2),
+      affine_scale_(p.number_bounds ? at::Tensor() : (p.high - p.low) / 2),
+      number_bounds_(p.number_bounds),
+      low_number_(p.low_number),
+      high_number_(p.high_number),
       non_trivial_bounds_(p.non_trivial),
       safe_tanh_(p.safe_tanh),
       event_dims_(p.event_dims),
       base_(p.base),
       normal_(p.normal) {}
 
+at::Tensor TanhNormal::low() const {
+  return number_bounds_ ? at::scalar_tensor(low_number_, loc_.options()) : low_;
+}
+
+at::Tensor TanhNormal::high() const {
+  return number_bounds_ ? at::scalar_tensor(high_number_, loc_.options()) : high_;
+}
+
 at::Tensor TanhNormal::transform(const at::Tensor& x) const {
   at::Tensor y = safe_tanh_ ? SafeTanh::apply(x) : x.tanh();
-  if (non_trivial_bounds_) y = affine_loc_ + affine_scale_ * y;
-  return y;
+  if (!non_trivial_bounds_) return y;
+  if (number_bounds_) return y * ((high_number_ - low_number_) / 2) + (high_number_ + low_number_) / 2;
+  return affine_loc_ + affine_scale_ * y;
 }
 
 at::Tensor TanhNormal::inverse_transform(const at::Tensor& y) const {
-  at::Tensor x = non_trivial_bounds_ ? (y - affine_loc_) / affine_scale_ : y;
+  at::Tensor x = y;
+  if (non_trivial_bounds_ && number_bounds_) {
+    x = (y - (high_number_ + low_number_) / 2) / ((high_number_ - low_number_) / 2);
+  } else if (non_trivial_bounds_) {
+    x = (y - affine_loc_) / affine_scale_;
+  }
   return safe_tanh_ ? SafeAtanh::apply(x) : x.atanh();
 }
 
 at::Tensor TanhNormal::log_abs_det_jacobian(const at::Tensor& x, const at::Tensor& y) const {
   // d tanh(x)/dx = 1 - tanh(x)^2, written in a form that stays finite for large |x|.
   at::Tensor result = 2. * (std::log(2.) - x - at::softplus(-2. * x));
-  if (non_trivial_bounds_) result = result + at::abs(affine_scale_).log().expand(y.sizes());
+  if (non_trivial_bounds_ && number_bounds_) {
+    result = result + std::log(std::abs((high_number_ - low_number_) / 2));
+  } else if (non_trivial_bounds_) {
+    result = result + at::abs(affine_scale_).log().expand(y.sizes());
+  }
   return result;
 }
 

@@ -25,10 +25,11 @@ struct TanhNormalOptions {
   // Bounds of the support (default -1 and 1); scalars or tensors broadcasting with loc.
   // Construction checks high > low on the bounds as given: free for numbers, a device sync
   // for accelerator tensors.
-  TanhNormalOptions& low(double value);
-  TanhNormalOptions& low(at::Tensor value) { low_ = std::move(value); return *this; }
-  TanhNormalOptions& high(double value);
-  TanhNormalOptions& high(at::Tensor value) { high_ = std::move(value); return *this; }
+  // Number bounds stay numbers: no tensor ops or device syncs per construction.
+  TanhNormalOptions& low(double value) { low_number_ = value; low_ = at::Tensor(); return *this; }
+  TanhNormalOptions& low(at::Tensor value) { low_ = std::move(value); low_number_.reset(); return *this; }
+  TanhNormalOptions& high(double value) { high_number_ = value; high_ = at::Tensor(); return *this; }
+  TanhNormalOptions& high(at::Tensor value) { high_ = std::move(value); high_number_.reset(); return *this; }
   // Rightmost dims of loc that form one event, summed by log_prob (default min(1, loc.dim())).
   TanhNormalOptions& event_dims(int64_t value) { event_dims_ = value; return *this; }
   TanhNormalOptions& tanh_loc(bool value) { tanh_loc_ = value; return *this; }
@@ -39,6 +40,8 @@ struct TanhNormalOptions {
   double upscale_ = 5.0;
   at::Tensor low_;
   at::Tensor high_;
+  c10::optional<double> low_number_;
+  c10::optional<double> high_number_;
   c10::optional<int64_t> event_dims_;
   bool tanh_loc_ = false;
   bool safe_tanh_ = true;
@@ -54,8 +57,9 @@ class TanhNormal : public Distribution {
   // The Normal's location after tanh_loc, and its scale.
   const at::Tensor& loc() const { return loc_; }
   const at::Tensor& scale() const { return scale_; }
-  const at::Tensor& low() const { return low_; }
-  const at::Tensor& high() const { return high_; }
+  // The bounds as tensors of loc's dtype (0-dim when given as numbers).
+  at::Tensor low() const;
+  at::Tensor high() const;
   // The Normal (or Independent Normal when event_dims > 0) before the squashing.
   const DistributionPtr& base_dist() const { return base_; }
 
@@ -73,9 +77,9 @@ class TanhNormal : public Distribution {
   // Only for event_dims == 0 (an Independent base has no cdf).
   at::Tensor cdf(const at::Tensor& value) const override;
   at::Tensor icdf(const at::Tensor& value) const override;
-  Support support() const override { return Support::interval(low_, high_); }
+  Support support() const override { return Support::interval(low(), high()); }
   std::vector<std::pair<std::string, at::Tensor>> printed_params() const override {
-    return {{"loc", loc_}, {"scale", scale_}, {"low", low_}, {"high", high_}};
+    return {{"loc", loc_}, {"scale", scale_}, {"low", low()}, {"high", high()}};
   }
 
   // The squashing map and its inverse, exposed for modules that cache pre-tanh values.
@@ -85,16 +89,23 @@ class TanhNormal : public Distribution {
  private:
   struct Prepared;
   explicit TanhNormal(Prepared prepared);
+  static void prepare(const at::Tensor& loc, const at::Tensor& scale, const TanhNormalOptions& options,
+                      Prepared& prepared);
 
   // log |d transform / dx| per element.
   at::Tensor log_abs_det_jacobian(const at::Tensor& x, const at::Tensor& y) const;
 
   at::Tensor loc_;
   at::Tensor scale_;
+  // Tensor bounds (undefined when the bounds are numbers) ...
   at::Tensor low_;
   at::Tensor high_;
   at::Tensor affine_loc_;
   at::Tensor affine_scale_;
+  // ... or number bounds, applied as scalars.
+  bool number_bounds_;
+  double low_number_;
+  double high_number_;
   bool non_trivial_bounds_;
   bool safe_tanh_;
   int64_t event_dims_;

@@ -140,6 +140,7 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
         keys_to_string(options_.in_keys()) + ".");
   }
   sample_keys_ = out_keys;
+  split_distribution_kwargs();
 
   const bool aggregate = composite_lp_aggregate();
   aggregate_at_init_ = aggregate;
@@ -234,6 +235,32 @@ std::vector<NestedKey> ProbabilisticTensorDictModuleImpl::log_prob_keys() const 
 
 // ---- distribution --------------------------------------------------------------------------
 
+void ProbabilisticTensorDictModuleImpl::split_distribution_kwargs() {
+  // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's
+  // scale=1) can be a kwarg. Registry signatures separate the two: a kwarg that names a
+  // parameter and is not also accepted as a kwarg (TanhNormal's low/high are both) becomes a
+  // constant tensor at each call. Decided once, as Python binds the distribution class once.
+  build_kwargs_ = options_.distribution_kwargs();
+  kwargs_as_params_.clear();
+  if (options_.is_composite() || build_kwargs_.empty()) return;
+  const std::string name = options_.distribution().to_string();
+  auto& registry = dist::DistributionRegistry::global();
+  if (!registry.contains(name)) return;
+  const dist::DistributionSignature signature = registry.signature(name);
+  for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
+    auto named = [&](const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), it->first) != names.end();
+    };
+    const bool is_param = std::any_of(signature.param_sets.begin(), signature.param_sets.end(), named);
+    if (is_param && !named(signature.kwargs)) {
+      kwargs_as_params_.emplace_back(it->first, it->second);
+      it = build_kwargs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {
   const auto& keys = options_.in_keys();
   if (options_.is_composite()) {
@@ -259,27 +286,14 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
     }
     params.emplace(options_.dist_keys()[i], std::move(value));
   }
-  const dist::Kwargs& given_kwargs = options_.distribution_kwargs();
-  if (given_kwargs.empty()) return AnyDistribution(options_.distribution().build(params, given_kwargs));
-  dist::Kwargs kwargs = given_kwargs;
-  // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's
-  // scale=1) can be a kwarg. Registry signatures separate the two, so move such kwargs over.
-  const std::string name = options_.distribution().to_string();
-  auto& registry = dist::DistributionRegistry::global();
-  if (registry.contains(name)) {
-    const dist::DistributionSignature signature = registry.signature(name);
-    const at::Tensor& like = params.begin()->second;
-    for (auto it = kwargs.begin(); it != kwargs.end();) {
-      bool is_param = false;
-      for (const auto& set : signature.param_sets) {
-        is_param |= std::find(set.begin(), set.end(), it->first) != set.end();
-      }
-      if (is_param && !params.count(it->first)) {
-        params[it->first] = at::full_like(like, it->second);
-        it = kwargs.erase(it);
-      } else {
-        ++it;
-      }
+  if (kwargs_as_params_.empty()) return AnyDistribution(options_.distribution().build(params, build_kwargs_));
+  dist::Kwargs kwargs = build_kwargs_;
+  const at::Tensor& like = params.begin()->second;
+  for (const auto& [name, value] : kwargs_as_params_) {
+    if (params.count(name)) {
+      kwargs.emplace(name, value);  // a tensor was given too: the registry reports the clash
+    } else {
+      params.emplace(name, at::full_like(like, value));
     }
   }
   return AnyDistribution(options_.distribution().build(params, kwargs));

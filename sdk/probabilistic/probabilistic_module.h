@@ -188,6 +188,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   std::vector<std::string> repr_fields() const override;
 
  private:
+  void split_distribution_kwargs();
   // The generator for this call and, for generator_key, the seed stream to advance after it.
   std::optional<at::Generator> resolve_generator(const TensorDict& tensordict) const;
   void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
@@ -205,6 +206,10 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
 
   ProbabilisticTensorDictModuleOptions options_;
   std::vector<NestedKey> sample_keys_;
+  // distribution_kwargs split once (split_distribution_kwargs): passed as kwargs, or turned
+  // into constant parameter tensors shaped like the first parameter.
+  dist::Kwargs build_kwargs_;
+  std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;
   std::optional<NestedKey> log_prob_key_;
   std::optional<std::vector<NestedKey>> log_prob_keys_;
   bool aggregate_at_init_;

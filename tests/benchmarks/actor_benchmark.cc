@@ -16,12 +16,13 @@
 // so both really compute the same thing. Latency at batch 1; throughput (items/s = env steps
 // per second) at batch 256 and 4096.
 //
-// Reading the batch-4096 rows: the actor frees every intermediate at the end of each call
-// while the hand loop keeps its last outputs, so with glibc's default malloc settings the
-// actor's ~1 MB activations can make the heap shrink and regrow every call (brk trim and page
-// faults), several times its compute. Compare with
+// Both sides keep their last outputs alive until the next call, as a simulator keeps the
+// last action. Why it matters at batch 4096: a loop that frees every ~1 MB intermediate at the
+// end of each call lets glibc's malloc trim the heap and regrow it on the next call (brk and
+// page faults), which cost several times the compute in an earlier version of this benchmark.
+// Running with
 //   GLIBC_TUNABLES=glibc.malloc.trim_threshold=1000000000:glibc.malloc.mmap_threshold=1000000000
-// to separate allocator churn from the SDK's own cost.
+// separates allocator churn from the SDK's own cost.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
@@ -144,7 +145,11 @@ void run_actor(benchmark::State& state, const std::string& spec, int64_t obs_dim
   at::Generator data_gen = at::detail::createCPUGenerator(123);
   TensorDict td({batch});
   td.set("observation", at::randn({batch, obs_dim}, data_gen));
-  for (auto _ : state) benchmark::DoNotOptimize(actor->act(td, InteractionType::kRandom));
+  TensorDict action;  // kept until the next call, as a simulator keeps its last action
+  for (auto _ : state) {
+    action = actor->act(td, InteractionType::kRandom);
+    benchmark::DoNotOptimize(action);
+  }
   state.SetItemsProcessed(state.iterations() * batch);
 }
 

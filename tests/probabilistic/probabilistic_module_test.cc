@@ -11,6 +11,7 @@
 
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/normal_param_extractor.h"
+#include "sdk/distributions/tanh_normal.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -485,6 +486,27 @@ TEST(ProbabilisticModuleErrors, MissingParameter) {
             "ProbabilisticTensorDictModule(in_keys=['loc', 'scale'], out_keys=['x']): "
             "distribution parameter 'scale' is read from 'scale', which is not in the TensorDict; "
             "its keys are ['loc'].");
+}
+
+// A kwarg the distribution also accepts as a number stays a number (TanhNormal's bounds); one
+// that only names a parameter becomes a constant tensor shaped like the others (Normal's scale).
+TEST(ProbabilisticModule, DistributionKwargsStayNumbersWhereTheDistributionAcceptsThem) {
+  TensorDict td({{"loc", torch::zeros({4, 2})}, {"scale", torch::ones({4, 2})}}, {4});
+  ProbabilisticTensorDictModule squashed(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                             .distribution("tanh_normal")
+                                             .distribution_kwargs({{"low", -2.0}, {"high", 2.0}}));
+  auto tanh_normal = std::dynamic_pointer_cast<const dist::TanhNormal>(squashed->get_dist(td).distribution());
+  ASSERT_NE(tanh_normal, nullptr);
+  EXPECT_EQ(tanh_normal->low().dim(), 0);
+  EXPECT_EQ(tanh_normal->high().item<double>(), 2.0);
+  EXPECT_TRUE(squashed(td).get("action").abs().le(2.0).all().item<bool>());
+
+  ProbabilisticTensorDictModule unit(ProbabilisticTensorDictModuleOptions({"loc"}, {"action"})
+                                         .distribution("normal")
+                                         .distribution_kwargs({{"scale", 0.5}}));
+  auto normal = std::dynamic_pointer_cast<const dist::Normal>(unit->get_dist(td).distribution());
+  ASSERT_NE(normal, nullptr);
+  EXPECT_TRUE(normal->scale().equal(torch::full({4, 2}, 0.5)));
 }
 
 // ---- printing ------------------------------------------------------------------------------
