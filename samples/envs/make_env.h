@@ -1,0 +1,28 @@
+// make_env: a BatchedEnv chosen by name at run time, for command lines and configs that name
+// the simulator ("cartpole", "pendulum", "goal", in any case).
+//
+//   absl::StatusOr<std::unique_ptr<tdp::envs::BatchedEnv>> env =
+//       tdp::envs::make_env("CartPole", tdp::envs::EnvOptions(/*num_envs=*/16));
+//   if (!env.ok()) return env.status();       // names the known environments
+//   tdp::TensorDict td = (*env)->reset(/*seed=*/0);
+//   std::string name = (*env)->name();        // "CartPole"
+#pragma once
+
+#include <absl/status/statusor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "samples/envs/batched_env.h"
+
+namespace tdp::envs {
+
+// The names make_env knows, lower-case: "cartpole", "goal", "pendulum".
+std::vector<std::string> env_names();
+
+// An unknown name gives InvalidArgument listing env_names(); options the environment rejects
+// (num_envs < 1, a non-float dtype) give InvalidArgument with the environment's message.
+absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, const EnvOptions& options);
+
+}  // namespace tdp::envs

@@ -1,0 +1,37 @@
+// make_env: each known name (in any case) builds that environment with the given options, and
+// an unknown name or bad options give InvalidArgument saying what is known or wrong.
+#include "samples/envs/make_env.h"
+
+#include <gtest/gtest.h>
+
+namespace tdp::envs {
+namespace {
+
+TEST(MakeEnv, BuildsEachKnownEnvironmentWhateverTheCase) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cartpole", "CartPole"}, {"CartPole", "CartPole"}, {"PENDULUM", "Pendulum"}, {"goal", "Goal"}};
+  for (const auto& [name, expected] : cases) {
+    auto env = make_env(name, EnvOptions(3).max_episode_steps(7));
+    ASSERT_TRUE(env.ok()) << name << ": " << env.status();
+    EXPECT_EQ((*env)->name(), expected);
+    EXPECT_EQ((*env)->num_envs(), 3);
+    EXPECT_EQ((*env)->max_episode_steps(), 7);
+  }
+}
+
+TEST(MakeEnv, UnknownNameListsTheKnownOnes) {
+  auto env = make_env("mountaincar", EnvOptions(1));
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env.status().message(), "unknown environment \"mountaincar\"; known: cartpole, goal, pendulum");
+}
+
+TEST(MakeEnv, BadOptionsBecomeAStatusNotAnException) {
+  auto env = make_env("goal", EnvOptions(0));
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env.status().message(), "environment \"goal\": EnvOptions: num_envs must be at least 1, got 0");
+}
+
+}  // namespace
+}  // namespace tdp::envs
