@@ -9,8 +9,9 @@
 //
 // Unbiased counting: with N environments stepped in lockstep, keeping the first M episodes to
 // finish would over-represent short episodes (a bad policy's quick failures finish first).
-// Environment i therefore owns episodes i, i+N, i+2N, ... of the M: each environment records
-// its first ceil-or-floor(M/N) episodes and the run stops when every environment has its quota.
+// Environment i therefore owns episodes i, i+N, i+2N, ... of the M: it records its first
+// ceil(M/N) episodes if i < M mod N, else floor(M/N), and the run stops when every environment
+// has its quota (so the run lasts as long as the slowest environment's quota).
 // Environments past their quota keep stepping (the batch moves together) but are not recorded.
 #pragma once
 

@@ -1,0 +1,142 @@
+// The `rollout` binary run as a user runs it: the summary line for each ready policy in its
+// environment, relative paths under `bazel run`, and exit status 1 with the reason for bad input.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+std::string runfiles_root() {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/tdpolicy";
+}
+
+std::string runfile(const std::string& path) { return runfiles_root() + "/" + path; }
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::string quoted(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// `env` is prepended to the command line ("NAME=value ").
+Result rollout(const std::vector<std::string>& args, const std::string& env = "") {
+  const std::string out = temp_path("stdout"), err = temp_path("stderr");
+  std::string command = env + quoted(runfile("samples/agents/rollout"));
+  for (const std::string& arg : args) command += " " + quoted(arg);
+  command += " >" + quoted(out) + " 2>" + quoted(err);
+  const int status = std::system(command.c_str());
+  Result result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = read_file(out);
+  result.err = read_file(err);
+  return result;
+}
+
+constexpr char kNumber[] = "-?[0-9.e+-]+";
+
+std::string summary_regex(const std::string& head) {
+  const std::string n = kNumber;
+  return head + ", return mean " + n + " min " + n + " max " + n + ", [0-9]+ env steps in [0-9.]+ s \\([0-9]+ steps/s\\)\n";
+}
+
+TEST(Rollout, DefaultPolicyRunsCartPoleAndPrintsOneSummaryLine) {
+  const Result r = rollout({});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex(summary_regex("cartpole_categorical on CartPole: 100 episodes in 16 envs")));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(Rollout, GuessesTheEnvironmentFromThePolicyFileName) {
+  Result r = rollout({"--policy=" + runfile("policies/pendulum_tanh_gaussian.pbtxt"), "--episodes=8", "--num_envs=4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex(summary_regex("pendulum_tanh_gaussian on Pendulum: 8 episodes in 4 envs")));
+  // Pendulum never terminates: 8 episodes in 4 envs are two 200-step episodes each.
+  EXPECT_THAT(r.out, HasSubstr(", 1600 env steps in "));
+
+  r = rollout({"--policy=" + runfile("policies/goal_hybrid.pbtxt"), "--episodes=5", "--interaction=random", "--seed=3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex(summary_regex("goal_hybrid on Goal: 5 episodes in 16 envs")));
+}
+
+TEST(Rollout, SameSeedSameReturns) {
+  const std::vector<std::string> args = {"--interaction=random", "--seed=7", "--episodes=20", "--num_envs=8"};
+  const std::string a = rollout(args).out, b = rollout(args).out;
+  // Everything up to the timing is reproducible.
+  EXPECT_EQ(a.substr(0, a.find(" env steps")), b.substr(0, b.find(" env steps")));
+}
+
+TEST(Rollout, RelativePolicyPathIsTakenFromTheBazelRunDirectory) {
+  const Result r = rollout({"--policy=policies/recurrent_gru.pbtxt", "--env=cartpole", "--episodes=4"},
+                           "BUILD_WORKING_DIRECTORY=" + quoted(runfiles_root()) + " ");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, MatchesRegex(summary_regex("recurrent_gru on CartPole: 4 episodes in 16 envs")));
+}
+
+TEST(Rollout, PolicyThatDoesNotFitTheEnvironmentExitsOneNamingTheKeyAndShapes) {
+  const std::string pendulum = runfile("policies/pendulum_tanh_gaussian.pbtxt");
+  Result r = rollout({"--policy=" + pendulum, "--env=CartPole"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "rollout: INVALID_ARGUMENT: " + pendulum +
+                       ": input \"observation\" has shape [3] but CartPole's \"observation\" has shape [4]\n");
+
+  const std::string cartpole = runfile("policies/cartpole_categorical.pbtxt");
+  r = rollout({"--policy=" + cartpole, "--env=goal"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "rollout: INVALID_ARGUMENT: " + cartpole +
+                       ": writes no \"action_type\", an action Goal reads; its outputs: action, action_log_prob\n");
+}
+
+TEST(Rollout, BadFlagsExitOneWithTheReason) {
+  Result r = rollout({"--policy=" + runfile("policies/recurrent_gru.pbtxt")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "rollout: INVALID_ARGUMENT: --env: required, since the policy file name \"recurrent_gru.pbtxt\" does not "
+            "start with an environment name (cartpole, goal, pendulum)\n");
+
+  r = rollout({"--env=mountaincar"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "rollout: INVALID_ARGUMENT: --env: unknown environment \"mountaincar\"; known: cartpole, goal, pendulum\n");
+
+  r = rollout({"--episodes=0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "rollout: INVALID_ARGUMENT: --episodes: must be at least 1, got 0\n");
+
+  r = rollout({"--interaction=median"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("on CartPole with --interaction=median: "));
+
+  r = rollout({"--policy=/nonexistent/cartpole.pbtxt"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/cartpole.pbtxt"));
+}
+
+}  // namespace
