@@ -57,7 +57,8 @@ struct PpoConfig {
   double reward_scale = 1.0;
   // Critic architecture: Mlp(observation -> hidden -> 1), tanh.
   std::vector<int64_t> value_hidden_sizes = {64, 64};
-  // Seeds the env reset, the action draws, the minibatch shuffles and the critic's init.
+  // Seeds the env reset, the action draws and the minibatch shuffles (a generator of PPO's
+  // own), and the critic's init (through LibTorch's global generator, which it reseeds).
   uint64_t seed = 0;
   // Stop early once the mean of the last `recent_episodes` training episodes reaches this
   // (NaN: never). Training returns are stochastic-policy returns.
