@@ -1,0 +1,359 @@
+#include "samples/agents/ppo.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+#include <torch/autograd.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "sdk/distributions/composite_distribution.h"
+#include "sdk/distributions/composite_lp_aggregate.h"
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/probabilistic/generator_scope.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
+#include "sdk/spec/networks.h"
+
+namespace tdp::agents {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// [B, ...] -> [B]: a per-environment log-prob or entropy, summing event dims (a Normal over a
+// [B, 1] action scores [B, 1]; a Categorical already gives [B]).
+at::Tensor per_sample(const at::Tensor& t, int64_t batch) {
+  if (t.dim() == 1) return t;
+  return t.reshape({batch, -1}).sum(1);
+}
+
+// Log-prob of the actions stored in `td` under `dist`, and the entropy (closed form where the
+// distribution has one, else the estimate -log_prob(action), as for a TanhNormal).
+struct Scored {
+  at::Tensor log_prob;  // [B]
+  at::Tensor entropy;   // [B]
+};
+
+class Scorer {
+ public:
+  explicit Scorer(std::vector<NestedKey> sample_keys) : sample_keys_(std::move(sample_keys)) {}
+
+  Scored score(const nn::AnyDistribution& dist, const TensorDict& td, bool with_entropy) {
+    const int64_t batch = td.batch_size()[0];
+    Scored out;
+    if (dist.is_composite()) {
+      // One summed log-prob per environment: the joint probability of all action parts.
+      dist::CompositeLpAggregateGuard aggregate(true, /*thread_local_only=*/true);
+      out.log_prob = per_sample(std::get<at::Tensor>(dist.composite()->log_prob(td.clone(false))), batch);
+      if (with_entropy) {
+        out.entropy = per_sample(std::get<at::Tensor>(dist.composite()->entropy()), batch);
+      }
+      return out;
+    }
+    out.log_prob = per_sample(dist.distribution()->log_prob(td.get(sample_keys_.at(0))), batch);
+    if (with_entropy) {
+      if (has_entropy_) {
+        try {
+          out.entropy = per_sample(dist.distribution()->entropy(), batch);
+        } catch (const std::exception&) {
+          has_entropy_ = false;  // no closed form (TanhNormal): estimate from the sample
+        }
+      }
+      if (!has_entropy_) out.entropy = -out.log_prob;
+    }
+    return out;
+  }
+
+ private:
+  std::vector<NestedKey> sample_keys_;
+  bool has_entropy_ = true;
+};
+
+double mean_of(const std::deque<double>& values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / values.size();
+}
+
+absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
+                                const std::function<void(const IterationStats&)>& on_iteration) {
+  auto actor = std::dynamic_pointer_cast<nn::ProbabilisticTensorDictSequentialImpl>(policy.module);
+  if (actor == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PPO needs a probabilistic_sequential policy (its get_dist scores actions); policy '",
+        policy.spec.name(), "' has a different top module"));
+  }
+  const auto obs_specs = env.observation_spec();
+  if (obs_specs.size() != 1 || !(obs_specs[0].key == NestedKey("observation"))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PPO needs one flat \"observation\" entry; ", env.name(), " has another layout"));
+  }
+  const int64_t obs_dim = obs_specs[0].numel();
+  const std::vector<NestedKey> sample_keys = actor->dist_sample_keys();
+  Scorer scorer(sample_keys);
+
+  at::manual_seed(config.seed);  // the critic's initialization
+  nn::TensorDictModule critic(
+      spec::Mlp(spec::MlpOptions(obs_dim, config.value_hidden_sizes, 1).activation("tanh")),
+      nn::TensorDictModuleOptions({"observation"}, {"state_value"}));
+  auto value_of = [&](const at::Tensor& obs) {
+    TensorDict td({{"observation", obs}}, {obs.size(0)});
+    return critic->forward(td).get("state_value").squeeze(-1);
+  };
+
+  std::vector<at::Tensor> params = actor->parameters();
+  for (const auto& p : critic->parameters()) params.push_back(p);
+  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(config.learning_rate).eps(1e-5));
+
+  at::Generator gen = at::detail::createCPUGenerator(config.seed);
+  const int64_t N = config.num_envs;
+  const int64_t T = config.steps_per_rollout;
+  const int64_t B = config.batch_size();
+  const int64_t iterations = config.num_iterations();
+
+  PpoResult result;
+  const auto start = Clock::now();
+  at::Tensor obs;
+  {
+    at::NoGradGuard no_grad;
+    obs = env.reset(config.seed).get("observation");
+  }
+  at::Tensor running_return = at::zeros({N}, at::kDouble);
+  std::deque<double> recent;
+  int64_t episodes = 0;
+
+  for (int64_t iter = 1; iter <= iterations; ++iter) {
+    const double frac = 1.0 - static_cast<double>(iter - 1) / iterations;
+    const double lr = config.anneal_learning_rate ? config.learning_rate * frac : config.learning_rate;
+    const double clip = config.anneal_clip ? config.clip_epsilon * frac : config.clip_epsilon;
+    for (auto& group : optimizer.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+    }
+
+    // ---- rollout --------------------------------------------------------------------------
+    std::vector<at::Tensor> obs_buf, logp_buf, value_buf, reward_buf, done_buf;
+    std::vector<std::vector<at::Tensor>> action_buf(sample_keys.size());
+    at::Tensor last_value;
+    {
+      at::NoGradGuard no_grad;
+      for (int64_t t = 0; t < T; ++t) {
+        TensorDict step_td({{"observation", obs}}, {N});
+        {
+          nn::InteractionTypeGuard explore(nn::InteractionType::kRandom, /*thread_local_only=*/true);
+          nn::GeneratorGuard stream(gen);
+          actor->forward(step_td);
+        }
+        // The parameters are in step_td now: score the drawn actions without rerunning the nets.
+        const Scored scored = scorer.score(actor->build_dist_from_params(step_td), step_td, false);
+        const at::Tensor value = value_of(obs);
+        TensorDict out = env.step(step_td);
+
+        at::Tensor reward = out.get("reward").reshape({N}).to(at::kDouble);
+        const at::Tensor terminated = out.get("terminated").reshape({N});
+        const at::Tensor truncated = out.get("truncated").reshape({N});
+        const at::Tensor done = terminated | truncated;
+
+        running_return += reward;
+        if (done.any().item<bool>()) {
+          const at::Tensor finished = running_return.masked_select(done);
+          const auto* r = finished.data_ptr<double>();
+          for (int64_t i = 0; i < finished.numel(); ++i) {
+            recent.push_back(r[i]);
+            if (static_cast<int64_t>(recent.size()) > config.recent_episodes) recent.pop_front();
+            ++episodes;
+          }
+          running_return.masked_fill_(done, 0.0);
+        }
+
+        at::Tensor scaled = (reward * config.reward_scale).to(at::kFloat);
+        // A time limit is not the end of the task: bootstrap from the value of the state the
+        // step reached (final_observation), as if the episode went on.
+        const at::Tensor cut = truncated & terminated.logical_not();
+        if (cut.any().item<bool>()) {
+          scaled = scaled + config.gamma * value_of(out.get("final_observation")) * cut.to(at::kFloat);
+        }
+
+        obs_buf.push_back(obs);
+        for (size_t k = 0; k < sample_keys.size(); ++k) action_buf[k].push_back(step_td.get(sample_keys[k]));
+        logp_buf.push_back(scored.log_prob);
+        value_buf.push_back(value);
+        reward_buf.push_back(scaled);
+        done_buf.push_back(done.to(at::kFloat));
+        obs = out.get("observation");
+      }
+      last_value = value_of(obs);
+    }
+    result.env_steps += B;
+
+    // ---- GAE ------------------------------------------------------------------------------
+    at::Tensor values = at::stack(value_buf);  // [T, N]
+    std::vector<at::Tensor> adv_steps(T);
+    at::Tensor gae = at::zeros({N});
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const at::Tensor next_value = t == T - 1 ? last_value : value_buf[t + 1];
+      const at::Tensor not_done = 1.0 - done_buf[t];
+      const at::Tensor delta = reward_buf[t] + config.gamma * next_value * not_done - value_buf[t];
+      gae = delta + config.gamma * config.gae_lambda * not_done * gae;
+      adv_steps[t] = gae;
+    }
+    const at::Tensor advantages = at::stack(adv_steps).reshape({B});
+    const at::Tensor returns = advantages + values.reshape({B});
+    const at::Tensor b_obs = at::stack(obs_buf).reshape({B, obs_dim});
+    const at::Tensor b_logp = at::stack(logp_buf).reshape({B});
+    std::vector<at::Tensor> b_actions;
+    for (auto& steps : action_buf) {
+      at::Tensor a = at::stack(steps);  // [T, N, ...]
+      std::vector<int64_t> shape = {B};
+      for (int64_t d = 2; d < a.dim(); ++d) shape.push_back(a.size(d));
+      b_actions.push_back(a.reshape(shape));
+    }
+
+    // ---- update ---------------------------------------------------------------------------
+    double sum_pg = 0, sum_v = 0, sum_ent = 0, sum_kl = 0, sum_clip = 0;
+    int64_t updates = 0;
+    for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+      const at::Tensor perm = at::randperm(B, gen, at::kLong);
+      for (int64_t begin = 0; begin + config.minibatch_size <= B; begin += config.minibatch_size) {
+        const at::Tensor idx = perm.slice(0, begin, begin + config.minibatch_size);
+        const int64_t M = config.minibatch_size;
+        TensorDict mb({{"observation", b_obs.index_select(0, idx)}}, {M});
+        for (size_t k = 0; k < sample_keys.size(); ++k) mb.set(sample_keys[k], b_actions[k].index_select(0, idx));
+        const at::Tensor old_logp = b_logp.index_select(0, idx);
+        at::Tensor adv = advantages.index_select(0, idx);
+        if (config.normalize_advantages && M > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+
+        const Scored scored = scorer.score(actor->get_dist(mb), mb, true);
+        const at::Tensor log_ratio = scored.log_prob - old_logp;
+        const at::Tensor ratio = log_ratio.exp();
+        const at::Tensor pg_loss =
+            -at::min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean();
+        const at::Tensor v = critic->forward(TensorDict({{"observation", mb.get("observation")}}, {M}))
+                                 .get("state_value")
+                                 .squeeze(-1);
+        const at::Tensor v_loss = 0.5 * (v - returns.index_select(0, idx)).pow(2).mean();
+        const at::Tensor entropy = scored.entropy.mean();
+        const at::Tensor loss = pg_loss + config.value_coef * v_loss - config.entropy_coef * entropy;
+
+        optimizer.zero_grad();
+        loss.backward();
+        if (config.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params, config.max_grad_norm);
+        optimizer.step();
+
+        at::NoGradGuard no_grad;
+        sum_pg += pg_loss.item<double>();
+        sum_v += v_loss.item<double>();
+        sum_ent += entropy.item<double>();
+        sum_kl += ((ratio - 1) - log_ratio).mean().item<double>();
+        sum_clip += ((ratio - 1).abs() > clip).to(at::kFloat).mean().item<double>();
+        ++updates;
+      }
+    }
+
+    IterationStats stats;
+    stats.iteration = iter;
+    stats.env_steps = result.env_steps;
+    stats.wall_seconds = seconds_since(start);
+    stats.mean_episode_return = mean_of(recent);
+    stats.episodes = episodes;
+    stats.policy_loss = sum_pg / updates;
+    stats.value_loss = sum_v / updates;
+    stats.entropy = sum_ent / updates;
+    stats.approx_kl = sum_kl / updates;
+    stats.clip_fraction = sum_clip / updates;
+    stats.learning_rate = lr;
+    stats.clip_epsilon = clip;
+    {
+      const at::Tensor flat_values = values.reshape({B});
+      const double var_returns = returns.var().item<double>();
+      stats.explained_variance =
+          var_returns > 0 ? 1.0 - (returns - flat_values).var().item<double>() / var_returns : 0.0;
+    }
+    result.iterations.push_back(stats);
+    if (on_iteration) on_iteration(stats);
+    if (!std::isnan(config.stop_at_return) && static_cast<int64_t>(recent.size()) >= config.recent_episodes &&
+        stats.mean_episode_return >= config.stop_at_return) {
+      result.stopped_early = true;
+      break;
+    }
+  }
+  result.wall_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace
+
+int64_t PpoConfig::num_iterations() const {
+  const int64_t batch = batch_size();
+  return batch > 0 ? std::max<int64_t>(1, total_env_steps / batch) : 0;
+}
+
+absl::Status validate_config(const PpoConfig& c, int64_t env_num_envs) {
+  auto bad = [](const std::string& message) { return absl::InvalidArgumentError("PpoConfig: " + message); };
+  if (c.num_envs <= 0) return bad(absl::StrCat("num_envs must be positive, got ", c.num_envs));
+  if (c.num_envs != env_num_envs) {
+    return bad(absl::StrCat("num_envs is ", c.num_envs, " but the environment runs ", env_num_envs));
+  }
+  if (c.steps_per_rollout <= 0) return bad(absl::StrCat("steps_per_rollout must be positive, got ", c.steps_per_rollout));
+  if (c.total_env_steps <= 0) return bad(absl::StrCat("total_env_steps must be positive, got ", c.total_env_steps));
+  if (c.epochs <= 0) return bad(absl::StrCat("epochs must be positive, got ", c.epochs));
+  if (c.minibatch_size <= 0) return bad(absl::StrCat("minibatch_size must be positive, got ", c.minibatch_size));
+  if (c.minibatch_size > c.batch_size()) {
+    return bad(absl::StrCat("minibatch_size ", c.minibatch_size, " is larger than the batch (num_envs ",
+                            c.num_envs, " x steps_per_rollout ", c.steps_per_rollout, " = ", c.batch_size(),
+                            ")"));
+  }
+  if (!(c.gamma >= 0 && c.gamma <= 1)) return bad(absl::StrCat("gamma must be in [0, 1], got ", c.gamma));
+  if (!(c.gae_lambda >= 0 && c.gae_lambda <= 1)) {
+    return bad(absl::StrCat("gae_lambda must be in [0, 1], got ", c.gae_lambda));
+  }
+  if (!(c.clip_epsilon > 0)) return bad(absl::StrCat("clip_epsilon must be positive, got ", c.clip_epsilon));
+  if (!(c.learning_rate > 0)) return bad(absl::StrCat("learning_rate must be positive, got ", c.learning_rate));
+  if (!(c.entropy_coef >= 0)) return bad(absl::StrCat("entropy_coef must be >= 0, got ", c.entropy_coef));
+  if (!(c.value_coef >= 0)) return bad(absl::StrCat("value_coef must be >= 0, got ", c.value_coef));
+  if (!(c.reward_scale > 0)) return bad(absl::StrCat("reward_scale must be positive, got ", c.reward_scale));
+  if (c.recent_episodes <= 0) return bad(absl::StrCat("recent_episodes must be positive, got ", c.recent_episodes));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
+                                    const std::function<void(const IterationStats&)>& on_iteration) {
+  if (absl::Status s = validate_config(config, env.num_envs()); !s.ok()) return s;
+  if (policy.module == nullptr) return absl::InvalidArgumentError("train_ppo: the policy has no module");
+  try {
+    return train(env, policy, config, on_iteration);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("PPO on ", env.name(), " with policy '", policy.spec.name(),
+                                            "' failed: ", e.what()));
+  }
+}
+
+std::string curve_csv(const std::vector<IterationStats>& iterations) {
+  std::ostringstream out;
+  out << "iteration,env_steps,wall_seconds,mean_episode_return,episodes,policy_loss,value_loss,entropy,"
+         "approx_kl,clip_fraction,learning_rate,clip_epsilon,explained_variance\n";
+  for (const auto& s : iterations) {
+    out << absl::StrFormat("%d,%d,%.3f,%.4f,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", s.iteration,
+                           s.env_steps, s.wall_seconds, s.mean_episode_return, s.episodes, s.policy_loss,
+                           s.value_loss, s.entropy, s.approx_kl, s.clip_fraction, s.learning_rate,
+                           s.clip_epsilon, s.explained_variance);
+  }
+  return out.str();
+}
+
+}  // namespace tdp::agents

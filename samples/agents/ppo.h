@@ -1,0 +1,114 @@
+// PPO (Schulman et al. 2017, clipped objective) written on the SDK: the actor is the
+// ProbabilisticTensorDictSequential a policy spec builds, whose get_dist() gives the
+// distribution that scores actions (log-prob and entropy from the SDK's distributions); the
+// critic is a TensorDictModule over an Mlp writing "state_value"; advantages come from GAE;
+// one Adam optimizer updates both. Training leaves the trained parameters in the policy's
+// module, so spec::save_policy writes a spec that Actor::Load (and the `rollout` sample) runs.
+//
+//   tdp::envs::CartPole env(tdp::envs::EnvOptions(8));
+//   auto policy = tdp::spec::load_policy("policies/cartpole_categorical.pbtxt");
+//   tdp::agents::PpoConfig config;  config.total_env_steps = 100000;
+//   auto result = tdp::agents::train_ppo(env, *policy, config);      // StatusOr<PpoResult>
+//   tdp::spec::save_policy(*policy, "runs/cartpole/policy.pb");
+//
+// Truncated episodes (the time limit) bootstrap from V(final_observation), terminated ones
+// from 0 (see samples/envs/batched_env.h). Rollouts are collected under at::NoGradGuard (not
+// InferenceMode: their tensors are reused by the update, which needs autograd), with actions
+// drawn in InteractionType::kRandom from the config's seeded generator, so a run is
+// reproducible given the seed, the spec and the number of environments.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "samples/envs/batched_env.h"
+#include "sdk/spec/policy.h"
+
+namespace tdp::agents {
+
+struct PpoConfig {
+  // Rollout: num_envs must equal the environment's; each iteration collects
+  // num_envs * steps_per_rollout transitions.
+  int64_t num_envs = 8;
+  int64_t steps_per_rollout = 32;
+  int64_t total_env_steps = 100000;
+  // Update: `epochs` passes over the batch in shuffled minibatches of minibatch_size
+  // (which must divide into the batch at least once: minibatch_size <= batch).
+  int64_t epochs = 20;
+  int64_t minibatch_size = 256;
+  double gamma = 0.98;
+  double gae_lambda = 0.8;
+  double clip_epsilon = 0.2;
+  bool anneal_clip = true;
+  double entropy_coef = 0.0;
+  double value_coef = 0.5;
+  double learning_rate = 1e-3;
+  // Linear decay of the learning rate to 0 over training (as SB3's "lin_1e-3").
+  bool anneal_learning_rate = true;
+  double max_grad_norm = 0.5;
+  bool normalize_advantages = true;
+  // Rewards are multiplied by this before GAE (the reported returns are not).
+  double reward_scale = 1.0;
+  // Critic architecture: Mlp(observation -> hidden -> 1), tanh.
+  std::vector<int64_t> value_hidden_sizes = {64, 64};
+  // Seeds the env reset, the action draws and the minibatch shuffles (a generator of PPO's
+  // own), and the critic's init (through LibTorch's global generator, which it reseeds).
+  uint64_t seed = 0;
+  // Stop early once the mean of the last `recent_episodes` training episodes reaches this
+  // (NaN: never). Training returns are stochastic-policy returns.
+  double stop_at_return = std::numeric_limits<double>::quiet_NaN();
+  int64_t recent_episodes = 20;
+
+  int64_t batch_size() const { return num_envs * steps_per_rollout; }
+  int64_t num_iterations() const;
+};
+
+// Checks a config against itself and the environment; the message names the field.
+absl::Status validate_config(const PpoConfig& config, int64_t env_num_envs);
+
+// What one iteration (one rollout and its update) measured.
+struct IterationStats {
+  int64_t iteration = 0;  // 1-based
+  int64_t env_steps = 0;  // total so far
+  double wall_seconds = 0;  // since training started
+  // Mean undiscounted return of the last recent_episodes finished training episodes (NaN
+  // before the first one finishes), and how many episodes have finished so far.
+  double mean_episode_return = 0;
+  int64_t episodes = 0;
+  // Means over the iteration's minibatches.
+  double policy_loss = 0;
+  double value_loss = 0;
+  double entropy = 0;
+  double approx_kl = 0;
+  double clip_fraction = 0;
+  double learning_rate = 0;
+  double clip_epsilon = 0;
+  // 1 - Var(returns - values) / Var(returns) on the rollout: how much the critic explains.
+  double explained_variance = 0;
+  double steps_per_second() const { return wall_seconds > 0 ? env_steps / wall_seconds : 0; }
+};
+
+struct PpoResult {
+  std::vector<IterationStats> iterations;
+  int64_t env_steps = 0;
+  double wall_seconds = 0;
+  bool stopped_early = false;
+};
+
+// Trains `policy.module` (a ProbabilisticTensorDictSequential reading "observation") in
+// place on `env`. `on_iteration`, when set, is called after each iteration (progress lines).
+// Returns an error naming the problem for a bad config or a policy that is not probabilistic;
+// exceptions from tensor code (shape mismatches) are turned into errors too.
+absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
+                                    const std::function<void(const IterationStats&)>& on_iteration = {});
+
+// The CSV of a training curve: a header line, then one line per iteration.
+std::string curve_csv(const std::vector<IterationStats>& iterations);
+
+}  // namespace tdp::agents

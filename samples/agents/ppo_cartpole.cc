@@ -1,0 +1,25 @@
+// PPO on CartPole from scratch: trains policies/cartpole_categorical.pbtxt's network with
+// RL Zoo's PPO settings for CartPole-v1 and evaluates the saved policy deterministically.
+//
+//   ./bazelw run -c opt //samples:ppo_cartpole                 # runs/cartpole/policy.pb
+//   ./bazelw run -c opt //samples:ppo_cartpole -- --seed=3 --quiet
+#include "samples/agents/ppo_main.h"
+
+int main(int argc, char** argv) {
+  tdp::agents::PpoMainDefaults d;
+  d.name = "cartpole";
+  d.env = "cartpole";
+  d.policy = "policies/cartpole_categorical.pbtxt";
+  auto& c = d.config;  // rl-baselines3-zoo's ppo CartPole-v1 hyperparameters
+  c.num_envs = 8;
+  c.steps_per_rollout = 32;
+  c.total_env_steps = 100000;
+  c.epochs = 20;
+  c.minibatch_size = 256;
+  c.gamma = 0.98;
+  c.gae_lambda = 0.8;
+  c.clip_epsilon = 0.2;  // annealed with the learning rate
+  c.entropy_coef = 0.0;
+  c.learning_rate = 1e-3;
+  return tdp::agents::run_ppo_main(argc, argv, d);
+}

@@ -1,0 +1,36 @@
+// run_ppo_main: the body shared by the PPO sample binaries (ppo_cartpole, ppo_pendulum,
+// ppo_goal). It parses the common flags, trains a policy spec's architecture from scratch with
+// train_ppo, prints a live progress line on stderr, then saves the trained policy (spec +
+// parameters, one file), reloads it with Actor::Load and evaluates it deterministically with
+// run_episodes: the figure it prints is what `rollout` sees for the same file.
+//
+//   int main(int argc, char** argv) {
+//     tdp::agents::PpoMainDefaults d;
+//     d.name = "cartpole";  d.env = "cartpole";  d.policy = "policies/cartpole_categorical.pbtxt";
+//     return tdp::agents::run_ppo_main(argc, argv, d);   // flags override d.config
+//   }
+//
+// Writes under --output_dir (default runs/<name>/, relative to $BUILD_WORKING_DIRECTORY under
+// `bazel run`): policy.pb (the trained policy), curve.csv (one line per iteration) and
+// curve.png (mean training-episode return against env steps).
+#pragma once
+
+#include <string>
+
+#include "samples/agents/ppo.h"
+
+namespace tdp::agents {
+
+struct PpoMainDefaults {
+  std::string name;    // runs/<name>/, and in messages
+  std::string env;     // a make_env name: "cartpole", "pendulum", "goal"
+  std::string policy;  // spec path relative to the workspace (found in the runfiles)
+  PpoConfig config;
+  int64_t eval_episodes = 100;
+};
+
+// Returns the process exit code: 0 on success, 1 on any error (printed on stderr with the
+// flag or file it concerns).
+int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults);
+
+}  // namespace tdp::agents

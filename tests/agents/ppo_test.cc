@@ -1,0 +1,213 @@
+// PPO: a few iterations on CartPole improve the deterministic return over the untrained
+// policy; a trained policy saved with save_policy and reloaded with Actor::Load acts and scores
+// exactly as the trained module (categorical, hybrid and Gaussian policies); bad configs and
+// policies PPO cannot train give errors that name the problem.
+#include "samples/agents/ppo.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "samples/agents/episodes.h"
+#include "samples/envs/cartpole.h"
+#include "samples/envs/goal.h"
+#include "samples/envs/pendulum.h"
+#include "sdk/actor/actor.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/policy.h"
+
+namespace tdp::agents {
+namespace {
+
+using ::testing::HasSubstr;
+using nn::InteractionType;
+
+spec::Policy load(const std::string& path) {
+  auto policy = spec::load_policy(path);
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  return std::move(*policy);
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// The module's own deterministic actions, as the trainer holds it.
+ActFn deterministic(const spec::Policy& policy) {
+  return [module = policy.module](const TensorDict& observation) {
+    at::NoGradGuard no_grad;
+    nn::InteractionTypeGuard guard(InteractionType::kDeterministic, /*thread_local_only=*/true);
+    return module->forward(observation.clone(false));
+  };
+}
+
+PpoConfig cartpole_config() {
+  PpoConfig c;
+  c.num_envs = 8;
+  c.steps_per_rollout = 32;
+  c.total_env_steps = 25 * 256;
+  c.epochs = 10;
+  c.minibatch_size = 128;
+  c.seed = 1;
+  return c;
+}
+
+TEST(PpoTest, AFewIterationsImproveCartPole) {
+  at::set_num_threads(1);
+  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  envs::CartPole eval_env(envs::EnvOptions(20));
+  const double before = run_episodes(eval_env, deterministic(policy), 20, /*seed=*/7).mean_return();
+
+  PpoConfig config = cartpole_config();
+  envs::CartPole env(envs::EnvOptions(config.num_envs));
+  auto result = train_ppo(env, policy, config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->iterations.size(), 25u);
+  EXPECT_EQ(result->env_steps, 25 * 256);
+  const IterationStats& last = result->iterations.back();
+  EXPECT_EQ(last.iteration, 25);
+  EXPECT_GT(last.episodes, 0);
+  EXPECT_GT(last.mean_episode_return, result->iterations.front().mean_episode_return);
+
+  const double after = run_episodes(eval_env, deterministic(policy), 20, /*seed=*/7).mean_return();
+  EXPECT_LT(before, 20.0);        // the untrained policy falls within ~10 steps
+  EXPECT_GT(after, before * 3);   // a few thousand steps are enough to balance much longer
+  EXPECT_GT(after, 50.0);
+
+  const std::string csv = curve_csv(result->iterations);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 26);  // header + 25 iterations
+  EXPECT_THAT(csv, HasSubstr("iteration,env_steps,wall_seconds,mean_episode_return"));
+}
+
+TEST(PpoTest, SameSeedSameTraining) {
+  at::set_num_threads(1);
+  PpoConfig config = cartpole_config();
+  config.total_env_steps = 2 * 256;
+  std::vector<at::Tensor> params[2];
+  for (int run = 0; run < 2; ++run) {
+    spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+    envs::CartPole env(envs::EnvOptions(config.num_envs));
+    ASSERT_TRUE(train_ppo(env, policy, config).ok());
+    params[run] = policy.module->parameters();
+  }
+  ASSERT_EQ(params[0].size(), params[1].size());
+  for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(at::equal(params[0][i], params[1][i]));
+}
+
+// Trains briefly, saves, reloads with Actor::Load and compares deterministic outputs (actions
+// and log-probs) on random observations.
+void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedEnv& env, PpoConfig config,
+                                    const std::vector<std::string>& keys) {
+  at::set_num_threads(1);
+  spec::Policy policy = load(spec_path);
+  config.num_envs = env.num_envs();
+  auto result = train_ppo(env, policy, config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string saved = temp_path(policy.spec.name() + ".pb");
+  ASSERT_TRUE(spec::save_policy(policy, saved).ok());
+
+  auto actor = actor::Actor::Load(saved, actor::ActorOptions().seed(3));
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  at::manual_seed(11);
+  const int64_t obs_dim = env.observation_spec()[0].numel();
+  TensorDict observation({{"observation", at::randn({64, obs_dim})}}, {64});
+  const TensorDict trained = deterministic(policy)(observation);
+  const TensorDict reloaded = (*actor)->act(observation, InteractionType::kDeterministic);
+  for (const auto& key : keys) {
+    SCOPED_TRACE(key);
+    const at::Tensor a = trained.get(key);
+    const at::Tensor b = reloaded.get(key);
+    ASSERT_EQ(a.sizes(), b.sizes());
+    if (a.is_floating_point()) {
+      EXPECT_TRUE(at::allclose(a, b, /*rtol=*/0, /*atol=*/1e-6)) << (a - b).abs().max();
+    } else {
+      EXPECT_TRUE(at::equal(a, b));
+    }
+  }
+  // The trained parameters travelled: the untrained spec acts differently.
+  auto untrained = actor::Actor::Load(spec_path);
+  ASSERT_TRUE(untrained.ok());
+  const at::Tensor key_out = (*untrained)->act(observation, InteractionType::kDeterministic).get(keys.back());
+  EXPECT_FALSE(at::allclose(key_out.to(at::kDouble), reloaded.get(keys.back()).to(at::kDouble), 0, 1e-6));
+}
+
+TEST(PpoTest, SavedCategoricalPolicyReloadsAndActsIdentically) {
+  envs::CartPole env(envs::EnvOptions(8));
+  PpoConfig config = cartpole_config();
+  config.total_env_steps = 3 * 256;
+  expect_reload_acts_identically("policies/cartpole_categorical.pbtxt", env, config,
+                                 {"action", "action_log_prob"});
+}
+
+TEST(PpoTest, SavedHybridPolicyReloadsAndActsIdentically) {
+  envs::Goal env(envs::EnvOptions(16));
+  PpoConfig config;
+  config.steps_per_rollout = 16;
+  config.total_env_steps = 3 * 256;
+  config.epochs = 4;
+  config.minibatch_size = 128;
+  config.entropy_coef = 0.01;
+  expect_reload_acts_identically("policies/goal_hybrid.pbtxt", env, config,
+                                 {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
+}
+
+TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
+  envs::Pendulum env(envs::EnvOptions(8));
+  PpoConfig config;
+  config.steps_per_rollout = 64;
+  config.total_env_steps = 2 * 512;
+  config.epochs = 4;
+  config.minibatch_size = 128;
+  config.reward_scale = 0.1;
+  expect_reload_acts_identically("samples/agents/pendulum_ppo_normal.pbtxt", env, config,
+                                 {"action", "action_log_prob"});
+}
+
+TEST(PpoTest, ConfigErrorsNameTheField) {
+  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  envs::CartPole env(envs::EnvOptions(8));
+  PpoConfig config = cartpole_config();
+
+  config.minibatch_size = 512;
+  auto status = train_ppo(env, policy, config).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("minibatch_size 512 is larger than the batch (num_envs 8 x steps_per_rollout 32 = 256)"));
+
+  config = cartpole_config();
+  config.num_envs = 4;
+  status = train_ppo(env, policy, config).status();
+  EXPECT_THAT(std::string(status.message()), HasSubstr("num_envs is 4 but the environment runs 8"));
+
+  config = cartpole_config();
+  config.gamma = 1.5;
+  EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()), HasSubstr("gamma"));
+
+  config = cartpole_config();
+  config.steps_per_rollout = 0;
+  EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()), HasSubstr("steps_per_rollout"));
+}
+
+TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
+  // recurrent_gru's top module is a plain sequential: no get_dist to score actions with.
+  spec::Policy policy = load("policies/recurrent_gru.pbtxt");
+  envs::CartPole env(envs::EnvOptions(8));
+  const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("probabilistic_sequential"));
+}
+
+TEST(PpoTest, MismatchedPolicyAndEnvironmentIsAnErrorNotACrash) {
+  // A CartPole policy (observation [4]) on Pendulum (observation [3]).
+  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  envs::Pendulum env(envs::EnvOptions(8));
+  const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("Pendulum"));
+}
+
+}  // namespace
+}  // namespace tdp::agents
