@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "samples/agents/plot.h"
 #include "samples/envs/make_env.h"
 #include "sdk/actor/actor.h"
+#include "sdk/actor/cpu_allocator.h"
 #include "sdk/spec/policy.h"
 
 // Negative or empty values keep the binary's own default.
@@ -131,6 +133,8 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   absl::ParseCommandLine(argc, argv);
   // Tiny networks: one thread is faster than LibTorch's pool, and fair to other work.
   at::set_num_threads(1);
+  // Keeps freed minibatch activations mapped between steps (see cpu_allocator.h).
+  if (absl::Status tuned = actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << tuned << "\n";
 
   PpoConfig config = defaults.config;
   if (int64_t v = absl::GetFlag(FLAGS_total_steps); v >= 0) config.total_env_steps = v;

@@ -33,6 +33,7 @@
 #include "samples/agents/episodes.h"
 #include "samples/envs/make_env.h"
 #include "sdk/actor/actor.h"
+#include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/keys.h"
 #include "tdpolicy/spec.pb.h"
@@ -197,6 +198,8 @@ int main(int argc, char** argv) {
     std::cerr << "rollout: unexpected argument \"" << positional[1] << "\"; the policy is given with --policy\n";
     return 1;
   }
+  // Keeps freed activations mapped between steps of large batches (see cpu_allocator.h).
+  if (absl::Status tuned = tdp::actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << "rollout: " << tuned << "\n";
   const absl::StatusOr<std::string> summary = rollout(argv[0]);
   if (!summary.ok()) {
     std::cerr << "rollout: " << summary.status() << "\n";

@@ -30,11 +30,13 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
 
@@ -170,6 +172,9 @@ BENCHMARK(Pendulum_Actor)->Arg(1)->Arg(256)->Arg(4096);
 
 int main(int argc, char** argv) {
   at::set_num_threads(1);
+  // Process-wide, so both sides of every comparison run with it; see cpu_allocator.h. Without
+  // it, batch-1024+ rows measure glibc shrinking and regrowing the heap.
+  if (std::getenv("TDP_DEFAULT_MALLOC") == nullptr && !tdp::actor::tune_cpu_allocator().ok()) return 1;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

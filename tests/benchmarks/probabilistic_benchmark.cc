@@ -18,10 +18,12 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/tensordict_module.h"
+#include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 
@@ -124,6 +126,9 @@ BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
 
 int main(int argc, char** argv) {
   at::set_num_threads(1);
+  // Process-wide, so both sides of every comparison run with it; see cpu_allocator.h. Without
+  // it, batch-1024+ rows measure glibc shrinking and regrowing the heap.
+  if (std::getenv("TDP_DEFAULT_MALLOC") == nullptr && !tdp::actor::tune_cpu_allocator().ok()) return 1;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

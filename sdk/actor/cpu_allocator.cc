@@ -1,0 +1,32 @@
+#include "sdk/actor/cpu_allocator.h"
+
+#include <absl/strings/str_cat.h>
+
+#include <climits>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace tdp::actor {
+
+absl::Status tune_cpu_allocator(size_t retain_bytes) {
+#if defined(__GLIBC__)
+  // glibc's ceiling for M_MMAP_THRESHOLD: 4 MiB * sizeof(long) (32 MiB on 64-bit).
+  constexpr int kMaxMmapThreshold = 4 * 1024 * 1024 * static_cast<int>(sizeof(long));
+  const int trim = retain_bytes > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(retain_bytes);
+  if (mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) != 1 || mallopt(M_TRIM_THRESHOLD, trim) != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tune_cpu_allocator: glibc's mallopt refused M_MMAP_THRESHOLD=", kMaxMmapThreshold,
+                     " or M_TRIM_THRESHOLD=", trim));
+  }
+  return absl::OkStatus();
+#else
+  (void)retain_bytes;
+  return absl::FailedPreconditionError(
+      "tune_cpu_allocator: not built against glibc; use the allocator's own settings (jemalloc, "
+      "tcmalloc) to keep freed memory mapped");
+#endif
+}
+
+}  // namespace tdp::actor

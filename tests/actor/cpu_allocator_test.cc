@@ -1,0 +1,31 @@
+// tune_cpu_allocator: after it, a freed multi-MB block stays in the heap for the next step
+// instead of going back to the kernel.
+#include "sdk/actor/cpu_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace tdp::actor {
+namespace {
+
+#if defined(__GLIBC__)
+TEST(CpuAllocator, FreedActivationsStayMappedForTheNextStep) {
+  ASSERT_TRUE(tune_cpu_allocator().ok());
+  constexpr size_t kStep = size_t{8} << 20;  // a batch-4096 step's activations
+  void* block = std::malloc(kStep);
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 1, kStep);
+  std::free(block);
+  // Default glibc would have served 8 MiB with mmap and unmapped it on free.
+  EXPECT_GE(mallinfo2().fordblks, kStep);
+}
+#endif
+
+}  // namespace
+}  // namespace tdp::actor
