@@ -1,7 +1,10 @@
 #include "samples/agents/plot.h"
 
+#include <absl/status/statusor.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
+
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -201,7 +204,7 @@ std::string tick_label(double value, const Axis& axis) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PNG: signature, IHDR, one IDAT holding a zlib stream of stored deflate blocks, IEND.
+// PNG: signature, IHDR, one IDAT holding the zlib stream of the scanlines, IEND.
 
 uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc = 0) {
   static const std::array<uint32_t, 256> table = [] {
@@ -218,16 +221,6 @@ uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc = 0) {
   return ~crc;
 }
 
-uint32_t adler32(const uint8_t* data, size_t size) {
-  constexpr uint32_t kMod = 65521;
-  uint32_t a = 1, b = 0;
-  for (size_t i = 0; i < size; ++i) {
-    a = (a + data[i]) % kMod;
-    b = (b + a) % kMod;
-  }
-  return b << 16 | a;
-}
-
 void put_u32_be(std::string& out, uint32_t v) {
   out.push_back(char(v >> 24)), out.push_back(char(v >> 16)), out.push_back(char(v >> 8)), out.push_back(char(v));
 }
@@ -240,7 +233,7 @@ void put_chunk(std::string& out, const char type[4], const std::string& data) {
   put_u32_be(out, crc32(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
 }
 
-std::string encode_png(const Canvas& canvas) {
+absl::StatusOr<std::string> encode_png(const Canvas& canvas) {
   const int w = canvas.width(), h = canvas.height();
   // Scanlines, each led by filter type 0 (none).
   std::vector<uint8_t> raw;
@@ -250,19 +243,15 @@ std::string encode_png(const Canvas& canvas) {
     const uint8_t* row = &canvas.rgb()[size_t(y) * w * 3];
     raw.insert(raw.end(), row, row + size_t(w) * 3);
   }
-  std::string zlib = {char(0x78), char(0x01)};  // deflate, 32 KiB window, no dictionary
-  constexpr size_t kMaxStored = 65535;
-  size_t offset = 0;
-  do {
-    const size_t len = std::min(kMaxStored, raw.size() - offset);
-    const bool last = offset + len == raw.size();
-    zlib.push_back(last ? 1 : 0);  // BFINAL, BTYPE 00 (stored)
-    zlib.push_back(char(len & 0xFF)), zlib.push_back(char(len >> 8));
-    zlib.push_back(char(~len & 0xFF)), zlib.push_back(char((~len >> 8) & 0xFF));
-    zlib.append(reinterpret_cast<const char*>(raw.data()) + offset, len);
-    offset += len;
-  } while (offset < raw.size());
-  put_u32_be(zlib, adler32(raw.data(), raw.size()));
+  // zlib's deflate: a chart is mostly runs of one colour, so ~1 MB of scanlines becomes a few
+  // tens of KB (the curves are committed next to the README).
+  uLongf packed_size = compressBound(raw.size());
+  std::string zlib(packed_size, '\0');
+  if (compress2(reinterpret_cast<Bytef*>(zlib.data()), &packed_size, raw.data(), raw.size(),
+                Z_BEST_COMPRESSION) != Z_OK) {
+    return absl::InternalError("zlib could not compress the image");
+  }
+  zlib.resize(packed_size);
 
   std::string png = "\x89PNG\r\n\x1a\n";
   std::string ihdr;
@@ -401,13 +390,14 @@ absl::Status write_line_plot_png(const std::string& path, const std::vector<Plot
 
   Canvas canvas(options.width, options.height);
   draw_chart(canvas, series, options, x_min, x_max, y_min, y_max);
-  const std::string png = encode_png(canvas);
+  const absl::StatusOr<std::string> png = encode_png(canvas);
+  if (!png.ok()) return absl::Status(png.status().code(), absl::StrCat(path, ": ", png.status().message()));
 
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) return absl::ErrnoToStatus(errno, absl::StrCat(tmp, ": cannot open for writing"));
-    out.write(png.data(), static_cast<std::streamsize>(png.size()));
+    out.write(png->data(), static_cast<std::streamsize>(png->size()));
     out.close();
     if (!out) {
       const int error = errno;

@@ -1,6 +1,6 @@
 // write_line_plot_png: draws line series (learning curves, episode returns) into a PNG chart
-// with axes, 1-2-5 ticks, a title, axis labels and a legend, with no image library: the file
-// is written with stored (uncompressed) deflate blocks, so it needs neither zlib nor libpng.
+// with axes, 1-2-5 ticks, a title, axis labels and a legend. Rasterized here (with a built-in
+// 5x7 font) and compressed with zlib: no image library or plotting tool needed.
 //
 //   tdp::agents::PlotSeries returns{"mean return", {0, 1, 2}, {9.4, 31.0, 180.2}};
 //   tdp::agents::PlotOptions options;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -67,6 +68,12 @@ std::string summary_regex(const std::string& head) {
   return head + ", return mean " + n + " min " + n + " max " + n + ", [0-9]+ env steps in [0-9.]+ s \\([0-9]+ steps/s\\)\n";
 }
 
+// The "return mean X" of a summary line.
+double mean_return(const std::string& summary) {
+  const size_t at = summary.find("return mean ");
+  return at == std::string::npos ? std::nan("") : std::stod(summary.substr(at + 12));
+}
+
 TEST(Rollout, DefaultPolicyRunsCartPoleAndPrintsOneSummaryLine) {
   const Result r = rollout({});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -84,6 +91,20 @@ TEST(Rollout, GuessesTheEnvironmentFromThePolicyFileName) {
   r = rollout({"--policy=" + runfile("policies/goal_hybrid.pbtxt"), "--episodes=5", "--interaction=random", "--seed=3"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, MatchesRegex(summary_regex("goal_hybrid on Goal: 5 episodes in 16 envs")));
+}
+
+// The committed trained policies still act as they did when PPO saved them: loading, the
+// module tree and the distributions all sit between that file and these returns.
+TEST(Rollout, CommittedTrainedPoliciesKeepTheirReturns) {
+  const Result cartpole = rollout({"--policy=" + runfile("samples/agents/trained/cartpole_ppo.pb"), "--episodes=16"});
+  ASSERT_EQ(cartpole.exit_code, 0) << cartpole.err;
+  EXPECT_THAT(cartpole.out, HasSubstr("on CartPole: 16 episodes in 16 envs, return mean 500 min 500 max 500"));
+  const Result pendulum = rollout({"--policy=" + runfile("samples/agents/trained/pendulum_ppo.pb"), "--episodes=16"});
+  ASSERT_EQ(pendulum.exit_code, 0) << pendulum.err;
+  const Result goal = rollout({"--policy=" + runfile("samples/agents/trained/goal_ppo.pb"), "--episodes=32"});
+  ASSERT_EQ(goal.exit_code, 0) << goal.err;
+  EXPECT_GT(mean_return(pendulum.out), -300) << pendulum.out;  // untrained: about -1200
+  EXPECT_GT(mean_return(goal.out), 0.3) << goal.out;           // untrained: about -0.4
 }
 
 TEST(Rollout, SameSeedSameReturns) {
