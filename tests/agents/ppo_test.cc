@@ -20,6 +20,7 @@
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/policy.h"
+#include "tests/testing/files.h"
 
 namespace tdp::agents {
 namespace {
@@ -33,7 +34,7 @@ spec::Policy load(const std::string& path) {
   return std::move(*policy);
 }
 
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+using test_util::temp_path;
 
 // The module's own deterministic actions, as the trainer holds it.
 ActFn deterministic(const spec::Policy& policy) {

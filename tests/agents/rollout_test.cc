@@ -2,63 +2,28 @@
 // environment, relative paths under `bazel run`, and exit status 1 with the reason for bad input.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/testing/files.h"
+
 namespace {
+
+namespace test_util = tdp::test_util;
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-std::string runfiles_root() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/tdpolicy";
-}
-
-std::string runfile(const std::string& path) { return runfiles_root() + "/" + path; }
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-std::string quoted(const std::string& arg) {
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using test_util::runfile;
+using test_util::temp_path;
+using Result = test_util::CommandResult;
 
 // `env` is prepended to the command line ("NAME=value ").
 Result rollout(const std::vector<std::string>& args, const std::string& env = "") {
-  const std::string out = temp_path("stdout"), err = temp_path("stderr");
-  std::string command = env + quoted(runfile("samples/agents/rollout"));
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  command += " >" + quoted(out) + " 2>" + quoted(err);
-  const int status = std::system(command.c_str());
-  Result result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = read_file(out);
-  result.err = read_file(err);
-  return result;
+  return test_util::run_command(runfile("samples/agents/rollout"), args, "", env);
 }
 
 constexpr char kNumber[] = "-?[0-9.e+-]+";
@@ -116,7 +81,7 @@ TEST(Rollout, SameSeedSameReturns) {
 
 TEST(Rollout, RelativePolicyPathIsTakenFromTheBazelRunDirectory) {
   const Result r = rollout({"--policy=policies/recurrent_gru.pbtxt", "--env=cartpole", "--episodes=4"},
-                           "BUILD_WORKING_DIRECTORY=" + quoted(runfiles_root()) + " ");
+                           "BUILD_WORKING_DIRECTORY=" + test_util::shell_quoted(runfile("")) + " ");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, MatchesRegex(summary_regex("recurrent_gru on CartPole: 4 episodes in 16 envs")));
 }

@@ -4,67 +4,30 @@
 #include <google/protobuf/util/json_util.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/testing/files.h"
+
 namespace {
+
+namespace test_util = tdp::test_util;
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/tdpolicy/" + path;
-}
-
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
-}
-
-std::string quoted(const std::string& arg) {
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using test_util::read_file;
+using test_util::runfile;
+using test_util::temp_path;
+using test_util::write_file;
+using Result = test_util::CommandResult;
 
 // `env` is prepended to the command line ("NAME=value ").
 Result tdp(const std::vector<std::string>& args, const std::string& stdin_text = "", const std::string& env = "") {
-  const std::string in = temp_path("stdin"), out = temp_path("stdout"), err = temp_path("stderr");
-  write_file(in, stdin_text);
-  std::string command = env + quoted(runfile("sdk/cli/tdp"));
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  command += " <" + quoted(in) + " >" + quoted(out) + " 2>" + quoted(err);
-  const int status = std::system(command.c_str());
-  Result result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = read_file(out);
-  result.err = read_file(err);
-  return result;
+  return test_util::run_command(runfile("sdk/cli/tdp"), args, stdin_text, env);
 }
 
 const std::string kActor = runfile("tests/cli/testdata/actor.pbtxt");

@@ -5,36 +5,18 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/policy.h"
 #include "sdk/tensordict/tensordict.h"
+#include "tests/testing/files.h"
 
 namespace tdp::spec::testing {
 
-// A fresh path under the test's scratch folder.
-inline std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << path;
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-inline void write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << content;
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
-}
+using test_util::read_file;
+using test_util::temp_path;
+using test_util::write_file;
 
 // The policy, or a test failure that shows the loader's Status.
 inline Policy load_or_fail(const std::string& path, const LoadOptions& options = {}) {
