@@ -17,26 +17,20 @@
 // per second) at batch 256 and 4096.
 //
 // Both sides keep their last outputs alive until the next call, as a simulator keeps the
-// last action. Why it matters at batch 4096: a loop that frees every ~1 MB intermediate at the
-// end of each call lets glibc's malloc trim the heap and regrow it on the next call (brk and
-// page faults), which cost several times the compute in an earlier version of this benchmark.
-// Running with
-//   GLIBC_TUNABLES=glibc.malloc.trim_threshold=1000000000:glibc.malloc.mmap_threshold=1000000000
-// separates allocator churn from the SDK's own cost.
+// last action. benchmark_main.cc tunes glibc's malloc for the whole process (both sides);
+// TDP_DEFAULT_MALLOC=1 shows the default, where batch-4096 rows measure the heap being trimmed
+// and regrown between calls rather than compute.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
-#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sdk/actor/actor.h"
-#include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
 
@@ -169,15 +163,3 @@ BENCHMARK(Pendulum_Hand)->Arg(1)->Arg(256)->Arg(4096);
 BENCHMARK(Pendulum_Actor)->Arg(1)->Arg(256)->Arg(4096);
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  at::set_num_threads(1);
-  // Process-wide, so both sides of every comparison run with it; see cpu_allocator.h. Without
-  // it, batch-1024+ rows measure glibc shrinking and regrowing the heap.
-  if (std::getenv("TDP_DEFAULT_MALLOC") == nullptr && !tdp::actor::tune_cpu_allocator().ok()) return 1;
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

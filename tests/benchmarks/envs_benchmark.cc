@@ -4,7 +4,6 @@
 // drawn beforehand, so episodes end and auto-reset at their natural rate.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -40,7 +39,6 @@ std::vector<TensorDict> action_pool(const BatchedEnv& env) {
 
 template <typename Env>
 void BM_Step(benchmark::State& state) {
-  at::set_num_threads(1);
   Env env(EnvOptions(state.range(0)));
   env.reset(0);
   const std::vector<TensorDict> pool = action_pool(env);
@@ -58,5 +56,3 @@ BENCHMARK_TEMPLATE(BM_Step, Goal)->Arg(1)->Arg(1024);
 
 }  // namespace
 }  // namespace tdp::envs
-
-BENCHMARK_MAIN();

@@ -8,7 +8,6 @@
 // Noop_* wrap a function that returns its input, so they measure the overhead alone.
 // Linear_HandKeepOutput keeps each output alive until the next call, as a TensorDict does.
 // One intra-op thread, no autograd (inference), batch sizes 1 and 1024.
-#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
@@ -110,12 +109,3 @@ BENCHMARK(Mlp3_Hand)->Arg(1)->Arg(1024);
 BENCHMARK(Mlp3_TensorDict)->Arg(1)->Arg(1024);
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  at::set_num_threads(1);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

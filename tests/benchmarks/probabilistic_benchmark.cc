@@ -10,7 +10,6 @@
 // does. Both draw from a seeded generator of their own. One intra-op thread, no autograd
 // (a rollout), batch 1, 64 and 1024.
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -18,12 +17,10 @@
 #include <torch/types.h>
 
 #include <cmath>
-#include <cstdlib>
 
 #include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/tensordict_module.h"
-#include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 
@@ -123,15 +120,3 @@ BENCHMARK(GaussianActor_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
 
 }  // namespace
-
-int main(int argc, char** argv) {
-  at::set_num_threads(1);
-  // Process-wide, so both sides of every comparison run with it; see cpu_allocator.h. Without
-  // it, batch-1024+ rows measure glibc shrinking and regrowing the heap.
-  if (std::getenv("TDP_DEFAULT_MALLOC") == nullptr && !tdp::actor::tune_cpu_allocator().ok()) return 1;
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
