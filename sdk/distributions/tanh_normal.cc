@@ -199,14 +199,20 @@ at::Tensor TanhNormal::high() const {
 at::Tensor TanhNormal::transform(const at::Tensor& x) const {
   at::Tensor y = safe_tanh_ ? safe_tanh(x) : x.tanh();
   if (!non_trivial_bounds_) return y;
-  if (number_bounds_) return y * ((high_number_ - low_number_) / 2) + (high_number_ + low_number_) / 2;
+  if (number_bounds_) {
+    // Symmetric bounds ([-2, 2], the usual action range) need no shift: one op less per call.
+    const double shift = (high_number_ + low_number_) / 2;
+    at::Tensor scaled = y * ((high_number_ - low_number_) / 2);
+    return shift == 0 ? scaled : scaled + shift;
+  }
   return affine_loc_ + affine_scale_ * y;
 }
 
 at::Tensor TanhNormal::inverse_transform(const at::Tensor& y) const {
   at::Tensor x = y;
   if (non_trivial_bounds_ && number_bounds_) {
-    x = (y - (high_number_ + low_number_) / 2) / ((high_number_ - low_number_) / 2);
+    const double shift = (high_number_ + low_number_) / 2;
+    x = (shift == 0 ? y : y - shift) / ((high_number_ - low_number_) / 2);
   } else if (non_trivial_bounds_) {
     x = (y - affine_loc_) / affine_scale_;
   }
