@@ -62,6 +62,9 @@ at::Tensor Categorical::sample(c10::IntArrayRef sample_shape,
 at::Tensor Categorical::log_prob(const at::Tensor& value) const {
   validate_sample(value, "log_prob");
   at::Tensor index = value.to(at::kLong).unsqueeze(-1);
+  // A value of the batch shape (the distribution's own sample, as a policy scores it) needs
+  // no broadcasting: gather picks the same entries without the broadcast and narrow ops.
+  if (value.sizes().equals(batch_shape())) return logits_.gather(-1, index).squeeze(-1);
   std::vector<at::Tensor> both = at::broadcast_tensors({index, logits_});
   index = both[0].narrow(-1, 0, 1);
   return both[1].gather(-1, index).squeeze(-1);
