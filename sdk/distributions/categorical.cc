@@ -25,6 +25,13 @@ const at::Tensor& checked_param(const at::Tensor& probs, const at::Tensor& logit
   return param;
 }
 
+// The logits' constraint, built once: a Categorical is built on every policy step, and the
+// constraint's name and check would otherwise be allocated each time, validating or not.
+const Support& real_vectors() {
+  static const Support support = Support::independent(Support::real(), 1);
+  return support;
+}
+
 std::vector<int64_t> batch_of(const at::Tensor& param) {
   return std::vector<int64_t>(param.sizes().begin(), param.sizes().end() - 1);
 }
@@ -43,7 +50,7 @@ Categorical::Categorical(const at::Tensor& probs, const at::Tensor& logits,
     logits_ = internal::probs_to_logits(probs_, /*is_binary=*/false);
   } else {
     logits_ = logits;
-    check_param("logits", logits, Support::independent(Support::real(), 1));
+    check_param("logits", logits, real_vectors());
     logits_ = logits - logits.logsumexp(-1, /*keepdim=*/true);
     probs_ = internal::logits_to_probs(logits_, /*is_binary=*/false);
   }
