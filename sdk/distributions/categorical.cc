@@ -61,7 +61,8 @@ at::Tensor Categorical::sample(c10::IntArrayRef sample_shape,
                                const GeneratorOpt& generator) const {
   int64_t n = 1;
   for (int64_t s : sample_shape) n *= s;
-  at::Tensor probs_2d = probs_.reshape({-1, num_events_});
+  // A batch of one dim (a policy's [B, K]) is multinomial's 2-D input already.
+  at::Tensor probs_2d = probs_.dim() == 2 ? probs_ : probs_.reshape({-1, num_events_});
   at::Tensor samples_2d = at::multinomial(probs_2d, n, /*replacement=*/true, generator).t();
   return samples_2d.reshape(extended_shape(sample_shape));
 }
