@@ -49,8 +49,10 @@ TensorDict Actor::act(const TensorDict& observation, nn::InteractionType type, s
   c10::InferenceMode inference;
   nn::InteractionTypeGuard scope(type, /*thread_local_only=*/true);
   nn::GeneratorGuard stream(generator.value_or(generator_));
-  TensorDict td = observation.clone(/*deep=*/false);
-  if (td.device() != options_.device()) td = td.to(options_.device());
+  // to() builds a new TensorDict (sharing tensors already on the device), as clone does: one
+  // copy of the structure, not two, when the observation does not carry the actor's device.
+  TensorDict td = observation.device() == options_.device() ? observation.clone(/*deep=*/false)
+                                                            : observation.to(options_.device());
   bool uses_kept_state = false;
   if (!state_keys_.empty() && !td.contains(state_keys_[0])) {
     uses_kept_state = true;

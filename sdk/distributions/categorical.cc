@@ -25,6 +25,13 @@ const at::Tensor& checked_param(const at::Tensor& probs, const at::Tensor& logit
   return param;
 }
 
+// The logits' constraint, built once: a Categorical is built on every policy step, and the
+// constraint's name and check would otherwise be allocated each time, validating or not.
+const Support& real_vectors() {
+  static const Support support = Support::independent(Support::real(), 1);
+  return support;
+}
+
 std::vector<int64_t> batch_of(const at::Tensor& param) {
   return std::vector<int64_t>(param.sizes().begin(), param.sizes().end() - 1);
 }
@@ -43,7 +50,7 @@ Categorical::Categorical(const at::Tensor& probs, const at::Tensor& logits,
     logits_ = internal::probs_to_logits(probs_, /*is_binary=*/false);
   } else {
     logits_ = logits;
-    check_param("logits", logits, Support::independent(Support::real(), 1));
+    check_param("logits", logits, real_vectors());
     logits_ = logits - logits.logsumexp(-1, /*keepdim=*/true);
     probs_ = internal::logits_to_probs(logits_, /*is_binary=*/false);
   }
@@ -54,7 +61,8 @@ at::Tensor Categorical::sample(c10::IntArrayRef sample_shape,
                                const GeneratorOpt& generator) const {
   int64_t n = 1;
   for (int64_t s : sample_shape) n *= s;
-  at::Tensor probs_2d = probs_.reshape({-1, num_events_});
+  // A batch of one dim (a policy's [B, K]) is multinomial's 2-D input already.
+  at::Tensor probs_2d = probs_.dim() == 2 ? probs_ : probs_.reshape({-1, num_events_});
   at::Tensor samples_2d = at::multinomial(probs_2d, n, /*replacement=*/true, generator).t();
   return samples_2d.reshape(extended_shape(sample_shape));
 }
@@ -62,6 +70,9 @@ at::Tensor Categorical::sample(c10::IntArrayRef sample_shape,
 at::Tensor Categorical::log_prob(const at::Tensor& value) const {
   validate_sample(value, "log_prob");
   at::Tensor index = value.to(at::kLong).unsqueeze(-1);
+  // A value of the batch shape (the distribution's own sample, as a policy scores it) needs
+  // no broadcasting: gather picks the same entries without the broadcast and narrow ops.
+  if (value.sizes().equals(batch_shape())) return logits_.gather(-1, index).squeeze(-1);
   std::vector<at::Tensor> both = at::broadcast_tensors({index, logits_});
   index = both[0].narrow(-1, 0, 1);
   return both[1].gather(-1, index).squeeze(-1);

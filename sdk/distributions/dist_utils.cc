@@ -22,6 +22,8 @@ std::vector<at::Tensor> broadcast_all(const std::vector<at::Tensor>& values) {
 
 at::Tensor sum_rightmost(const at::Tensor& value, int64_t dims) {
   if (dims == 0) return value;
+  // One event dim (a policy's action vector) is the last dim already: no reshape op needed.
+  if (dims == 1) return value.sum(-1);
   std::vector<int64_t> shape(value.sizes().begin(), value.sizes().end() - dims);
   shape.push_back(-1);
   return value.reshape(shape).sum(-1);

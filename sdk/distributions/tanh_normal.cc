@@ -26,11 +26,20 @@ double resolution(at::ScalarType dtype) {
   }
 }
 
+at::Tensor clamped_tanh(const at::Tensor& x) {
+  const double lim = 1.0 - resolution(x.scalar_type());
+  return x.tanh().clamp(-lim, lim);
+}
+
+at::Tensor clamped_atanh(const at::Tensor& y) {
+  const double lim = 1.0 - resolution(y.scalar_type());
+  return y.clamp(-lim, lim).atanh();
+}
+
 // TorchRL's safetanh_noeps: tanh clamped inside (-1, 1); the backward uses the clamped output.
 struct SafeTanh : public torch::autograd::Function<SafeTanh> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input) {
-    const double lim = 1.0 - resolution(input.scalar_type());
-    at::Tensor output = input.tanh().clamp(-lim, lim);
+    at::Tensor output = clamped_tanh(input);
     ctx->save_for_backward({output});
     return output;
   }
@@ -44,9 +53,8 @@ struct SafeTanh : public torch::autograd::Function<SafeTanh> {
 // TorchRL's safeatanh_noeps: atanh of the input clamped inside (-1, 1).
 struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& tanh_val) {
-    const double lim = 1.0 - resolution(tanh_val.scalar_type());
     ctx->save_for_backward({tanh_val});
-    return tanh_val.clamp(-lim, lim).atanh();
+    return clamped_atanh(tanh_val);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
@@ -56,6 +64,22 @@ struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
     return {grad[0] / (1 - output.pow(2))};
   }
 };
+
+// When autograd records nothing (no grad mode, inference mode, or an input without grad),
+// Function::apply would still build a graph node, wrap the outputs and save tensors for a
+// backward that never runs: about as costly as the ops themselves at batch 1. The forward's
+// ops alone give the same values.
+bool records_grad(const at::Tensor& input) {
+  return at::GradMode::is_enabled() && input.requires_grad();
+}
+
+at::Tensor safe_tanh(const at::Tensor& x) {
+  return records_grad(x) ? SafeTanh::apply(x) : clamped_tanh(x);
+}
+
+at::Tensor safe_atanh(const at::Tensor& y) {
+  return records_grad(y) ? SafeAtanh::apply(y) : clamped_atanh(y);
+}
 
 }  // namespace
 
@@ -173,20 +197,26 @@ at::Tensor TanhNormal::high() const {
 }
 
 at::Tensor TanhNormal::transform(const at::Tensor& x) const {
-  at::Tensor y = safe_tanh_ ? SafeTanh::apply(x) : x.tanh();
+  at::Tensor y = safe_tanh_ ? safe_tanh(x) : x.tanh();
   if (!non_trivial_bounds_) return y;
-  if (number_bounds_) return y * ((high_number_ - low_number_) / 2) + (high_number_ + low_number_) / 2;
+  if (number_bounds_) {
+    // Symmetric bounds ([-2, 2], the usual action range) need no shift: one op less per call.
+    const double shift = (high_number_ + low_number_) / 2;
+    at::Tensor scaled = y * ((high_number_ - low_number_) / 2);
+    return shift == 0 ? scaled : scaled + shift;
+  }
   return affine_loc_ + affine_scale_ * y;
 }
 
 at::Tensor TanhNormal::inverse_transform(const at::Tensor& y) const {
   at::Tensor x = y;
   if (non_trivial_bounds_ && number_bounds_) {
-    x = (y - (high_number_ + low_number_) / 2) / ((high_number_ - low_number_) / 2);
+    const double shift = (high_number_ + low_number_) / 2;
+    x = (shift == 0 ? y : y - shift) / ((high_number_ - low_number_) / 2);
   } else if (non_trivial_bounds_) {
     x = (y - affine_loc_) / affine_scale_;
   }
-  return safe_tanh_ ? SafeAtanh::apply(x) : x.atanh();
+  return safe_tanh_ ? safe_atanh(x) : x.atanh();
 }
 
 at::Tensor TanhNormal::log_abs_det_jacobian(const at::Tensor& x, const at::Tensor& y) const {

@@ -12,15 +12,17 @@
 namespace tdp::spec {
 namespace {
 
-torch::nn::AnyModule make_activation(const std::string& name) {
-  if (name == "tanh") return torch::nn::AnyModule(torch::nn::Tanh());
-  if (name == "relu") return torch::nn::AnyModule(torch::nn::ReLU());
-  if (name == "elu") return torch::nn::AnyModule(torch::nn::ELU());
-  if (name == "gelu") return torch::nn::AnyModule(torch::nn::GELU());
-  if (name == "leaky_relu") return torch::nn::AnyModule(torch::nn::LeakyReLU());
-  if (name == "sigmoid") return torch::nn::AnyModule(torch::nn::Sigmoid());
-  if (name == "softplus") return torch::nn::AnyModule(torch::nn::Softplus());
-  if (name == "identity") return torch::nn::AnyModule(torch::nn::Identity());
+// Appends the activation `name` to `mlp` (through MlpImpl::add_layer).
+template <typename AddLayer>
+void add_activation(const std::string& name, AddLayer add_layer) {
+  if (name == "tanh") return add_layer(torch::nn::Tanh());
+  if (name == "relu") return add_layer(torch::nn::ReLU());
+  if (name == "elu") return add_layer(torch::nn::ELU());
+  if (name == "gelu") return add_layer(torch::nn::GELU());
+  if (name == "leaky_relu") return add_layer(torch::nn::LeakyReLU());
+  if (name == "sigmoid") return add_layer(torch::nn::Sigmoid());
+  if (name == "softplus") return add_layer(torch::nn::Softplus());
+  if (name == "identity") return add_layer(torch::nn::Identity());
   throw std::invalid_argument(absl::StrCat("Mlp: unknown activation '", name, "'; expected one of ",
                                            absl::StrJoin(activation_names(), ", ")));
 }
@@ -46,21 +48,33 @@ void MlpImpl::reset() {
   check_positive("Mlp", "in_features", options_.in_features());
   check_positive("Mlp", "out_features", options_.out_features());
   for (int64_t size : options_.hidden_sizes()) check_positive("Mlp", "hidden size", size);
-  make_activation(options_.activation());  // validates the name before any layer exists
+  add_activation(options_.activation(), [](auto) {});  // validates the name before any layer exists
   layers_ = torch::nn::Sequential();
+  steps_.clear();
+  auto add_layer = [this](auto layer) { this->add_layer(std::move(layer)); };
   int64_t width = options_.in_features();
   for (int64_t size : options_.hidden_sizes()) {
-    layers_->push_back(torch::nn::Linear(width, size));
-    if (options_.layer_norm()) layers_->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({size})));
-    layers_->push_back(make_activation(options_.activation()));
+    add_layer(torch::nn::Linear(width, size));
+    if (options_.layer_norm()) add_layer(torch::nn::LayerNorm(torch::nn::LayerNormOptions({size})));
+    add_activation(options_.activation(), add_layer);
     width = size;
   }
-  layers_->push_back(torch::nn::Linear(width, options_.out_features()));
-  if (options_.activate_last_layer()) layers_->push_back(make_activation(options_.activation()));
+  add_layer(torch::nn::Linear(width, options_.out_features()));
+  if (options_.activate_last_layer()) add_activation(options_.activation(), add_layer);
   layers_ = register_module("layers", layers_);
 }
 
-at::Tensor MlpImpl::forward(const at::Tensor& input) { return layers_->forward(input); }
+template <typename Layer>
+void MlpImpl::add_layer(Layer layer) {
+  layers_->push_back(layer);
+  steps_.push_back([layer](const at::Tensor& x) mutable { return layer->forward(x); });
+}
+
+at::Tensor MlpImpl::forward(const at::Tensor& input) {
+  at::Tensor x = input;
+  for (const auto& step : steps_) x = step(x);
+  return x;
+}
 
 GruCellImpl::GruCellImpl(GruCellOptions options) : options_(options) { reset(); }
 

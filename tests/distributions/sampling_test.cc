@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -273,6 +274,40 @@ TEST(RsampleGradients, TanhNormalLogProbIsFiniteAtTheBounds) {
   EXPECT_TRUE(lp.isfinite().all().item<bool>()) << lp;
   auto grads = torch::autograd::grad({lp}, {loc});
   EXPECT_TRUE(grads[0].isfinite().all().item<bool>());
+}
+
+// Without autograd recording, TanhNormal calls the clamped tanh/atanh ops directly instead of
+// its autograd Functions: the same values, in float and double, at and inside the bounds.
+TEST(RsampleGradients, TanhNormalSameValuesWithAndWithoutAutograd) {
+  for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    at::Tensor loc = at::randn({5, 3}, seeded(2)).mul(3).to(dtype).requires_grad_();
+    at::Tensor scale = at::rand({5, 3}, seeded(3)).add(0.1).to(dtype).requires_grad_();
+    const TanhNormalOptions options = TanhNormalOptions().low(-2.0).high(2.0);
+    at::Tensor edges = at::tensor({-2.0, -1.999999, 0.0, 1.999999, 2.0}, dtype).reshape({5, 1}).expand({5, 3});
+    TanhNormal graded(loc, scale, options);
+    const at::Tensor draw = graded.rsample({4}, seeded(4));
+    const at::Tensor draw_lp = graded.log_prob(draw);
+    const at::Tensor edges_lp = graded.log_prob(edges);
+    ASSERT_TRUE(draw.requires_grad());
+    ASSERT_TRUE(draw_lp.requires_grad());
+    auto expect_same = [&](const TanhNormal& d) {
+      const at::Tensor plain_draw = d.rsample({4}, seeded(4));
+      EXPECT_FALSE(plain_draw.requires_grad());
+      EXPECT_TRUE(at::equal(plain_draw, draw.detach()));
+      EXPECT_TRUE(at::equal(d.log_prob(plain_draw), draw_lp.detach()));
+      EXPECT_TRUE(at::equal(d.log_prob(edges), edges_lp.detach()));
+      EXPECT_TRUE(at::equal(d.deterministic_sample(), graded.deterministic_sample().detach()));
+    };
+    {
+      c10::NoGradGuard no_grad;
+      expect_same(TanhNormal(loc, scale, options));
+    }
+    expect_same(TanhNormal(loc.detach(), scale.detach(), options));
+    {
+      c10::InferenceMode inference;
+      expect_same(TanhNormal(loc.detach(), scale.detach(), options));
+    }
+  }
 }
 
 }  // namespace
