@@ -90,8 +90,6 @@ absl::StatusOr<std::string> env_name(const std::string& policy) {
                                                  absl::StrJoin(tdp::envs::env_names(), ", "), ")"));
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
-
 std::optional<at::ScalarType> scalar_type_of(tdpolicy::DType dtype) {
   switch (dtype) {
     case tdpolicy::DTYPE_UNSPECIFIED:
@@ -128,9 +126,9 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
                                                      env.name(), ", which provides: ", absl::StrJoin(keys, ", ")));
     }
     if (shape != entry->shape) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has shape ", shape_string(shape),
+      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has shape ", tdp::shape_to_string(shape),
                                                      " but ", env.name(), "'s \"", input.key(), "\" has shape ",
-                                                     shape_string(entry->shape)));
+                                                     tdp::shape_to_string(entry->shape)));
     }
     const std::optional<at::ScalarType> dtype = scalar_type_of(input.dtype());
     if (dtype != entry->dtype) {

@@ -4,19 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
-#include <sstream>
 #include <stdexcept>
 
 namespace tdp::envs {
 namespace {
-
-std::string shape_to_string(c10::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
 
 // Environments never need gradients: running their ops below the autograd and view-tracking
 // dispatch keys cuts the per-operation overhead that dominates at small N. Unlike

@@ -23,10 +23,6 @@ namespace {
 
 using google::protobuf::Value;
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
 std::string index_str(const std::vector<int64_t>& index) {
   std::string out;
   for (int64_t i : index) absl::StrAppend(&out, "[", i, "]");
@@ -425,7 +421,7 @@ absl::StatusOr<TensorDict> tensordict_from_json(
       auto found = fields.find(input.path[level]);
       if (found == fields.end()) {
         return absl::InvalidArgumentError(absl::StrCat("missing input \"", input.key, "\" (declared shape ",
-                                                       shape_str(input.shape), ", ",
+                                                       shape_to_string(input.shape), ", ",
                                                        tdpolicy::DType_Name(input.dtype->proto), ")"));
       }
       value = &found->second;
@@ -440,9 +436,9 @@ absl::StatusOr<TensorDict> tensordict_from_json(
     const size_t batch_dims = shape.size() >= input.shape.size() ? shape.size() - input.shape.size() : 0;
     if (shape.size() < input.shape.size() ||
         !std::equal(input.shape.begin(), input.shape.end(), shape.begin() + batch_dims)) {
-      return absl::InvalidArgumentError(absl::StrCat("input \"", input.key, "\": shape ", shape_str(shape),
+      return absl::InvalidArgumentError(absl::StrCat("input \"", input.key, "\": shape ", shape_to_string(shape),
                                                      " does not end with the declared per-env shape ",
-                                                     shape_str(input.shape)));
+                                                     shape_to_string(input.shape)));
     }
     std::vector<int64_t> this_batch(shape.begin(), shape.begin() + batch_dims);
     if (!batch) {
@@ -450,8 +446,8 @@ absl::StatusOr<TensorDict> tensordict_from_json(
       batch_source = &input;
     } else if (*batch != this_batch) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "input \"", input.key, "\" has batch dims ", shape_str(this_batch), " (shape ", shape_str(shape),
-          ") but input \"", batch_source->key, "\" has ", shape_str(*batch), "; all inputs share the batch dims"));
+          "input \"", input.key, "\" has batch dims ", shape_to_string(this_batch), " (shape ", shape_to_string(shape),
+          ") but input \"", batch_source->key, "\" has ", shape_to_string(*batch), "; all inputs share the batch dims"));
     }
     tensors.emplace_back(&input, *std::move(tensor));
   }

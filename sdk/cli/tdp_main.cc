@@ -184,7 +184,7 @@ class RunScope {
 };
 
 std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+  return tdp::shape_to_string({shape.data(), static_cast<size_t>(shape.size())});
 }
 
 std::string dtype_name(tdpolicy::DType dtype) {

@@ -53,14 +53,6 @@ std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b) {
   return out;
 }
 
-std::string shape_to_string(c10::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
-
 std::string param_to_string(const at::Tensor& value) {
   if (!value.defined()) return "None";
   if (value.numel() == 1) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "sdk/tensordict/tensordict.h"
+
 namespace tdp::dist::internal {
 
 // torch.broadcast_tensors.
@@ -21,8 +23,7 @@ at::Tensor clamp_probs(const at::Tensor& probs);
 at::Tensor probs_to_logits(const at::Tensor& probs, bool is_binary);
 at::Tensor logits_to_probs(const at::Tensor& logits, bool is_binary);
 std::vector<int64_t> concat(c10::IntArrayRef a, c10::IntArrayRef b);
-// "[3, 4]".
-std::string shape_to_string(c10::IntArrayRef shape);
+using ::tdp::shape_to_string;
 // A one-element tensor prints its value ("0.5"), others their shape ("[3, 4]").
 std::string param_to_string(const at::Tensor& value);
 // Throws std::invalid_argument naming the distribution when `value` is undefined.

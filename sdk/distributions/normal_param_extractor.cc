@@ -5,20 +5,11 @@
 #include <c10/core/DefaultDtype.h>
 
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 
+#include "sdk/tensordict/tensordict.h"
+
 namespace tdp::nn {
-namespace {
-
-std::string shape_to_string(c10::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
-}  // namespace
-
 NormalParamExtractorImpl::NormalParamExtractorImpl(NormalParamExtractorOptions options)
     : options_(std::move(options)), mapping_(mappings(options_.scale_mapping())) {}
 

@@ -52,12 +52,6 @@ std::string kwargs_to_string(const dist::Kwargs& kwargs) {
   return out + "}";
 }
 
-std::string shape_to_string(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::vector<int64_t> concat(const std::vector<int64_t>& a, c10::IntArrayRef b) {
   std::vector<int64_t> out = a;
   out.insert(out.end(), b.begin(), b.end());

@@ -22,8 +22,6 @@ namespace {
 
 using Shape = std::optional<std::vector<int64_t>>;  // empty: not known statically
 
-std::string shape_str(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
-
 class Validator {
  public:
   explicit Validator(std::string source) : source_(std::move(source)) {}
@@ -123,7 +121,7 @@ class Validator {
 
   bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {
     if (!shape || shape->empty() || shape->back() == expected) return true;
-    fail(path, absl::StrCat("the input has shape ", shape_str(*shape), " but ", what, " is ", expected),
+    fail(path, absl::StrCat("the input has shape ", shape_to_string(*shape), " but ", what, " is ", expected),
          "make the declared input shape and the layer size agree");
     return false;
   }
@@ -253,7 +251,7 @@ class Validator {
         Shape half = inputs[0];
         if (half && !half->empty()) {
           if (half->back() % 2 != 0) {
-            fail(path + ".in_keys[0]", absl::StrCat("the input has shape ", shape_str(*half),
+            fail(path + ".in_keys[0]", absl::StrCat("the input has shape ", shape_to_string(*half),
                                                     ", whose last dim must be even to split into loc and scale"));
             return false;
           }

@@ -14,9 +14,9 @@
 
 namespace tdp {
 
-namespace {
+std::string shape_to_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
-std::string shape_str(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+namespace {
 
 bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
   return shape.size() >= prefix.size() && shape.slice(0, prefix.size()) == prefix;
@@ -130,8 +130,8 @@ struct TensorDictImpl {
       }
       if (!has_prefix(tensor.sizes(), batch)) {
         throw std::invalid_argument(absl::StrCat(
-            "TensorDict.set: key ", key.to_string(), " has shape ", shape_str(tensor.sizes()),
-            ", whose leading dims do not match batch_size ", shape_str(batch)));
+            "TensorDict.set: key ", key.to_string(), " has shape ", shape_to_string(tensor.sizes()),
+            ", whose leading dims do not match batch_size ", shape_to_string(batch)));
       }
     } else {
       const TensorDictImpl& nested = *sub(value);
@@ -142,8 +142,8 @@ struct TensorDictImpl {
       if (!has_prefix(nested.batch_size, batch)) {
         throw std::invalid_argument(absl::StrCat(
             "TensorDict.set: key ", key.to_string(), " is a TensorDict with batch_size ",
-            shape_str(nested.batch_size), ", which does not start with batch_size ",
-            shape_str(batch)));
+            shape_to_string(nested.batch_size), ", which does not start with batch_size ",
+            shape_to_string(batch)));
       }
     }
   }
@@ -254,14 +254,14 @@ struct TensorDictImpl {
       out << "\n" << inner << "    " << name << ": ";
       if (entry.is_tensor()) {
         const at::Tensor& t = entry.tensor();
-        out << "Tensor(shape=torch.Size(" << shape_str(t.sizes()) << "), device=" << t.device()
+        out << "Tensor(shape=torch.Size(" << shape_to_string(t.sizes()) << "), device=" << t.device()
             << ", dtype=" << dtype_str(t.scalar_type()) << ")";
       } else {
         sub(entry)->print(out, inner + "    ");
       }
       out << (i + 1 < entries.size() ? "," : "");
     }
-    out << "},\n" << inner << "batch_size=torch.Size(" << shape_str(batch_size) << "),\n"
+    out << "},\n" << inner << "batch_size=torch.Size(" << shape_to_string(batch_size) << "),\n"
         << inner << "device=";
     if (device) {
       out << *device;
@@ -294,7 +294,7 @@ TensorDict::TensorDict(std::vector<int64_t> batch_size, std::optional<c10::Devic
     : impl_(TensorDictImpl::make(std::move(batch_size), device)) {
   for (int64_t size : impl_->batch_size) {
     if (size < 0) {
-      throw std::invalid_argument(absl::StrCat("TensorDict: batch_size ", shape_str(impl_->batch_size),
+      throw std::invalid_argument(absl::StrCat("TensorDict: batch_size ", shape_to_string(impl_->batch_size),
                                                " has a negative dim"));
     }
   }
@@ -395,9 +395,9 @@ TensorDict& TensorDict::set_(const NestedKey& key, const at::Tensor& value) {
   at::Tensor destination = get(key);
   if (!value.defined() || !expandable_to(value.sizes(), destination.sizes())) {
     throw std::invalid_argument(absl::StrCat(
-        "TensorDict.set_: key ", key.to_string(), " holds shape ", shape_str(destination.sizes()),
+        "TensorDict.set_: key ", key.to_string(), " holds shape ", shape_to_string(destination.sizes()),
         ", which a value of shape ",
-        value.defined() ? shape_str(value.sizes()) : std::string("<undefined>"), " cannot fill"));
+        value.defined() ? shape_to_string(value.sizes()) : std::string("<undefined>"), " cannot fill"));
   }
   destination.copy_(value);
   return *this;
@@ -416,8 +416,8 @@ void write_entry(TensorDict& target, const NestedKey& key, const Entry& value, b
     at::Tensor existing = target.get(key);
     if (!expandable_to(value.tensor().sizes(), existing.sizes())) {
       throw std::invalid_argument(absl::StrCat("TensorDict.update: key ", key.to_string(), " holds shape ",
-                                               shape_str(existing.sizes()), ", which a value of shape ",
-                                               shape_str(value.tensor().sizes()), " cannot fill in place"));
+                                               shape_to_string(existing.sizes()), ", which a value of shape ",
+                                               shape_to_string(value.tensor().sizes()), " cannot fill in place"));
     }
     if (!dry_run) existing.copy_(value.tensor());
     return;
@@ -676,7 +676,7 @@ std::vector<at::indexing::TensorIndex> normalize_batch_index(
   if (ellipses > 1) throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": at most one Ellipsis is allowed"));
   if (used > ndim) {
     throw std::out_of_range(absl::StrCat("TensorDict.", op, ": ", used, " indices for batch_size ",
-                                         shape_str(batch), " (", ndim, " batch dims)"));
+                                         shape_to_string(batch), " (", ndim, " batch dims)"));
   }
   std::vector<TensorIndex> expanded;
   int64_t dim = 0;
@@ -697,8 +697,8 @@ std::vector<at::indexing::TensorIndex> normalize_batch_index(
       c10::IntArrayRef mask_shape = index.tensor().sizes();
       c10::IntArrayRef covered = batch.slice(dim, mask_shape.size());
       if (mask_shape != covered) {
-        throw std::out_of_range(absl::StrCat("TensorDict.", op, ": boolean mask of shape ", shape_str(mask_shape),
-                                             " does not match batch dims ", shape_str(covered),
+        throw std::out_of_range(absl::StrCat("TensorDict.", op, ": boolean mask of shape ", shape_to_string(mask_shape),
+                                             " does not match batch dims ", shape_to_string(covered),
                                              " starting at dim ", dim));
       }
     }
@@ -725,7 +725,7 @@ TensorDict TensorDict::index(c10::ArrayRef<at::indexing::TensorIndex> indices) c
     return impl_->map_batch([&expanded](const at::Tensor& t) { return t.index(expanded); },
                             indexed_batch(expanded, batch, impl_->device));
   } catch (const c10::Error& error) {
-    throw std::out_of_range(absl::StrCat("TensorDict.index: batch_size ", shape_str(batch), ": ",
+    throw std::out_of_range(absl::StrCat("TensorDict.index: batch_size ", shape_to_string(batch), ": ",
                                          error.what_without_backtrace()));
   }
 }
@@ -742,13 +742,13 @@ TensorDict& TensorDict::index_put_(c10::ArrayRef<at::indexing::TensorIndex> indi
   try {
     target = indexed_batch(expanded, batch, impl_->device);
   } catch (const c10::Error& error) {
-    throw std::out_of_range(absl::StrCat("TensorDict.index_put_: batch_size ", shape_str(batch), ": ",
+    throw std::out_of_range(absl::StrCat("TensorDict.index_put_: batch_size ", shape_to_string(batch), ": ",
                                          error.what_without_backtrace()));
   }
   if (value.batch_size() != c10::IntArrayRef(target)) {
     throw std::invalid_argument(absl::StrCat("TensorDict.index_put_: the value has batch_size ",
-                                             shape_str(value.batch_size()), " but the indexed batch shape is ",
-                                             shape_str(target)));
+                                             shape_to_string(value.batch_size()), " but the indexed batch shape is ",
+                                             shape_to_string(target)));
   }
   // Here an entry has shape batch_size + (its shape in `value` past value's batch dims).
   const size_t value_ndim = value.batch_size().size();
@@ -782,8 +782,8 @@ TensorDict& TensorDict::index_put_(c10::ArrayRef<at::indexing::TensorIndex> indi
     c10::IntArrayRef here = existing->is_tensor() ? existing->tensor().sizes() : existing->tensordict().batch_size();
     if (here != c10::IntArrayRef(shape)) {
       throw std::invalid_argument(absl::StrCat("TensorDict.index_put_: key ", key.to_string(), " has shape ",
-                                               shape_str(here), " here, so the value's ", shape_str(there),
-                                               " does not fit (expected ", shape_str(shape), ")"));
+                                               shape_to_string(here), " here, so the value's ", shape_to_string(there),
+                                               " does not fit (expected ", shape_to_string(shape), ")"));
     }
     if (entry.is_tensor()) writes.emplace_back(key, entry.tensor());
   }
@@ -849,8 +849,8 @@ std::vector<int64_t> infer_batch_shape(std::vector<int64_t> shape, int64_t numel
   if (infer_at >= 0 && known != 0 && numel % known == 0) shape[infer_at] = numel / known;
   const int64_t total = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
   if (total != numel || (infer_at >= 0 && shape[infer_at] < 0)) {
-    throw std::invalid_argument(absl::StrCat("TensorDict.reshape: batch_size ", shape_str(from),
-                                             " cannot be reshaped to ", shape_str(shape)));
+    throw std::invalid_argument(absl::StrCat("TensorDict.reshape: batch_size ", shape_to_string(from),
+                                             " cannot be reshaped to ", shape_to_string(shape)));
   }
   return shape;
 }
@@ -890,8 +890,8 @@ TensorDict TensorDict::expand(std::vector<int64_t> shape) const {
     ok = batch[i] == target || batch[i] == 1;
   }
   if (!ok) {
-    throw std::invalid_argument(absl::StrCat("TensorDict.expand: batch_size ", shape_str(batch),
-                                             " cannot be expanded to ", shape_str(shape)));
+    throw std::invalid_argument(absl::StrCat("TensorDict.expand: batch_size ", shape_to_string(batch),
+                                             " cannot be expanded to ", shape_to_string(shape)));
   }
   return impl_->map_batch([&](const at::Tensor& t) { return t.expand(with_features(shape, t, n)); }, shape);
 }
@@ -906,7 +906,7 @@ TensorDict TensorDict::permute(std::vector<int64_t> dims) const {
     seen[dims[i]] = true;
   }
   if (!ok) {
-    throw std::invalid_argument(absl::StrCat("TensorDict.permute: ", shape_str(dims),
+    throw std::invalid_argument(absl::StrCat("TensorDict.permute: ", shape_to_string(dims),
                                              " is not a permutation of the ", n, " batch dims"));
   }
   std::vector<int64_t> new_batch;
@@ -961,7 +961,7 @@ std::vector<TensorDict> TensorDict::split(std::vector<int64_t> split_sizes, int6
   const int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), int64_t{0});
   if (total != impl_->batch_size[d] ||
       std::any_of(split_sizes.begin(), split_sizes.end(), [](int64_t s) { return s < 0; })) {
-    throw std::invalid_argument(absl::StrCat("TensorDict.split: sizes ", shape_str(split_sizes),
+    throw std::invalid_argument(absl::StrCat("TensorDict.split: sizes ", shape_to_string(split_sizes),
                                              " do not add up to batch dim ", d, " of size ",
                                              impl_->batch_size[d]));
   }
@@ -990,8 +990,8 @@ void check_joinable(const std::vector<TensorDict>& tds, const char* op, std::opt
   for (size_t i = 1; i < tds.size(); ++i) {
     if (!compatible(tds[i].batch_size(), tds[0].batch_size())) {
       throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": tensordict ", i, " has batch_size ",
-                                               shape_str(tds[i].batch_size()), " but tensordict 0 has ",
-                                               shape_str(tds[0].batch_size())));
+                                               shape_to_string(tds[i].batch_size()), " but tensordict 0 has ",
+                                               shape_to_string(tds[0].batch_size())));
     }
     const auto items = tds[i].items(true, false);
     absl::flat_hash_set<NestedKey> keys;
@@ -1016,7 +1016,7 @@ void check_joinable(const std::vector<TensorDict>& tds, const char* op, std::opt
       c10::IntArrayRef b = other.is_tensor() ? other.tensor().sizes() : other.tensordict().batch_size();
       if (!compatible(b, a)) {
         throw std::invalid_argument(absl::StrCat("TensorDict.", op, ": key ", key.to_string(), " has shape ",
-                                                 shape_str(a), " in tensordict 0 but ", shape_str(b),
+                                                 shape_to_string(a), " in tensordict 0 but ", shape_to_string(b),
                                                  " in tensordict ", i));
       }
     }

@@ -53,6 +53,9 @@ class KeyError : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
+// "[4, 17]": how the SDK's messages print a shape.
+std::string shape_to_string(c10::IntArrayRef shape);
+
 class Entry;
 struct TensorDictImpl;
 
