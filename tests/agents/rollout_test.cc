@@ -18,7 +18,6 @@ using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
 using test_util::runfile;
-using test_util::temp_path;
 using Result = test_util::CommandResult;
 
 // `env` is prepended to the command line ("NAME=value ").
