@@ -1,9 +1,10 @@
-"""Repository rules that expose Debian's system libraries to Bazel, offline.
+"""Repository rules that expose the system's and the venv's libraries to Bazel, offline.
 
 `pkg_config_library` turns pkg-config modules into cc_library targets (link flags and
-defines as the packages' own .pc files give them). `libtorch_repository` points at a LibTorch
-install (LIBTORCH_HOME, default Debian's /usr) and detects whether it was built with CUDA.
-Nothing here downloads: a missing package fails with the Debian package to install.
+defines as the packages' own .pc files give them). `libtorch_repository` points at the LibTorch
+that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked
+LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
+to tests. Nothing here downloads: a missing package fails with what to install.
 """
 
 def _fail_missing(name, what, package):
@@ -57,16 +58,17 @@ pkg_config_library = repository_rule(
 _LIBTORCH_BUILD = """
 package(default_visibility = ["//visibility:public"])
 
+# The CPU build links only libtorch_cpu and libc10, so CPU binaries never load the CUDA libraries
+# (about 1.5 GB) even though the wheel ships them. --config=cuda adds libtorch_cuda, libc10_cuda,
+# the CUDA runtime and its headers from the same wheel. TDP_WITH_CUDA=1 is not defined here but
+# in `local_defines` of the targets whose sources have CUDA-only code, so that switching
+# configurations recompiles only those files and relinks the binaries.
 cc_library(
     name = "libtorch",
-    hdrs = glob(["api_include/**"]{extra_hdrs}),
-    includes = ["api_include"{extra_includes}],
+    hdrs = glob(["include/**"]),
+    includes = ["include/torch/csrc/api/include", "include"],
     linkopts = {linkopts} + select({{
         "@//:cuda": {cuda_linkopts},
-        "//conditions:default": [],
-    }}),
-    defines = select({{
-        "@//:cuda": ["TDP_WITH_CUDA=1"],
         "//conditions:default": [],
     }}),
     deps = select({{
@@ -80,59 +82,115 @@ cc_library(
 
 _CUDA_PRESENT = """
 cc_library(name = "cuda_available")
+
+# The CUDA runtime's headers (ATen/cuda/*, cuda_runtime_api.h), only for the targets with
+# CUDA-only code: as an include path of every compile they would make --config=cuda recompile all.
+cc_library(
+    name = "cuda_headers",
+    hdrs = glob(["cuda_include/**"]),
+    includes = ["cuda_include"],
+    deps = [":libtorch"],
+)
 """
 
 _CUDA_MISSING = """
 genrule(
     name = "cuda_missing",
     outs = ["cuda_missing.h"],
-    cmd = "echo 'tdpolicy: --config=cuda needs a CUDA-enabled LibTorch, but {libdir} has no libtorch_cuda.so. Set LIBTORCH_HOME to a CUDA LibTorch.' >&2; exit 1",
+    cmd = "echo 'tdpolicy: --config=cuda needs a CUDA-enabled LibTorch and the CUDA runtime headers: {why}' >&2; exit 1",
 )
 
 cc_library(name = "cuda_available", hdrs = [":cuda_missing"])
+
+cc_library(name = "cuda_headers", hdrs = [":cuda_missing"])
 """
 
 def _libtorch_repository_impl(ctx):
-    home = ctx.os.environ.get("LIBTORCH_HOME", "/usr").rstrip("/") or "/"
-    libdir = None
-    for candidate in [home + "/lib", home + "/lib/x86_64-linux-gnu", home + "/lib64"]:
-        if ctx.path(candidate + "/libtorch_cpu.so").exists:
-            libdir = candidate
-            break
-    if not libdir:
+    home = ctx.os.environ.get("LIBTORCH_HOME", "").rstrip("/")
+    if not home:
+        fail("tdpolicy: LIBTORCH_HOME is not set. Run Bazel through ./bazelw, which installs torch " +
+             "2.11 into the project's venv and points LIBTORCH_HOME at it.")
+    libdir = home + "/lib"
+    if not ctx.path(libdir + "/libtorch_cpu.so").exists:
         fail(("tdpolicy: no LibTorch under LIBTORCH_HOME={} (looked for lib/libtorch_cpu.so). " +
-              "Install Debian's 'libtorch-dev' or point LIBTORCH_HOME at an unpacked LibTorch.").format(home))
-    api_include = home + "/include/torch/csrc/api/include"
-    if not ctx.path(api_include + "/torch/types.h").exists:
-        fail("tdpolicy: LibTorch headers not found at {} (install 'libtorch-dev').".format(api_include))
-    has_cuda = ctx.path(libdir + "/libtorch_cuda.so").exists
-    ctx.symlink(api_include, "api_include")
+              "./bazelw installs one (torch==2.11.0 from PyPI); or point LIBTORCH_HOME at an " +
+              "unpacked LibTorch 2.11.").format(home))
+    if not ctx.path(home + "/include/torch/csrc/api/include/torch/types.h").exists:
+        fail("tdpolicy: LibTorch headers not found under {}/include.".format(home))
+    # Only LibTorch's own header trees: the wheel's include/ also carries its bundled fmt,
+    # protobuf (google/), pybind11, ... headers, which would shadow Debian's in every compile.
+    for tree in ["ATen", "c10", "caffe2", "torch"]:
+        ctx.symlink(home + "/include/" + tree, "include/" + tree)
 
-    system_prefix = home == "/usr"
-    extra_hdrs = ""
-    extra_includes = ""
-    linkopts = []
-    if not system_prefix:
-        # Outside /usr the compiler does not search these headers by itself, so Bazel must know them.
-        ctx.symlink(home + "/include", "include")
-        extra_hdrs = ' + glob(["include/ATen/**", "include/c10/**", "include/caffe2/**", "include/torch/**"], exclude = ["include/torch/csrc/api/include/**"])'
-        extra_includes = ', "include"'
-        linkopts += ["-L" + libdir, "-Wl,-rpath," + libdir]
-    linkopts += ["-Wl,--no-as-needed", "-ltorch", "-ltorch_cpu", "-lc10", "-Wl,--as-needed"]
-    cuda_linkopts = ["-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-Wl,--as-needed"]
+    # The CUDA runtime that libtorch_cuda.so was linked with: the wheel's nvidia/cu13 package
+    # (site-packages/nvidia/cu13, next to torch/), else the system toolkit.
+    cuda_why = ""
+    cuda_linkopts = []
+    if not ctx.path(libdir + "/libtorch_cuda.so").exists:
+        cuda_why = "{} has no libtorch_cuda.so. Set LIBTORCH_HOME to a CUDA LibTorch.".format(libdir)
+    else:
+        cuda_home = None
+        for candidate in [home + "/../nvidia/cu13", "/usr/local/cuda"]:
+            if ctx.path(candidate + "/include/cuda_runtime_api.h").exists:
+                cuda_home = str(ctx.path(candidate).realpath)
+                break
+        if not cuda_home:
+            cuda_why = "no cuda_runtime_api.h next to LibTorch (nvidia/cu13) or in /usr/local/cuda."
+        else:
+            ctx.symlink(cuda_home + "/include", "cuda_include")
+            cuda_lib = cuda_home + "/lib"
+            if not ctx.path(cuda_lib + "/libcudart.so.13").exists:
+                cuda_lib = cuda_home + "/lib64"
+            cuda_linkopts = [
+                "-L" + cuda_lib,
+                "-Wl,-rpath," + cuda_lib,
+                "-Wl,--no-as-needed",
+                "-ltorch_cuda",
+                "-lc10_cuda",
+                "-Wl,--as-needed",
+                "-l:libcudart.so.13",
+            ]
 
+    linkopts = [
+        "-L" + libdir,
+        "-Wl,-rpath," + libdir,
+        "-Wl,--no-as-needed",
+        "-ltorch_cpu",
+        "-lc10",
+        "-Wl,--as-needed",
+    ]
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", _LIBTORCH_BUILD.format(
-        extra_hdrs = extra_hdrs,
-        extra_includes = extra_includes,
         linkopts = repr(linkopts),
         cuda_linkopts = repr(cuda_linkopts),
-        cuda_target = _CUDA_PRESENT if has_cuda else _CUDA_MISSING.format(libdir = libdir),
+        cuda_target = _CUDA_MISSING.format(why = cuda_why) if cuda_why else _CUDA_PRESENT,
     ))
-    ctx.file("defs.bzl", "LIBTORCH_HOME = {}\nLIBTORCH_HAS_CUDA = {}\n".format(repr(home), has_cuda))
+    ctx.file("defs.bzl", "LIBTORCH_HOME = {}\nLIBTORCH_HAS_CUDA = {}\n".format(repr(home), not cuda_why))
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
     environ = ["LIBTORCH_HOME"],
+    local = True,
+)
+
+def _python_venv_impl(ctx):
+    venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
+    if not venv or not ctx.path(venv + "/bin/python3").exists:
+        fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
+             "through ./bazelw, which creates it.".format(venv))
+
+    # A wrapper, not a symlink: a venv's python finds its site-packages through its own path.
+    ctx.file("python3", "#!/bin/sh\nexec {} \"$@\"\n".format(repr(venv + "/bin/python3")), executable = True)
+    ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
+    ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
+
+# The interpreter of the project's venv (torch, tensordict, torchrl, numpy; see
+# third_party/python/requirements.txt), for tests and tools that run the Python references.
+exports_files(["python3"])
+""")
+
+python_venv = repository_rule(
+    implementation = _python_venv_impl,
+    environ = ["TDP_VENV"],
     local = True,
 )

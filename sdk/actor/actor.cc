@@ -2,15 +2,38 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <absl/strings/str_cat.h>
 #include <c10/core/InferenceMode.h>
 
+#include <mutex>
 #include <set>
+#include <stdexcept>
 
 #include "sdk/probabilistic/generator_scope.h"
 #include "sdk/spec/keys.h"
 
 namespace tdp::actor {
+namespace {
+
+// The actor's own random stream lives on its device: CUDA sampling kernels only take a CUDA
+// generator. A CUDA device needs the CUDA backend linked in (--config=cuda links libtorch_cuda)
+// and a visible GPU; without them this is a load error, not a failure at the first act().
+at::Generator make_generator(const c10::Device& device, uint64_t seed) {
+  if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
+  if (device.is_cuda() && !at::hasCUDA()) {
+    throw std::invalid_argument(absl::StrCat(
+        "device ", device.str(), " requested, but ",
+        at::detail::getCUDAHooks().isBuilt() ? "no CUDA GPU is visible"
+                                             : "this binary was built without CUDA (build it with --config=cuda)"));
+  }
+  at::Generator generator = at::globalContext().defaultGenerator(device).clone();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(seed);
+  return generator;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::Load(const std::string& spec_path, ActorOptions options) {
   spec::LoadOptions load;
@@ -25,7 +48,7 @@ absl::StatusOr<std::unique_ptr<Actor>> Actor::Load(const std::string& spec_path,
 }
 
 Actor::Actor(spec::Policy policy, ActorOptions options)
-    : policy_(std::move(policy)), options_(options), generator_(at::detail::createCPUGenerator(options.seed())) {
+    : policy_(std::move(policy)), options_(options), generator_(make_generator(options.device(), options.seed())) {
   policy_.module->to(options_.device());
   policy_.module->eval();
   for (const std::string& key : policy_.spec.output_keys()) output_keys_.push_back(*spec::parse_key(key));

@@ -687,7 +687,7 @@ std::vector<at::indexing::TensorIndex> normalize_batch_index(
     }
     if (index.is_integer()) {
       const int64_t size = batch[dim];
-      const int64_t value = index.integer();
+      const int64_t value = index.integer().expect_int();
       if (value < -size || value >= size) {
         throw std::out_of_range(absl::StrCat("TensorDict.", op, ": index ", value,
                                              " is out of range for batch dim ", dim, " of size ", size));
