@@ -5,6 +5,7 @@
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -14,11 +15,16 @@
 namespace tdp::dist::testing {
 namespace {
 
-constexpr char kPath[] = "tests/golden/distributions_golden.txt";
+constexpr char kDefaultPath[] = "tests/golden/distributions_golden.txt";
 
-std::map<std::string, at::Tensor> load() {
-  std::ifstream in(kPath);
-  if (!in) throw std::runtime_error(std::string("cannot open ") + kPath);
+std::string golden_path() {
+  const char* path = std::getenv("TDP_GOLDEN_FILE");
+  return path != nullptr && *path != '\0' ? std::string(path) : std::string(kDefaultPath);
+}
+
+std::map<std::string, at::Tensor> load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open the golden file " + path);
   std::map<std::string, at::Tensor> records;
   std::string line;
   int line_no = 0;
@@ -39,7 +45,7 @@ std::map<std::string, at::Tensor> load() {
     std::string token;
     while (fields >> token) values.push_back(std::strtod(token.c_str(), nullptr));
     if (!fields.eof() || static_cast<int64_t>(values.size()) != numel) {
-      throw std::runtime_error(std::string(kPath) + ":" + std::to_string(line_no) +
+      throw std::runtime_error(path + ":" + std::to_string(line_no) +
                                ": malformed record " + name);
     }
     at::Tensor t = at::tensor(values, at::kDouble).reshape(shape);
@@ -48,9 +54,11 @@ std::map<std::string, at::Tensor> load() {
     } else if (dtype == "int64") {
       t = t.to(at::kLong);
     } else if (dtype != "float64") {
-      throw std::runtime_error(std::string(kPath) + ": unknown dtype " + dtype);
+      throw std::runtime_error(path + ": unknown dtype " + dtype);
     }
-    records[name] = t;
+    if (!records.emplace(name, t).second) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": duplicate record " + name);
+    }
   }
   return records;
 }
@@ -60,7 +68,8 @@ std::map<std::string, at::Tensor> load() {
 const Golden& Golden::get() {
   static const Golden* golden = [] {
     auto* g = new Golden();
-    g->records_ = load();
+    g->path_ = golden_path();
+    g->records_ = load(g->path_);
     return g;
   }();
   return *golden;
@@ -74,7 +83,22 @@ at::Tensor Golden::at(const std::string& case_name, const std::string& tag,
   return it->second;
 }
 
-::testing::AssertionResult TensorsClose(const at::Tensor& actual_in, const at::Tensor& expected) {
+std::map<std::string, at::Tensor> Golden::with_prefix(const std::string& prefix) const {
+  std::map<std::string, at::Tensor> out;
+  for (auto it = records_.lower_bound(prefix);
+       it != records_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    out.emplace(it->first.substr(prefix.size()), it->second);
+  }
+  return out;
+}
+
+::testing::AssertionResult TensorsClose(const at::Tensor& actual, const at::Tensor& expected) {
+  const bool is_float = expected.scalar_type() == at::kFloat;
+  return TensorsClose(actual, expected, is_float ? 2e-6 : 1e-12, is_float ? 1e-6 : 1e-12);
+}
+
+::testing::AssertionResult TensorsClose(const at::Tensor& actual_in, const at::Tensor& expected,
+                                        double rtol, double atol) {
   if (!actual_in.defined()) return ::testing::AssertionFailure() << "actual is undefined";
   if (actual_in.sizes() != expected.sizes()) {
     return ::testing::AssertionFailure() << "shape " << actual_in.sizes() << " vs expected "
@@ -84,9 +108,6 @@ at::Tensor Golden::at(const std::string& case_name, const std::string& tag,
     return ::testing::AssertionFailure() << "dtype " << actual_in.scalar_type()
                                          << " vs expected " << expected.scalar_type();
   }
-  const bool is_float = expected.scalar_type() == at::kFloat;
-  const double rtol = is_float ? 2e-6 : 1e-12;
-  const double atol = is_float ? 1e-6 : 1e-12;
   at::Tensor a = actual_in.detach().to(at::kDouble).reshape(-1);
   at::Tensor e = expected.to(at::kDouble).reshape(-1);
   for (int64_t i = 0; i < e.numel(); ++i) {

@@ -1,5 +1,8 @@
-// Reads tests/golden/distributions_golden.txt (written by make_distribution_golden.py): one
-// tensor per line, "<name> <dtype> <ndim> <dims...> <values...>".
+// Reads the golden file written by tests/golden/make_distribution_golden.py: one tensor per line,
+// "<name> <dtype> <ndim> <dims...> <values...>". The file is tests/golden/distributions_golden.txt
+// (the committed one, a data dependency of the test), or the file named by the environment
+// variable TDP_GOLDEN_FILE when it is set (//tests/golden:distributions_golden_regenerated_test
+// points it at a file freshly written from the installed torch/tensordict/torchrl).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,14 +22,24 @@ class Golden {
   at::Tensor at(const std::string& case_name, const std::string& tag,
                 const std::string& field) const;
   bool contains(const std::string& name) const { return records_.count(name) > 0; }
+  // Every record whose name starts with `prefix`, keyed by the rest of its name, e.g.
+  // with_prefix("composite/f32/log_prob/") -> {"agent.action_log_prob": ..., ...}.
+  std::map<std::string, at::Tensor> with_prefix(const std::string& prefix) const;
+  // The file the records came from.
+  const std::string& path() const { return path_; }
   size_t size() const { return records_.size(); }
 
  private:
   std::map<std::string, at::Tensor> records_;
+  std::string path_;
 };
 
 // gtest assertion: same shape, NaN and inf in the same places, finite entries within
 // atol + rtol * |expected| (rtol/atol chosen from the dtype: float32 rounding or 1e-12).
 ::testing::AssertionResult TensorsClose(const at::Tensor& actual, const at::Tensor& expected);
+// The same with explicit tolerances, for the few places where the C++ deliberately computes
+// more precisely than the reference (each caller says why).
+::testing::AssertionResult TensorsClose(const at::Tensor& actual, const at::Tensor& expected,
+                                        double rtol, double atol);
 
 }  // namespace tdp::dist::testing

@@ -1,5 +1,7 @@
-// Every distribution against PyTorch 1.13 (or the tensordict/TorchRL formulas written with
-// torch ops), at float32 and float64. See tests/golden/make_distribution_golden.py.
+// Every distribution against the class that defines it (torch.distributions, tensordict's
+// tensordict.nn.distributions, TorchRL's TanhNormal), at float32 and float64, as written by
+// tests/golden/make_distribution_golden.py. Where tdp::dist deliberately differs from that class,
+// the test checks the C++ rule and says what the reference does and why.
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <gtest/gtest.h>
@@ -71,15 +73,29 @@ TEST_P(GoldenTest, Categorical) {
 }
 
 TEST_P(GoldenTest, OneHotCategorical) {
-  auto d = OneHotCategorical::from_logits(g("one_hot_categorical", "logits"));
-  EXPECT_EQ(d.event_shape(), std::vector<int64_t>({4}));
-  EXPECT_TRUE(TensorsClose(d.log_prob(g("one_hot_categorical", "value")),
-                           g("one_hot_categorical", "log_prob")));
-  EXPECT_TRUE(TensorsClose(d.entropy(), g("one_hot_categorical", "entropy")));
-  EXPECT_TRUE(TensorsClose(d.mode(), g("one_hot_categorical", "mode")));
-  EXPECT_TRUE(TensorsClose(d.mean(), g("one_hot_categorical", "mean")));
-  EXPECT_TRUE(TensorsClose(d.variance(), g("one_hot_categorical", "variance")));
-  EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g("one_hot_categorical", "mode")));
+  const std::string c = "one_hot_categorical";
+  auto d = OneHotCategorical::from_logits(g(c, "logits"));
+  EXPECT_EQ(d.batch_shape(), std::vector<int64_t>({2}));
+  EXPECT_TRUE(TensorsClose(d.log_prob(g(c, "value")), g(c, "log_prob")));
+  EXPECT_TRUE(TensorsClose(d.entropy(), g(c, "entropy")));
+  EXPECT_TRUE(TensorsClose(d.mode(), g(c, "mode")));
+  EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g(c, "deterministic_sample")));
+  EXPECT_TRUE(TensorsClose(d.probs(), g(c, "probs")));
+  // Deliberate difference: event_shape, mean and variance follow
+  // torch.distributions.OneHotCategorical (event_shape [4]; mean = probs, variance =
+  // probs * (1 - probs), the moments of the one-hot vector), which the "mean" and "variance"
+  // records come from. tensordict's OneHotCategorical subclasses Categorical and inherits its
+  // event_shape [] and its mean and variance: NaN, one per batch element (recorded as
+  // tensordict_mean / tensordict_variance). Those are Categorical's placeholders for a class
+  // index, not moments of the one-hot values the distribution produces and scores; the C++
+  // returns the one-hot moments instead, which are finite and have the sample's shape.
+  EXPECT_TRUE(at::tensor(d.event_shape(), at::kLong).equal(g(c, "event_shape")));
+  EXPECT_TRUE(TensorsClose(d.mean(), g(c, "mean")));
+  EXPECT_TRUE(TensorsClose(d.variance(), g(c, "variance")));
+  EXPECT_EQ(g(c, "tensordict_event_shape").numel(), 0);
+  EXPECT_EQ(g(c, "tensordict_mean").sizes().vec(), std::vector<int64_t>({2}));
+  EXPECT_TRUE(g(c, "tensordict_mean").isnan().all().item<bool>());
+  EXPECT_TRUE(g(c, "tensordict_variance").isnan().all().item<bool>());
 }
 
 TEST_P(GoldenTest, Bernoulli) {
@@ -119,12 +135,13 @@ TEST_P(GoldenTest, Uniform) {
 
 TEST_P(GoldenTest, Delta) {
   Delta d(g("delta", "param"));
-  EXPECT_EQ(d.batch_shape(), std::vector<int64_t>({2}));
-  EXPECT_EQ(d.event_shape(), std::vector<int64_t>({3}));
+  EXPECT_TRUE(at::tensor(d.batch_shape(), at::kLong).equal(g("delta", "batch_shape")));
+  EXPECT_TRUE(at::tensor(d.event_shape(), at::kLong).equal(g("delta", "event_shape")));
   EXPECT_TRUE(TensorsClose(d.log_prob(g("delta", "value")), g("delta", "log_prob")));
-  EXPECT_TRUE(TensorsClose(d.mode(), g("delta", "param")));
-  EXPECT_TRUE(TensorsClose(d.mean(), g("delta", "param")));
-  EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g("delta", "param")));
+  EXPECT_TRUE(TensorsClose(d.mode(), g("delta", "mode")));
+  EXPECT_TRUE(TensorsClose(d.mean(), g("delta", "mean")));
+  EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g("delta", "deterministic_sample")));
+  EXPECT_TRUE(TensorsClose(d.sample({2}), g("delta", "sample")));
 }
 
 TEST_P(GoldenTest, TruncatedNormal) {
@@ -137,6 +154,10 @@ TEST_P(GoldenTest, TruncatedNormal) {
   EXPECT_TRUE(TensorsClose(d.variance(), g(c, "variance")));
   EXPECT_TRUE(TensorsClose(d.cdf(value), g(c, "cdf")));
   EXPECT_TRUE(TensorsClose(d.icdf(g(c, "q")), g(c, "icdf")));
+  EXPECT_TRUE(TensorsClose(d.auc(), g(c, "auc")));
+  // tensordict's deterministic choice for TruncatedNormal is the mean (its
+  // DETERMINISTIC_REGISTER). tensordict defines no mode (NotImplementedError); the C++ mode, loc
+  // clamped into [low, high], is a tdpolicy addition with no reference to compare against.
   EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g(c, "mean")));
 }
 
@@ -150,6 +171,7 @@ TEST_P(GoldenTest, TruncatedStandardNormal) {
   EXPECT_TRUE(TensorsClose(d.variance(), g(c, "variance")));
   EXPECT_TRUE(TensorsClose(d.cdf(value), g(c, "cdf")));
   EXPECT_TRUE(TensorsClose(d.icdf(g("truncated_normal", "q")), g(c, "icdf")));
+  EXPECT_TRUE(TensorsClose(d.auc(), g(c, "auc")));
 }
 
 TEST_P(GoldenTest, TanhNormal) {
@@ -166,6 +188,13 @@ TEST_P(GoldenTest, TanhNormalBoundedWithTanhLoc) {
                TanhNormalOptions().low(g(c, "low")).high(g(c, "high")).upscale(3.0).tanh_loc(true));
   EXPECT_TRUE(TensorsClose(d.log_prob(g(c, "value")), g(c, "log_prob")));
   EXPECT_TRUE(TensorsClose(d.deterministic_sample(), g(c, "deterministic_sample")));
+}
+
+TEST_P(GoldenTest, TanhNormalEventDimsZero) {
+  const std::string c = "tanh_normal_bounded";
+  TanhNormal d(g("tanh_normal", "loc"), g("tanh_normal", "scale"),
+               TanhNormalOptions().low(g(c, "low")).high(g(c, "high")).event_dims(0));
+  EXPECT_TRUE(TensorsClose(d.log_prob(g(c, "value")), g("tanh_normal_event_dims_0", "log_prob")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GoldenTest, ::testing::Values("f32", "f64"),

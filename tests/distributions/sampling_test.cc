@@ -1,8 +1,10 @@
-// Sampling: PyTorch's seeded draws reproduced bit for bit, moments of 100k seeded samples,
-// reproducibility per generator, and gradients through rsample.
+// Sampling: the reference classes' seeded draws (torch, tensordict, TorchRL) reproduced bit
+// for bit, moments of 100k seeded samples, reproducibility per generator, and gradients
+// through rsample.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -48,7 +50,7 @@ void expect_moments(const at::Tensor& samples, const at::Tensor& mean, const at:
       << "sample variance " << v << " vs " << variance;
 }
 
-// ---- PyTorch's own seeded draws ---------------------------------------------------------------
+// ---- the reference classes' own seeded draws (torch, tensordict, TorchRL) ---------------------
 
 class GoldenSamplesTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -83,6 +85,25 @@ TEST_P(GoldenSamplesTest, MatchPyTorchDrawsForTheSameSeed) {
                              .upscale(3.0)
                              .tanh_loc(true));
   EXPECT_TRUE(TensorsClose(tanh_normal.sample({2}, seeded(15)), g("samples_tanh_normal", "value")));
+  TruncatedStandardNormal standard(g(t, "a"), g(t, "b"));
+  EXPECT_TRUE(TensorsClose(standard.rsample({2}, seeded(17)),
+                           g("samples_truncated_standard_normal", "value")));
+  TanhNormal default_bounds(g("tanh_normal", "loc"), g("tanh_normal", "scale"));
+  EXPECT_TRUE(TensorsClose(default_bounds.rsample({2}, seeded(18)),
+                           g("samples_tanh_normal_rsample", "value")));
+}
+
+// OneHotCategorical.rsample is tensordict's straight-through estimator: the draw of
+// torch.distributions.RelaxedOneHotCategorical(temperature=1) (the record), with its values
+// replaced by the one-hot of its argmax. tensordict 0.13's own OneHotCategorical.rsample raises
+// under torch 2.11 (it hands both probs and logits to RelaxedOneHotCategorical), so the golden
+// holds the relaxed draw and the hard step is applied here.
+TEST_P(GoldenSamplesTest, OneHotCategoricalRsampleIsTheHardenedRelaxedDraw) {
+  const at::Tensor relaxed = g("samples_one_hot_categorical_rsample", "relaxed");
+  const at::Tensor hard =
+      (relaxed == std::get<0>(relaxed.max(-1, /*keepdim=*/true))).to(relaxed.scalar_type());
+  auto d = OneHotCategorical::from_logits(g("one_hot_categorical", "logits"));
+  EXPECT_TRUE(TensorsClose(d.rsample({3}, seeded(16)), hard));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GoldenSamplesTest, ::testing::Values("f32", "f64"),
