@@ -86,7 +86,15 @@ DistributionPtr DistributionBuilder::build(const Params& params, const Kwargs& k
     if (!dist) throw std::runtime_error("CompositeDistribution: a distribution factory returned null");
     return dist;
   }
+  if (registered_) return registered_->make(params, kwargs);
   return make_distribution(registry_name_, params, kwargs);
+}
+
+DistributionBuilder DistributionBuilder::resolved() const {
+  if (factory_ || registered_) return *this;
+  DistributionBuilder out = *this;
+  out.registered_ = DistributionRegistry::global().find(registry_name_);
+  return out;
 }
 
 std::string DistributionBuilder::to_string() const {

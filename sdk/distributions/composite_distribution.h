@@ -45,12 +45,21 @@ class DistributionBuilder {
                             DistributionPtr, const F&, const Params&, const Kwargs&>>>
   DistributionBuilder(F factory) : factory_(std::move(factory)) {}  // NOLINT
 
+  // This builder with its registry name resolved in the global registry now (a factory is
+  // returned as it is): build() then takes no lock and does no lookup, and re-registering the
+  // name later does not change it. Modules resolve their builders when they are constructed.
+  // Throws std::invalid_argument for an unknown name.
+  DistributionBuilder resolved() const;
+
   DistributionPtr build(const Params& params, const Kwargs& kwargs) const;
   // The registry name, or "<factory>".
   std::string to_string() const;
+  // The resolved entry's signature (nullptr for a factory or an unresolved name).
+  const DistributionSignature* signature() const { return registered_ ? &registered_->signature() : nullptr; }
 
  private:
   std::string registry_name_;
+  std::optional<RegisteredDistribution> registered_;
   DistributionFactory factory_;
 };
 

@@ -173,24 +173,25 @@ std::string DistributionSignature::params_to_string() const {
   return out;
 }
 
-struct DistributionRegistry::Impl {
-  struct Entry {
-    DistributionSignature signature;
-    DistributionFactory factory;
-  };
-  mutable absl::Mutex mutex;
-  // Entries are immutable once registered (replace swaps the pointer), so make() can hold one
-  // without the lock and without copying the signature: make() runs on every forward.
-  std::map<std::string, std::shared_ptr<const Entry>, std::less<>> entries ABSL_GUARDED_BY(mutex);
+struct RegisteredDistribution::Entry {
+  std::string name;
+  DistributionSignature signature;
+  DistributionFactory factory;
+};
 
-  std::shared_ptr<const Entry> find(const std::string& name) const {
-    absl::ReaderMutexLock lock(&mutex);
-    auto it = entries.find(name);
-    if (it == entries.end()) {
-      throw std::invalid_argument("unknown distribution '" + name + "'; registered: " +
-                                  join(keys_of(entries)));
-    }
-    return it->second;
+const std::string& RegisteredDistribution::name() const { return entry_->name; }
+const DistributionSignature& RegisteredDistribution::signature() const { return entry_->signature; }
+
+struct DistributionRegistry::Impl {
+  mutable absl::Mutex mutex;
+  // Entries are immutable once registered (replace swaps the pointer), so a
+  // RegisteredDistribution shares one without copying it and without the lock.
+  std::map<std::string, RegisteredDistribution, std::less<>> entries ABSL_GUARDED_BY(mutex);
+
+  void put(const std::string& name, DistributionSignature signature, DistributionFactory factory)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+    entries.insert_or_assign(name, RegisteredDistribution(std::make_shared<const RegisteredDistribution::Entry>(
+                                       RegisteredDistribution::Entry{name, std::move(signature), std::move(factory)})));
   }
 };
 
@@ -220,16 +221,14 @@ void DistributionRegistry::register_distribution(const std::string& name,
     throw std::invalid_argument("register_distribution: '" + name +
                                 "' is already registered (use replace to override it)");
   }
-  impl_->entries[name] = std::make_shared<const Impl::Entry>(
-      Impl::Entry{std::move(signature), std::move(factory)});
+  impl_->put(name, std::move(signature), std::move(factory));
 }
 
 void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
                                    DistributionFactory factory) {
   if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
   absl::MutexLock lock(&impl_->mutex);
-  impl_->entries[name] = std::make_shared<const Impl::Entry>(
-      Impl::Entry{std::move(signature), std::move(factory)});
+  impl_->put(name, std::move(signature), std::move(factory));
 }
 
 bool DistributionRegistry::contains(const std::string& name) const {
@@ -243,22 +242,35 @@ std::vector<std::string> DistributionRegistry::names() const {
 }
 
 DistributionSignature DistributionRegistry::signature(const std::string& name) const {
-  return impl_->find(name)->signature;
+  return find(name).signature();
+}
+
+RegisteredDistribution DistributionRegistry::find(const std::string& name) const {
+  absl::ReaderMutexLock lock(&impl_->mutex);
+  auto it = impl_->entries.find(name);
+  if (it == impl_->entries.end()) {
+    throw std::invalid_argument("unknown distribution '" + name + "'; registered: " + join(keys_of(impl_->entries)));
+  }
+  return it->second;
 }
 
 DistributionPtr DistributionRegistry::make(const std::string& name, const Params& params,
                                            const Kwargs& kwargs) const {
-  const std::shared_ptr<const Impl::Entry> entry = impl_->find(name);
+  return find(name).make(params, kwargs);
+}
+
+DistributionPtr RegisteredDistribution::make(const Params& params, const Kwargs& kwargs) const {
+  const std::string& name = entry_->name;
   // Params is ordered by name and has no duplicates, so equal sizes plus membership is set
   // equality, checked without building sets.
-  const auto& param_sets = entry->signature.param_sets;
+  const auto& param_sets = entry_->signature.param_sets;
   const bool matched = std::any_of(param_sets.begin(), param_sets.end(), [&](const auto& set) {
     return set.size() == params.size() &&
            std::all_of(set.begin(), set.end(), [&](const std::string& key) { return params.count(key) > 0; });
   });
   if (!matched) {
     throw std::invalid_argument(name + ": expected parameters " +
-                                entry->signature.params_to_string() + ", got " + join(keys_of(params)));
+                                entry_->signature.params_to_string() + ", got " + join(keys_of(params)));
   }
   for (const auto& [key, value] : params) {
     if (!value.defined()) {
@@ -266,7 +278,7 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
     }
   }
   for (const auto& [key, value] : kwargs) {
-    const auto& allowed = entry->signature.kwargs;
+    const auto& allowed = entry_->signature.kwargs;
     if (key != "validate_args" && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::vector<std::string> accepted = allowed;
       accepted.push_back("validate_args");
@@ -274,7 +286,7 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
                                   join(accepted));
     }
   }
-  DistributionPtr dist = entry->factory(params, kwargs);
+  DistributionPtr dist = entry_->factory(params, kwargs);
   if (!dist) throw std::runtime_error(name + ": the registered factory returned null");
   return dist;
 }

@@ -11,7 +11,8 @@
 //
 // Every name accepts the kwarg `validate_args` (bool). An unknown name, a missing or extra
 // parameter, or an unknown kwarg throws std::invalid_argument naming the distribution and
-// what it expects. The registry is safe to use and extend from several threads.
+// what it expects. The registry is safe to use and extend from several threads. Code that makes
+// the same distribution on every call resolves it once with find() (a RegisteredDistribution).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -45,6 +46,25 @@ struct DistributionSignature {
   std::string params_to_string() const;
 };
 
+// One registry entry, resolved once. make() checks the params and kwargs against the signature
+// and calls the factory with no lock and no name lookup, so modules resolve their distribution
+// when they are built and call make() on every forward. It keeps the entry it was resolved to:
+// registering or replacing the name afterwards does not change it.
+class RegisteredDistribution {
+ public:
+  const std::string& name() const;
+  const DistributionSignature& signature() const;
+  // Throws std::invalid_argument naming the distribution for a missing or extra parameter, an
+  // undefined tensor or an unknown kwarg.
+  DistributionPtr make(const Params& params, const Kwargs& kwargs = {}) const;
+
+ private:
+  friend class DistributionRegistry;
+  struct Entry;
+  explicit RegisteredDistribution(std::shared_ptr<const Entry> entry) : entry_(std::move(entry)) {}
+  std::shared_ptr<const Entry> entry_;
+};
+
 class DistributionRegistry {
  public:
   // An empty registry.
@@ -61,8 +81,11 @@ class DistributionRegistry {
   bool contains(const std::string& name) const;
   std::vector<std::string> names() const;
   DistributionSignature signature(const std::string& name) const;
+  // The entry registered under `name` now. Throws std::invalid_argument listing the registered
+  // names when there is none.
+  RegisteredDistribution find(const std::string& name) const;
 
-  // Checks params and kwargs against the signature, then calls the factory.
+  // find(name).make(params, kwargs).
   DistributionPtr make(const std::string& name, const Params& params,
                        const Kwargs& kwargs = {}) const;
 

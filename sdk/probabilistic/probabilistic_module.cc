@@ -134,7 +134,7 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
         keys_to_string(options_.in_keys()) + ".");
   }
   sample_keys_ = out_keys;
-  split_distribution_kwargs();
+  bind_distribution();
 
   const bool aggregate = composite_lp_aggregate();
   aggregate_at_init_ = aggregate;
@@ -229,24 +229,31 @@ std::vector<NestedKey> ProbabilisticTensorDictModuleImpl::log_prob_keys() const 
 
 // ---- distribution --------------------------------------------------------------------------
 
-void ProbabilisticTensorDictModuleImpl::split_distribution_kwargs() {
+void ProbabilisticTensorDictModuleImpl::bind_distribution() {
+  // Resolved once, as Python binds its distribution class once: forward() builds the
+  // distribution with no registry lock or lookup, and re-registering a name later does not
+  // change this module.
+  if (options_.is_composite()) {
+    auto map = *options_.composite_map();
+    for (auto& [key, builder] : map) builder = builder.resolved();
+    options_.composite(std::move(map), options_.composite_options());
+  } else {
+    options_.distribution(options_.distribution().resolved());
+  }
   // Python passes distribution_kwargs next to the tensors, so a constant parameter (Normal's
   // scale=1) can be a kwarg. Registry signatures separate the two: a kwarg that names a
   // parameter and is not also accepted as a kwarg (TanhNormal's low/high are both) becomes a
-  // constant tensor at each call. Decided once, as Python binds the distribution class once.
+  // constant tensor at each call.
   build_kwargs_ = options_.distribution_kwargs();
   kwargs_as_params_.clear();
-  if (options_.is_composite() || build_kwargs_.empty()) return;
-  const std::string name = options_.distribution().to_string();
-  auto& registry = dist::DistributionRegistry::global();
-  if (!registry.contains(name)) return;
-  const dist::DistributionSignature signature = registry.signature(name);
+  const dist::DistributionSignature* signature = options_.distribution().signature();
+  if (options_.is_composite() || build_kwargs_.empty() || signature == nullptr) return;
   for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
     auto named = [&](const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), it->first) != names.end();
     };
-    const bool is_param = std::any_of(signature.param_sets.begin(), signature.param_sets.end(), named);
-    if (is_param && !named(signature.kwargs)) {
+    const bool is_param = std::any_of(signature->param_sets.begin(), signature->param_sets.end(), named);
+    if (is_param && !named(signature->kwargs)) {
       kwargs_as_params_.emplace_back(it->first, it->second);
       it = build_kwargs_.erase(it);
     } else {

@@ -15,6 +15,9 @@
 //   }
 //
 // Semantics (as the reference):
+// - The distribution (a registry name or a factory) is resolved when the module is built: an
+//   unknown name is a construction error, forward() takes no registry lock, and re-registering
+//   the name afterwards does not change an existing module.
 // - in_keys: the leaf of each key names the distribution parameter; with a {parameter, key}
 //   map the names are given explicitly. A registry distribution also takes a missing parameter
 //   from distribution_kwargs (Normal's "scale": 1.0 becomes a tensor of ones like the others).
@@ -188,7 +191,9 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   std::vector<std::string> repr_fields() const override;
 
  private:
-  void split_distribution_kwargs();
+  // Resolves the distribution (or the composite's parts) in the registry and splits
+  // distribution_kwargs into kwargs and constant parameters, once, at construction.
+  void bind_distribution();
   // The generator for this call and, for generator_key, the seed stream to advance after it.
   std::optional<at::Generator> resolve_generator(const TensorDict& tensordict) const;
   void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
@@ -206,7 +211,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
 
   ProbabilisticTensorDictModuleOptions options_;
   std::vector<NestedKey> sample_keys_;
-  // distribution_kwargs split once (split_distribution_kwargs): passed as kwargs, or turned
+  // distribution_kwargs split once (bind_distribution): passed as kwargs, or turned
   // into constant parameter tensors shaped like the first parameter.
   dist::Kwargs build_kwargs_;
   std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;

@@ -2,6 +2,7 @@
 // a Gaussian actor and a hybrid (categorical + normal) actor under every interaction type and
 // both aggregation modes, generators, num_samples, errors and thread-local interaction types.
 #include <ATen/CPUGeneratorImpl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "sdk/distributions/normal.h"
+#include "sdk/distributions/registry.h"
 #include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/distributions/tanh_normal.h"
 #include "sdk/nn/mappings.h"
@@ -556,6 +558,40 @@ TEST(ProbabilisticModuleThreads, ThreadLocalInteractionTypesOnASharedModule) {
   EXPECT_EQ(random_equal.load(), 0);
   EXPECT_EQ(deterministic_differs.load(), 0);
   EXPECT_FALSE(interaction_type().has_value());
+}
+
+TEST(DistributionBinding, AnUnknownDistributionNameIsAConstructionError) {
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
+                ProbabilisticTensorDictModule(
+                    ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"x"}).distribution("nromal"));
+              }),
+              ::testing::HasSubstr("unknown distribution 'nromal'"));
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
+                ProbabilisticTensorDictModule(ProbabilisticTensorDictModuleOptions({"params"}, {}).composite(
+                    {{"a", "normal"}, {"b", "gaussian"}}));
+              }),
+              ::testing::HasSubstr("unknown distribution 'gaussian'"));
+}
+
+TEST(DistributionBinding, ReRegisteringANameAfterConstructionDoesNotChangeTheModule) {
+  auto& registry = dist::DistributionRegistry::global();
+  const dist::DistributionSignature signature = registry.signature("normal");
+  auto normal_module = [] {
+    return ProbabilisticTensorDictModule(
+        ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"x"}).distribution("binding_test_normal"));
+  };
+  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::Kwargs&) {
+    return std::make_shared<dist::Normal>(p.at("loc"), p.at("scale"));
+  });
+  ProbabilisticTensorDictModule built_before = normal_module();
+  // The name now builds a Normal centred 100 away; only modules built afterwards see it.
+  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::Kwargs&) {
+    return std::make_shared<dist::Normal>(p.at("loc") + 100, p.at("scale"));
+  });
+  ProbabilisticTensorDictModule built_after = normal_module();
+  TensorDict td({{"loc", torch::zeros({2, 3})}, {"scale", torch::ones({2, 3})}}, {2});
+  EXPECT_TRUE(built_before(td.clone()).get("x").equal(torch::zeros({2, 3})));
+  EXPECT_TRUE(built_after(td.clone()).get("x").equal(torch::full({2, 3}, 100.0)));
 }
 
 }  // namespace
