@@ -206,21 +206,6 @@ std::string tick_label(double value, const Axis& axis) {
 // ---------------------------------------------------------------------------------------------
 // PNG: signature, IHDR, one IDAT holding the zlib stream of the scanlines, IEND.
 
-uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc = 0) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
 void put_u32_be(std::string& out, uint32_t v) {
   out.push_back(char(v >> 24)), out.push_back(char(v >> 16)), out.push_back(char(v >> 8)), out.push_back(char(v));
 }
@@ -230,7 +215,8 @@ void put_chunk(std::string& out, const char type[4], const std::string& data) {
   std::string body(type, 4);
   body += data;
   out += body;
-  put_u32_be(out, crc32(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
+  // PNG's chunk checksum is zlib's CRC-32 over the type and the data.
+  put_u32_be(out, static_cast<uint32_t>(::crc32(0L, reinterpret_cast<const Bytef*>(body.data()), body.size())));
 }
 
 absl::StatusOr<std::string> encode_png(const Canvas& canvas) {
