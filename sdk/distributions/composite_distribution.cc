@@ -42,21 +42,6 @@ at::Tensor part_entropy(const Distribution& dist, int64_t samples_mc,
   }
 }
 
-// Writes `value` at `key` into `out`, first creating the parents that `like` has as nested
-// TensorDicts with their own batch sizes (so a new TensorDict mirrors the sample's nesting).
-void set_like(TensorDict& out, const TensorDict& like, const NestedKey& key,
-              const at::Tensor& value) {
-  const auto& path = key.path();
-  for (size_t n = 1; n < path.size(); ++n) {
-    NestedKey parent(std::vector<std::string>(path.begin(), path.begin() + n));
-    if (!out.contains(parent) && like.contains(parent) && like.is_tensordict(parent)) {
-      std::vector<int64_t> batch = like.get_tensordict(parent).batch_size().vec();
-      out.set(parent, TensorDict(batch, like.device()));
-    }
-  }
-  out.set(key, value);
-}
-
 const NestedKey* find_key(const std::vector<std::pair<NestedKey, NestedKey>>& pairs,
                           const NestedKey& key) {
   for (const auto& [from, to] : pairs) {
@@ -247,7 +232,7 @@ TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
   }
   // tensordict writes into the sample when aggregating, and into a fresh TensorDict otherwise.
   TensorDict out = aggregate ? sample : TensorDict(sample.batch_size().vec(), sample.device());
-  for (const auto& [key, value] : entries) set_like(out, sample, key, value);
+  for (const auto& [key, value] : entries) set_mirroring(out, sample, key, value);
   return out;
 }
 

@@ -62,8 +62,25 @@ void TensorDictModuleBase::set_apparent_out_keys(std::vector<NestedKey> keys) {
 TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
                                          const std::optional<TensorDict>& tensordict_out) {
   if (skip_existing_enabled() && should_skip(tensordict)) return tensordict;
-  if (selected_) return forward_with_selection(tensordict, tensordict_out);
+  if (selected_) {
+    return forward_with_selection(tensordict, tensordict_out,
+                                  [this](TensorDict td, const std::optional<TensorDict>& out) {
+                                    return forward_impl(std::move(td), out);
+                                  });
+  }
   return forward_impl(tensordict, tensordict_out);
+}
+
+bool TensorDictModuleBase::forward_handles(const TensorDict& tensordict) const {
+  return selected_ || (skip_existing_enabled() && should_skip(tensordict));
+}
+
+TensorDict TensorDictModuleBase::forward_with(const TensorDict& tensordict,
+                                              const std::optional<TensorDict>& tensordict_out,
+                                              ForwardBody body) {
+  if (skip_existing_enabled() && should_skip(tensordict)) return tensordict;
+  if (selected_) return forward_with_selection(tensordict, tensordict_out, body);
+  return body(tensordict, tensordict_out);
 }
 
 bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
@@ -75,13 +92,13 @@ bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
 }
 
 TensorDict TensorDictModuleBase::forward_with_selection(
-    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) {
+    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out, ForwardBody body) {
   // A dropped key that the caller passed in is the caller's data: it stays (updated).
   std::vector<bool> existed(dropped_out_keys_.size());
   for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
     existed[i] = tensordict.contains(dropped_out_keys_[i]);
   }
-  TensorDict result = forward_impl(tensordict, tensordict_out);
+  TensorDict result = body(tensordict, tensordict_out);
   const bool same = result.is_same(tensordict);
   for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
     if (same && existed[i]) continue;

@@ -15,6 +15,7 @@
 // select_out_keys(), and calls the subclass's forward_impl().
 #pragma once
 
+#include <c10/util/FunctionRef.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -90,6 +91,15 @@ class TensorDictModuleBase : public torch::nn::Module {
   virtual TensorDict forward_impl(TensorDict tensordict,
                                   const std::optional<TensorDict>& tensordict_out) = 0;
 
+  // forward()'s handling (skip-existing, select_out_keys()) around `body` in place of
+  // forward_impl(): for a subclass entry point that takes more arguments than forward().
+  // forward_with() is needed only when forward_handles() is true; otherwise call the body
+  // directly (one frame less on the hot path).
+  using ForwardBody = c10::function_ref<TensorDict(TensorDict, const std::optional<TensorDict>&)>;
+  TensorDict forward_with(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
+                          ForwardBody body);
+  bool forward_handles(const TensorDict& tensordict) const;
+
   void set_in_keys(std::vector<NestedKey> keys);
   // Sets out_keys_source() and out_keys(), dropping any selection.
   void set_out_keys(std::vector<NestedKey> keys);
@@ -106,7 +116,7 @@ class TensorDictModuleBase : public torch::nn::Module {
 
  private:
   TensorDict forward_with_selection(const TensorDict& tensordict,
-                                    const std::optional<TensorDict>& tensordict_out);
+                                    const std::optional<TensorDict>& tensordict_out, ForwardBody body);
   bool should_skip(const TensorDict& tensordict) const;
 
   std::string type_name_;

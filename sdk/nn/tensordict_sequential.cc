@@ -279,6 +279,13 @@ TensorDictSequentialImpl& TensorDictSequentialImpl::reset_out_keys() {
 
 TensorDict TensorDictSequentialImpl::forward_impl(
     TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+  return run_modules(std::move(tensordict), tensordict_out,
+                     [this](size_t index, TensorDict td) { return run_module(index, std::move(td)); });
+}
+
+TensorDict TensorDictSequentialImpl::run_modules(TensorDict tensordict,
+                                                 const std::optional<TensorDict>& tensordict_out,
+                                                 ModuleRunner run) {
   // With a selection or an explicit output, the modules run on a shallow copy so that the
   // input only receives what is asked for.
   TensorDict exec = (tensordict_out.has_value() || select_before_return_)
@@ -309,7 +316,7 @@ TensorDict TensorDictSequentialImpl::forward_impl(
       }
     }
     try {
-      exec = run_module(i, exec);
+      exec = run(i, exec);
     } catch (const std::exception&) {
       detail::rethrow_with_context(describe() + ": failed while executing module '" + names_[i] +
                                    "'");

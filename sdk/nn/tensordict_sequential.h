@@ -114,6 +114,11 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // call its modules differently, e.g. under a scope, without re-implementing the sequence's
   // output and selection handling.
   virtual TensorDict run_module(size_t index, TensorDict tensordict);
+  // forward_impl() with `run` in place of run_module(): for a subclass that passes per-call
+  // arguments to its modules.
+  using ModuleRunner = c10::function_ref<TensorDict(size_t, TensorDict)>;
+  TensorDict run_modules(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
+                         ModuleRunner run);
   // Called after append()/insert() changed modules(), for subclasses that derive state from them.
   virtual void modules_changed() {}
 

@@ -1,5 +1,4 @@
 #include "sdk/probabilistic/probabilistic_module.h"
-#include "sdk/probabilistic/generator_scope.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/full.h>
@@ -16,19 +15,6 @@
 
 namespace tdp::nn {
 namespace {
-
-// Set by forward_requires_sample() for the forward_impl() it leads to. Thread-local so
-// that a module shared by several threads keeps each call's choice to itself.
-thread_local bool tls_skip_sample = false;
-
-class SkipSampleScope {
- public:
-  explicit SkipSampleScope(bool skip) : previous_(tls_skip_sample) { tls_skip_sample = skip; }
-  ~SkipSampleScope() { tls_skip_sample = previous_; }
-
- private:
-  bool previous_;
-};
 
 const char* py_bool(bool value) { return value ? "True" : "False"; }
 
@@ -175,6 +161,13 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
   } else {
     log_prob_key_ = given_key;
   }
+  if (!aggregate && log_prob_keys_.has_value()) {
+    for (size_t i = 0; i < sample_keys_.size() && i < log_prob_keys_->size(); ++i) {
+      if ((*log_prob_keys_)[i] != dist::add_suffix(sample_keys_[i], "_log_prob")) {
+        part_log_prob_keys_.emplace_back(sample_keys_[i], (*log_prob_keys_)[i]);
+      }
+    }
+  }
   if (options_.cache_dist()) {
     logger()->warn(
         "ProbabilisticTensorDictModule: cache_dist has no effect: no distribution here can be "
@@ -303,6 +296,7 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
 std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sample(
     const AnyDistribution& dist, std::optional<InteractionType> type,
     const std::optional<at::Generator>& generator) const {
+  // Public API: an unset type reads the scope here; the forward path passes its request's.
   if (!type.has_value()) type = interaction_type();
   if (!type.has_value()) type = options_.default_interaction_type();
   const dist::GeneratorOpt gen =
@@ -358,10 +352,10 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
 // ---- generator -----------------------------------------------------------------------------
 
 std::optional<at::Generator> ProbabilisticTensorDictModuleImpl::resolve_generator(
-    const TensorDict& tensordict) const {
+    const TensorDict& tensordict, const std::optional<at::Generator>& scoped) const {
   if (options_.generator().has_value()) return options_.generator();
   const auto& key = options_.generator_key();
-  if (!key.has_value() || !tensordict.contains(*key)) return scoped_generator();
+  if (!key.has_value() || !tensordict.contains(*key)) return scoped;
   at::Tensor seed = tensordict.get(*key);
   if (seed.numel() != 1) {
     throw std::invalid_argument("Generator key " + key->to_string() +
@@ -388,16 +382,10 @@ void ProbabilisticTensorDictModuleImpl::write_back_seed(TensorDict& tensordict,
 
 // ---- log-prob ------------------------------------------------------------------------------
 
-void ProbabilisticTensorDictModuleImpl::rename_log_probs(TensorDict& lp) const {
-  const std::vector<NestedKey> keys = log_prob_keys();
-  for (size_t i = 0; i < sample_keys_.size() && i < keys.size(); ++i) {
-    NestedKey expected = dist::add_suffix(sample_keys_[i], "_log_prob");
-    if (keys[i] != expected && lp.contains(expected)) lp.rename_key(expected, keys[i]);
-  }
-}
-
-std::pair<TensorDict, at::Tensor> ProbabilisticTensorDictModuleImpl::composite_log_probs(
-    const dist::CompositeDistribution& dist, const TensorDict& samples, int64_t batch_ndim) const {
+LogProb ProbabilisticTensorDictModuleImpl::score(const AnyDistribution& dist,
+                                                 const std::variant<at::Tensor, TensorDict>& sample,
+                                                 TensorDict* parts_out) const {
+  if (!dist.is_composite()) return dist.distribution()->log_prob(std::get<at::Tensor>(sample));
   const bool aggregate = composite_lp_aggregate();
   if (aggregate != aggregate_at_init_) {
     throw std::runtime_error(
@@ -406,46 +394,42 @@ std::pair<TensorDict, at::Tensor> ProbabilisticTensorDictModuleImpl::composite_l
         std::string(py_bool(aggregate_at_init_)) + " -> " + py_bool(aggregate) +
         "). Make sure the mode matches.");
   }
-  TensorDict parts;
-  {
-    CompositeLpAggregateGuard per_part(false, /*thread_local_only=*/true);
-    parts = dist.log_prob_composite(samples, /*include_sum=*/false);
+  const TensorDict& samples = std::get<TensorDict>(sample);
+  TensorDict fresh;
+  if (parts_out == nullptr && !aggregate) {
+    fresh = TensorDict(samples.batch_size().vec(), samples.device());
+    parts_out = &fresh;
   }
   at::Tensor total;
-  if (aggregate) {
-    for (const auto& [key, part] : dist.dists()) {
-      at::Tensor lp = sum_features(parts.get(dist::add_suffix(key, "_log_prob")), batch_ndim);
-      total = total.defined() ? total + lp : lp;
+  for (const auto& [name, part] : dist.composite()->dists()) {
+    at::Tensor lp = part->log_prob(samples.get(name));
+    if (aggregate) {
+      at::Tensor summed = sum_features(lp, samples.ndim());
+      total = total.defined() ? total + summed : summed;
     }
-  } else {
-    rename_log_probs(parts);
+    if (parts_out == nullptr) continue;
+    NestedKey key = dist::add_suffix(name, "_log_prob");
+    if (!aggregate) {
+      for (const auto& [sample_key, lp_key] : part_log_prob_keys_) {
+        if (sample_key == name) {
+          key = lp_key;
+          break;
+        }
+      }
+    }
+    set_mirroring(*parts_out, samples, key, lp);
   }
-  return {parts, total};
-}
-
-void ProbabilisticTensorDictModuleImpl::add_composite_log_prob(
-    const dist::CompositeDistribution& dist, TensorDict& sample) const {
-  auto [parts, total] = composite_log_probs(dist, sample, sample.ndim());
-  sample.update(parts);
-  if (total.defined()) sample.set(*log_prob_key_, total);
-}
-
-LogProb ProbabilisticTensorDictModuleImpl::log_prob_of(const AnyDistribution& dist,
-                                                      const TensorDict& tensordict,
-                                                      bool write_back) const {
-  if (!dist.is_composite()) {
-    return dist.distribution()->log_prob(tensordict.get(sample_keys_[0]));
-  }
-  auto [parts, total] = composite_log_probs(*dist.composite(), tensordict.select(sample_keys_), tensordict.ndim());
-  if (!total.defined()) return parts;
-  if (write_back) const_cast<TensorDict&>(tensordict).update(parts);
-  return total;
+  if (total.defined()) return total;
+  return parts_out != nullptr ? *parts_out : TensorDict(samples.batch_size().vec(), samples.device());
 }
 
 LogProb ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& tensordict,
                                                    const std::optional<AnyDistribution>& dist) const {
-  return log_prob_of(dist.has_value() ? *dist : get_dist(tensordict), tensordict,
-                     /*write_back=*/true);
+  const AnyDistribution d = dist.has_value() ? *dist : get_dist(tensordict);
+  if (!d.is_composite()) return score(d, tensordict.get(sample_keys_[0]), nullptr);
+  // As the reference: when aggregating, the per-part entries are also written into the input.
+  TensorDict& input = const_cast<TensorDict&>(tensordict);
+  return score(d, tensordict.select(sample_keys_), composite_lp_aggregate() ? &input : nullptr);
 }
 
 // ---- forward -------------------------------------------------------------------------------
@@ -453,20 +437,32 @@ LogProb ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& tensordict
 TensorDict ProbabilisticTensorDictModuleImpl::forward_requires_sample(
     const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
     bool requires_sample) {
-  SkipSampleScope scope(!requires_sample);
-  return TensorDictModuleBase::forward(tensordict, tensordict_out);
+  return forward_with_request(tensordict, SampleRequest::from_scopes(requires_sample), tensordict_out);
+}
+
+TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
+    const TensorDict& tensordict, const SampleRequest& request,
+    const std::optional<TensorDict>& tensordict_out) {
+  if (!forward_handles(tensordict)) return run(tensordict, tensordict_out, request);
+  return forward_with(tensordict, tensordict_out,
+                      [&](TensorDict td, const std::optional<TensorDict>& out) {
+                        return run(std::move(td), out, request);
+                      });
 }
 
 TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
     TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
-  const bool requires_sample = !tls_skip_sample;
-  // Nested modules called from here decide for themselves.
-  SkipSampleScope reset(false);
+  return run(std::move(tensordict), tensordict_out, SampleRequest::from_scopes());
+}
+
+TensorDict ProbabilisticTensorDictModuleImpl::run(TensorDict tensordict,
+                                                  const std::optional<TensorDict>& tensordict_out,
+                                                  const SampleRequest& request) const {
   TensorDict out = tensordict_out.value_or(tensordict);
   AnyDistribution dist = get_dist(tensordict);
-  if (requires_sample) {
-    std::optional<at::Generator> generator = resolve_generator(tensordict);
-    auto value = dist_sample(dist, interaction_type(), generator);
+  if (request.requires_sample) {
+    std::optional<at::Generator> generator = resolve_generator(tensordict, request.generator);
+    auto value = dist_sample(dist, request.type.value_or(options_.default_interaction_type()), generator);
     const auto& seed_key = options_.generator_key();
     if (generator.has_value() && !options_.generator().has_value() && seed_key.has_value() &&
         tensordict.contains(*seed_key)) {
@@ -476,21 +472,23 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
       out = out.expand(concat(options_.num_samples(), out.batch_size()));
     }
     if (auto* sample = std::get_if<TensorDict>(&value)) {
-      if (options_.return_log_prob()) add_composite_log_prob(*dist.composite(), *sample);
+      if (options_.return_log_prob()) {
+        LogProb lp = score(dist, value, sample);
+        if (auto* total = std::get_if<at::Tensor>(&lp)) sample->set(*log_prob_key_, *total);
+      }
       out.update(*sample);
     } else {
       const at::Tensor& x = std::get<at::Tensor>(value);
       out.set(sample_keys_[0], x);
-      if (options_.return_log_prob()) {
-        out.set(log_prob_key(), dist.distribution()->log_prob(x));
-      }
+      if (options_.return_log_prob()) out.set(log_prob_key(), std::get<at::Tensor>(score(dist, x, nullptr)));
     }
   } else if (options_.return_log_prob()) {
-    LogProb lp = log_prob_of(dist, tensordict, /*write_back=*/false);
-    if (auto* t = std::get_if<at::Tensor>(&lp)) {
-      out.set(log_prob_key(), *t);
+    if (!dist.is_composite()) {
+      out.set(log_prob_key(), std::get<at::Tensor>(score(dist, tensordict.get(sample_keys_[0]), nullptr)));
     } else {
-      out.update(std::get<TensorDict>(lp));
+      // Not aggregating: the per-part entries go straight into `out`; aggregating: only the sum.
+      LogProb lp = score(dist, tensordict.select(sample_keys_), composite_lp_aggregate() ? nullptr : &out);
+      if (auto* total = std::get_if<at::Tensor>(&lp)) out.set(log_prob_key(), *total);
     }
   }
   return out;

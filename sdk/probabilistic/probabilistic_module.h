@@ -28,9 +28,10 @@
 //   one `<out_key>_log_prob` per out_key (or log_prob_keys); with it true, one summed
 //   "sample_log_prob" (or log_prob_key). Changing the setting afterwards makes the log-prob
 //   accessors throw, as in the reference.
-// - When the input already holds the samples (forward_requires_sample(td, out, false), as
-//   ProbabilisticTensorDictSequential does when an earlier module wrote them), no value is
-//   drawn but the log-prob is still written when return_log_prob.
+// - When the input already holds the samples (forward_requires_sample(td, out, false), or a
+//   SampleRequest with requires_sample false, as ProbabilisticTensorDictSequential passes when
+//   an earlier module wrote them), no value is drawn but the log-prob is still written when
+//   return_log_prob.
 // - num_samples adds leading sample dims: the output TensorDict is expanded to
 //   num_samples + batch_size and a RANDOM draw has that shape.
 // - Randomness: generator(g) or seed(s) draw from one module-owned generator (shared by every
@@ -60,6 +61,7 @@
 #include "sdk/probabilistic/any_distribution.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/probabilistic/probabilistic_module_interface.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
@@ -67,9 +69,6 @@ namespace tdp::nn {
 
 // {distribution parameter name, TensorDict key} pairs, in order.
 using DistKeyMap = std::vector<std::pair<std::string, NestedKey>>;
-// A log-probability: one tensor, or a TensorDict of per-part log-probs (composite
-// distributions with composite_lp_aggregate() false).
-using LogProb = std::variant<at::Tensor, TensorDict>;
 
 struct ProbabilisticTensorDictModuleOptions {
   ProbabilisticTensorDictModuleOptions(std::vector<NestedKey> in_keys,
@@ -145,7 +144,8 @@ struct ProbabilisticTensorDictModuleOptions {
   dist::CompositeDistributionOptions composite_options_;
 };
 
-class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
+class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
+                                          public ProbabilisticModuleInterface {
  public:
   explicit ProbabilisticTensorDictModuleImpl(ProbabilisticTensorDictModuleOptions options);
 
@@ -155,10 +155,13 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   TensorDict forward_requires_sample(const TensorDict& tensordict,
                                      const std::optional<TensorDict>& tensordict_out,
                                      bool requires_sample);
+  // forward() with the choices of `request` (see probabilistic_module_interface.h).
+  TensorDict forward_with_request(const TensorDict& tensordict, const SampleRequest& request,
+                                  const std::optional<TensorDict>& tensordict_out = std::nullopt) override;
 
   // The distribution built from `tensordict`'s in_keys. Throws tdp::KeyError naming the
   // module when a parameter is missing.
-  AnyDistribution get_dist(const TensorDict& tensordict) const;
+  AnyDistribution get_dist(const TensorDict& tensordict) const override;
   AnyDistribution build_dist_from_params(const TensorDict& tensordict) const {
     return get_dist(tensordict);
   }
@@ -166,7 +169,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   // a tensor, or for a composite with composite_lp_aggregate() false a TensorDict keyed by
   // log_prob_keys().
   LogProb log_prob(const TensorDict& tensordict,
-                   const std::optional<AnyDistribution>& dist = std::nullopt) const;
+                   const std::optional<AnyDistribution>& dist = std::nullopt) const override;
 
   // The value `dist` gives under `type` (nullopt: interaction_type(), else the default),
   // drawn with `generator` when random. A tensor, or a TensorDict for a composite.
@@ -178,12 +181,16 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   // differs from its value at construction, or (log_prob_key, aggregation off) when there is
   // not exactly one log-prob key.
   NestedKey log_prob_key() const;
-  std::vector<NestedKey> log_prob_keys() const;
-  const std::vector<NestedKey>& dist_params_keys() const { return in_keys(); }
-  const std::vector<NestedKey>& dist_sample_keys() const { return sample_keys_; }
-  const std::vector<int64_t>& num_samples() const { return options_.num_samples(); }
-  InteractionType default_interaction_type() const { return options_.default_interaction_type(); }
+  std::vector<NestedKey> log_prob_keys() const override;
+  std::vector<NestedKey> dist_params_keys() const override { return in_keys(); }
+  std::vector<NestedKey> dist_sample_keys() const override { return sample_keys_; }
+  std::vector<int64_t> num_samples() const override { return options_.num_samples(); }
+  // Always set for a module.
+  std::optional<InteractionType> default_interaction_type() const override {
+    return options_.default_interaction_type();
+  }
   const ProbabilisticTensorDictModuleOptions& options() const { return options_; }
+  ProbabilisticTensorDictModuleImpl* as_module() override { return this; }
 
  protected:
   TensorDict forward_impl(TensorDict tensordict,
@@ -194,20 +201,22 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   // Resolves the distribution (or the composite's parts) in the registry and splits
   // distribution_kwargs into kwargs and constant parameters, once, at construction.
   void bind_distribution();
-  // The generator for this call and, for generator_key, the seed stream to advance after it.
-  std::optional<at::Generator> resolve_generator(const TensorDict& tensordict) const;
+  // forward() and forward_with_request() after the base class's handling.
+  TensorDict run(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
+                 const SampleRequest& request) const;
+  // The generator for this call (own, else generator_key, else the request's) and, for
+  // generator_key, the seed stream to advance after it.
+  std::optional<at::Generator> resolve_generator(const TensorDict& tensordict,
+                                                 const std::optional<at::Generator>& scoped) const;
   void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
   void check_aggregate(const char* what) const;
-  // Writes the log-prob of `sample` (a composite's TensorDict sample) into `sample`.
-  // Per-part log-probs of `samples` (under log_prob_keys() unless aggregating) and, when
-  // composite_lp_aggregate() is true, their sum over the feature dims (else undefined).
-  std::pair<TensorDict, at::Tensor> composite_log_probs(const dist::CompositeDistribution& dist,
-                                                        const TensorDict& samples, int64_t batch_ndim) const;
-  void add_composite_log_prob(const dist::CompositeDistribution& dist, TensorDict& sample) const;
-  // Renames `<key>_log_prob` entries of `lp` to the configured log_prob_keys.
-  void rename_log_probs(TensorDict& lp) const;
-  LogProb log_prob_of(const AnyDistribution& dist, const TensorDict& tensordict,
-                      bool write_back) const;
+  // The one log-prob path. A single distribution: the log-prob of the tensor `sample`. A
+  // composite: each part's log-prob of its entry of the TensorDict `sample`, written into
+  // `parts_out` (a new TensorDict when null and not aggregating) at `<part>_log_prob` when
+  // composite_lp_aggregate() is on, else at the part's log_prob_keys() entry; returns their
+  // sum over the feature dims when aggregating, else the per-part TensorDict.
+  LogProb score(const AnyDistribution& dist, const std::variant<at::Tensor, TensorDict>& sample,
+                TensorDict* parts_out) const;
 
   ProbabilisticTensorDictModuleOptions options_;
   std::vector<NestedKey> sample_keys_;
@@ -217,6 +226,9 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase {
   std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;
   std::optional<NestedKey> log_prob_key_;
   std::optional<std::vector<NestedKey>> log_prob_keys_;
+  // Where a composite part's log-prob goes when not aggregating: {sample key, log-prob key}
+  // for the sample keys whose log_prob_keys() entry is not `<sample key>_log_prob`.
+  std::vector<std::pair<NestedKey, NestedKey>> part_log_prob_keys_;
   bool aggregate_at_init_;
 };
 

@@ -8,9 +8,13 @@
 namespace tdp::nn {
 namespace {
 
+// The one cast from a module to the probabilistic interface; for configuration only.
+ProbabilisticModuleInterface* as_probabilistic(torch::nn::Module* module) {
+  return dynamic_cast<ProbabilisticModuleInterface*>(module);
+}
+
 bool is_probabilistic(const std::shared_ptr<TensorDictModuleBase>& module) {
-  return std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(module) != nullptr ||
-         std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(module) != nullptr;
+  return as_probabilistic(module.get()) != nullptr;
 }
 
 std::vector<TensorDictModuleRef> refs_of(
@@ -34,6 +38,19 @@ std::vector<TensorDictModuleRef> checked(std::vector<TensorDictModuleRef> module
         "return_composite is set to ``True``).");
   }
   return modules;
+}
+
+// The probabilistic children's `keys_of`, last module first, joined: the one walk behind
+// log_prob_keys(), dist_params_keys(), dist_sample_keys() and num_samples().
+template <typename T, typename KeysOf>
+std::vector<T> join(const std::vector<ProbabilisticModuleInterface*>& children, KeysOf keys_of) {
+  std::vector<T> joined;
+  for (auto it = children.rbegin(); it != children.rend(); ++it) {
+    if (*it == nullptr) continue;
+    std::vector<T> part = keys_of(**it);
+    joined.insert(joined.end(), part.begin(), part.end());
+  }
+  return joined;
 }
 
 std::vector<int64_t> concat(const std::vector<int64_t>& a, c10::IntArrayRef b) {
@@ -64,36 +81,51 @@ void ProbabilisticTensorDictSequentialImpl::modules_changed() { configure(); }
 
 void ProbabilisticTensorDictSequentialImpl::configure() {
   const auto& mods = this->modules();
-  // Resolved once: forward() asks these of every module on every call.
+  // Resolved once: forward() calls the children through these, with no cast.
+  prob_children_.clear();
   prob_modules_.clear();
-  prob_sequentials_.clear();
+  needs_scopes_.clear();
+  last_prob_module_ = nullptr;
   det_part_ = nullptr;
   for (const auto& m : mods) {
-    prob_modules_.push_back(std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(m).get());
-    prob_sequentials_.push_back(std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(m).get());
+    ProbabilisticModuleInterface* child = nullptr;
+    bool holds_probabilistic = false;
+    // The module, then its descendants depth first: one cast each.
+    for (const auto& sub : m->torch::nn::Module::modules(/*include_self=*/true)) {
+      ProbabilisticModuleInterface* p = as_probabilistic(sub.get());
+      if (p == nullptr) continue;
+      if (sub.get() == m.get()) {
+        child = p;
+      } else {
+        holds_probabilistic = true;
+      }
+      if (ProbabilisticTensorDictModuleImpl* module = p->as_module()) {
+        last_prob_module_ = std::shared_ptr<ProbabilisticTensorDictModuleImpl>(sub, module);
+      }
+    }
+    prob_children_.push_back(child);
+    prob_modules_.push_back(child != nullptr ? child->as_module() : nullptr);
+    needs_scopes_.push_back(child == nullptr && holds_probabilistic);
   }
   const int64_t num_prob = std::count_if(prob_modules_.begin(), prob_modules_.end(),
                                          [](const auto* m) { return m != nullptr; });
-  const bool any_prob = std::any_of(mods.begin(), mods.end(), is_probabilistic);
+  const bool any_prob = std::any_of(prob_children_.begin(), prob_children_.end(),
+                                    [](const auto* p) { return p != nullptr; });
   if (!any_prob) {
     // A plain sequence: forward() just runs the modules.
     return_composite_ = true;
     requires_sample_ = false;
     return;
   }
-  return_composite_ = prob_options_.return_composite().value_or(!is_probabilistic(mods.back()) ||
-                                                                num_prob > 1);
+  return_composite_ =
+      prob_options_.return_composite().value_or(prob_children_.back() == nullptr || num_prob > 1);
   // When earlier modules already write the last module's samples, it only scores them.
   std::vector<NestedKey> earlier_out;
   for (size_t i = 0; i + 1 < mods.size(); ++i) {
     for (const NestedKey& key : mods[i]->out_keys()) earlier_out.push_back(key);
   }
   std::vector<NestedKey> last_samples;
-  if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(mods.back())) {
-    last_samples = m->dist_sample_keys();
-  } else if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(mods.back())) {
-    last_samples = s->dist_sample_keys();
-  }
+  if (prob_children_.back() != nullptr) last_samples = prob_children_.back()->dist_sample_keys();
   requires_sample_ =
       last_samples.empty() ||
       std::any_of(last_samples.begin(), last_samples.end(), [&](const NestedKey& key) {
@@ -104,35 +136,70 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
 }
 
 std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
-  for (size_t i = prob_modules_.size(); i-- > 0;) {
-    if (prob_modules_[i] != nullptr) return prob_modules_[i]->default_interaction_type();
-    if (prob_sequentials_[i] != nullptr) {
-      if (auto type = prob_sequentials_[i]->default_interaction_type()) return type;
-    }
+  for (size_t i = prob_children_.size(); i-- > 0;) {
+    if (prob_children_[i] == nullptr) continue;
+    if (auto type = prob_children_[i]->default_interaction_type()) return type;
   }
   return interaction_type();
 }
 
-TensorDict ProbabilisticTensorDictSequentialImpl::run_module(size_t index, TensorDict tensordict) {
-  const auto& mods = modules();
-  if (det_part_ == nullptr) return TensorDictSequentialImpl::run_module(index, tensordict);
-  if (ProbabilisticTensorDictModuleImpl* m = prob_modules_[index]) {
-    if (return_composite_ || index + 1 == mods.size()) {
-      return m->forward_requires_sample(tensordict, std::nullopt, requires_sample_);
+struct ProbabilisticTensorDictSequentialImpl::ChildRunner {
+  ProbabilisticTensorDictSequentialImpl& seq;
+  const SampleRequest& request;
+  // Without return_composite the modules before the last run under the interaction type the
+  // last one will use, so that probabilistic modules among them agree with it
+  // (get_dist_params()). Resolved at most once per call.
+  std::optional<std::optional<InteractionType>> det_type = std::nullopt;
+
+  std::optional<InteractionType> det_part_type() {
+    if (!det_type.has_value()) {
+      std::optional<InteractionType> type = request.type;
+      for (size_t i = seq.prob_children_.size(); !type.has_value() && i-- > 0;) {
+        if (seq.prob_children_[i] != nullptr) type = seq.prob_children_[i]->default_interaction_type();
+      }
+      det_type = type;
     }
+    return *det_type;
   }
-  if (!return_composite_ && index + 1 < mods.size()) {
-    // The deterministic part runs under the interaction type the last module will use, so
-    // that probabilistic modules inside it agree with it (get_dist_params()).
-    std::optional<InteractionType> type = interaction_type();
-    if (!type.has_value()) type = default_interaction_type();
-    InteractionTypeGuard guard(type, /*thread_local_only=*/true);
-    return TensorDictSequentialImpl::run_module(index, tensordict);
+
+  TensorDict operator()(size_t index, TensorDict td) {
+    const bool last = index + 1 == seq.prob_children_.size();
+    SampleRequest child = request;
+    if (!seq.return_composite_ && !last) child.type = det_part_type();
+    // A module draws as this sequence says; a sequence decides for itself.
+    child.requires_sample =
+        seq.prob_modules_[index] != nullptr && (seq.return_composite_ || last) ? seq.requires_sample_ : true;
+    if (ProbabilisticModuleInterface* p = seq.prob_children_[index]) return p->forward_with_request(td, child);
+    const auto& module = seq.modules()[index];
+    if (!seq.needs_scopes_[index]) return module->forward(td);
+    // Probabilistic modules inside a plain module can only read the scopes.
+    InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
+    std::optional<GeneratorGuard> generator_scope;
+    if (child.generator.has_value()) generator_scope.emplace(*child.generator);
+    return module->forward(td);
   }
-  return TensorDictSequentialImpl::run_module(index, tensordict);
+};
+
+TensorDict ProbabilisticTensorDictSequentialImpl::forward_impl(
+    TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+  if (det_part_ == nullptr) return TensorDictSequentialImpl::forward_impl(std::move(tensordict), tensordict_out);
+  // The outermost call: the scopes are read here, once, and passed down.
+  const SampleRequest request = SampleRequest::from_scopes();
+  return run_modules(std::move(tensordict), tensordict_out, ChildRunner{*this, request});
 }
 
-TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& tensordict) {
+TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
+    const TensorDict& tensordict, const SampleRequest& request,
+    const std::optional<TensorDict>& tensordict_out) {
+  auto body = [&](TensorDict td, const std::optional<TensorDict>& out) {
+    if (det_part_ == nullptr) return TensorDictSequentialImpl::forward_impl(std::move(td), out);
+    return run_modules(std::move(td), out, ChildRunner{*this, request});
+  };
+  if (!forward_handles(tensordict)) return body(tensordict, tensordict_out);
+  return forward_with(tensordict, tensordict_out, body);
+}
+
+TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& tensordict) const {
   if (det_part_ == nullptr) {
     throw std::runtime_error("No distribution module found in " + describe() + ".");
   }
@@ -147,16 +214,10 @@ TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDi
 
 std::shared_ptr<ProbabilisticTensorDictModuleImpl>
 ProbabilisticTensorDictSequentialImpl::last_prob_module() const {
-  std::shared_ptr<ProbabilisticTensorDictModuleImpl> last;
-  // Depth first, in order: the last one found is the last one to run.
-  for (const auto& child : const_cast<ProbabilisticTensorDictSequentialImpl*>(this)->torch::nn::Module::modules(
-           /*include_self=*/false)) {
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(child)) last = m;
-  }
-  if (last == nullptr) {
+  if (last_prob_module_ == nullptr) {
     throw std::runtime_error("Could not find any ProbabilisticTensorDictModule in the sequence.");
   }
-  return last;
+  return last_prob_module_;
 }
 
 AnyDistribution ProbabilisticTensorDictSequentialImpl::build_dist_from_params(
@@ -164,30 +225,29 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::build_dist_from_params(
   return last_prob_module()->get_dist(tensordict);
 }
 
-AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict& tensordict) {
+AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict& tensordict) const {
   if (!return_composite_) {
     TensorDict params = get_dist_params(tensordict);
-    const auto& last = modules().back();
-    if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(last)) {
-      return s->get_dist(params);
+    if (prob_modules_.back() == nullptr && prob_children_.back() != nullptr) {
+      return prob_children_.back()->get_dist(params);
     }
     return build_dist_from_params(params);
   }
+  const SampleRequest request = SampleRequest::from_scopes();
   TensorDict td = tensordict.clone(/*deep=*/false);
   std::vector<std::pair<NestedKey, dist::DistributionPtr>> parts;
   const auto& mods = modules();
   for (size_t i = 0; i < mods.size(); ++i) {
-    auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(mods[i]);
-    auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(mods[i]);
-    if (m == nullptr && s == nullptr) {
+    ProbabilisticModuleInterface* p = prob_children_[i];
+    if (p == nullptr) {
       td = mods[i]->forward(td);
       continue;
     }
-    AnyDistribution d = m ? m->get_dist(td) : s->get_dist(td);
+    AnyDistribution d = p->get_dist(td);
     if (i + 1 < mods.size()) {
       // Later modules are conditioned on this one's value, drawn as forward() would.
-      if (m) {
-        TensorDict drawn = m->forward_requires_sample(td.clone(/*deep=*/false), std::nullopt, true);
+      if (ProbabilisticTensorDictModuleImpl* m = prob_modules_[i]) {
+        TensorDict drawn = m->forward_with_request(td.clone(/*deep=*/false), request);
         for (const NestedKey& key : m->dist_sample_keys()) td.set(key, drawn.get_entry(key));
         // A generator_key's seed advances as it does in forward().
         const auto& seed_key = m->options().generator_key();
@@ -196,7 +256,7 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict
         }
         if (!m->num_samples().empty()) td = td.expand(concat(m->num_samples(), td.batch_size()));
       } else {
-        td = s->forward(td);
+        td = p->forward_with_request(td, request);
       }
     }
     if (d.is_composite()) {
@@ -214,32 +274,16 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict
 }
 
 LogProb ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& tensordict,
-                                                        const std::optional<AnyDistribution>& dist) {
+                                                        const std::optional<AnyDistribution>& dist) const {
   AnyDistribution d = dist.has_value() ? *dist : get_dist(tensordict);
   if (return_composite_ && d.is_composite()) return d.composite()->log_prob(tensordict);
-  const auto& last = modules().back();
-  if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(last)) {
-    return m->log_prob(tensordict, d);
-  }
-  if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(last)) {
-    return s->log_prob(tensordict, d);
-  }
+  if (ProbabilisticModuleInterface* last = prob_children_.back()) return last->log_prob(tensordict, d);
   throw std::runtime_error(describe() + ": the last module is not probabilistic; use return_composite.");
 }
 
 std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::log_prob_keys() const {
-  std::vector<NestedKey> keys;
-  const auto& mods = modules();
-  for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-    std::vector<NestedKey> part;
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(*it)) {
-      part = m->log_prob_keys();
-    } else if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(*it)) {
-      part = s->log_prob_keys();
-    }
-    keys.insert(keys.end(), part.begin(), part.end());
-  }
-  return keys;
+  return join<NestedKey>(prob_children_,
+                        [](const ProbabilisticModuleInterface& p) { return p.log_prob_keys(); });
 }
 
 NestedKey ProbabilisticTensorDictSequentialImpl::log_prob_key() const {
@@ -256,47 +300,19 @@ NestedKey ProbabilisticTensorDictSequentialImpl::log_prob_key() const {
 }
 
 std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::dist_params_keys() const {
-  std::vector<NestedKey> keys;
-  const auto& mods = modules();
-  for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-    std::vector<NestedKey> part;
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(*it)) {
-      part = m->dist_params_keys();
-    } else if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(*it)) {
-      part = s->dist_params_keys();
-    }
-    keys.insert(keys.end(), part.begin(), part.end());
-  }
-  return keys;
+  return join<NestedKey>(prob_children_,
+                        [](const ProbabilisticModuleInterface& p) { return p.dist_params_keys(); });
 }
 
 std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::dist_sample_keys() const {
-  std::vector<NestedKey> keys;
-  const auto& mods = modules();
-  for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-    std::vector<NestedKey> part;
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(*it)) {
-      part = m->dist_sample_keys();
-    } else if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(*it)) {
-      part = s->dist_sample_keys();
-    }
-    keys.insert(keys.end(), part.begin(), part.end());
-  }
-  return keys;
+  return join<NestedKey>(prob_children_,
+                        [](const ProbabilisticModuleInterface& p) { return p.dist_sample_keys(); });
 }
 
+// The later modules' sample dims outermost: the same joining.
 std::vector<int64_t> ProbabilisticTensorDictSequentialImpl::num_samples() const {
-  std::vector<int64_t> shape;
-  for (const auto& module : modules()) {
-    std::vector<int64_t> local;
-    if (auto m = std::dynamic_pointer_cast<ProbabilisticTensorDictModuleImpl>(module)) {
-      local = m->num_samples();
-    } else if (auto s = std::dynamic_pointer_cast<ProbabilisticTensorDictSequentialImpl>(module)) {
-      local = s->num_samples();
-    }
-    shape.insert(shape.begin(), local.begin(), local.end());
-  }
-  return shape;
+  return join<int64_t>(prob_children_,
+                        [](const ProbabilisticModuleInterface& p) { return p.num_samples(); });
 }
 
 std::shared_ptr<TensorDictSequentialImpl> ProbabilisticTensorDictSequentialImpl::slice(

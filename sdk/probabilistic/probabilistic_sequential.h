@@ -58,7 +58,8 @@ struct ProbabilisticTensorDictSequentialOptions {
   TensorDictSequentialOptions sequential_options() const;
 };
 
-class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
+class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
+                                              public ProbabilisticModuleInterface {
  public:
   // Throws std::invalid_argument for an empty list, or for return_composite(false) when the
   // last module is not probabilistic.
@@ -70,47 +71,62 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl {
   // module is probabilistic.
   const std::shared_ptr<TensorDictSequentialImpl>& det_part() const { return det_part_; }
 
+  // forward() with the choices of `request` (see probabilistic_module_interface.h); the
+  // sequence decides for its own children whether a value must be drawn.
+  TensorDict forward_with_request(const TensorDict& tensordict, const SampleRequest& request,
+                                  const std::optional<TensorDict>& tensordict_out = std::nullopt) override;
+
   // Runs det_part() on `tensordict` (in place) under interaction_type(), else the last
   // probabilistic default, and returns it: the last module's distribution parameters.
-  TensorDict get_dist_params(const TensorDict& tensordict);
+  TensorDict get_dist_params(const TensorDict& tensordict) const;
   // The last probabilistic module's distribution, or the composite over all of them.
-  AnyDistribution get_dist(const TensorDict& tensordict);
+  AnyDistribution get_dist(const TensorDict& tensordict) const override;
   // The last ProbabilisticTensorDictModule's distribution built from `tensordict` as it is.
   AnyDistribution build_dist_from_params(const TensorDict& tensordict) const;
   LogProb log_prob(const TensorDict& tensordict,
-                   const std::optional<AnyDistribution>& dist = std::nullopt);
+                   const std::optional<AnyDistribution>& dist = std::nullopt) const override;
 
   // The sub-modules' keys, last module first (as the reference).
-  std::vector<NestedKey> log_prob_keys() const;
+  std::vector<NestedKey> log_prob_keys() const override;
   NestedKey log_prob_key() const;
-  std::vector<NestedKey> dist_params_keys() const;
-  std::vector<NestedKey> dist_sample_keys() const;
+  std::vector<NestedKey> dist_params_keys() const override;
+  std::vector<NestedKey> dist_sample_keys() const override;
   // The sample dims all probabilistic modules add, the later modules' outermost.
-  std::vector<int64_t> num_samples() const;
+  std::vector<int64_t> num_samples() const override;
   // The last probabilistic module's default; interaction_type() when there is none.
-  std::optional<InteractionType> default_interaction_type() const;
+  std::optional<InteractionType> default_interaction_type() const override;
 
   std::shared_ptr<TensorDictSequentialImpl> slice(int64_t start, int64_t stop) const override;
 
   const ProbabilisticTensorDictSequentialOptions& prob_options() const { return prob_options_; }
 
  protected:
-  TensorDict run_module(size_t index, TensorDict tensordict) override;
+  TensorDict forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) override;
   std::vector<std::string> repr_fields() const override;
   void modules_changed() override;
 
  private:
-  // Derives return_composite, the sampling rule, det_part() and the per-module casts from modules().
+  // Derives return_composite, the sampling rule, det_part() and each module's interface
+  // (one cast per module) from modules().
   void configure();
+  // Runs module `index` of a call made with `request` (for run_modules()).
+  struct ChildRunner;
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;
   bool requires_sample_ = false;
   std::shared_ptr<TensorDictSequentialImpl> det_part_;
-  // Per module (null where it is not of that type); owned through modules().
+  // Per module: its probabilistic interface (null for other modules); owned through modules().
+  std::vector<ProbabilisticModuleInterface*> prob_children_;
+  // Per module: a ProbabilisticTensorDictModule (not a sequence), which draws when the sequence
+  // says so; other children decide for themselves.
   std::vector<ProbabilisticTensorDictModuleImpl*> prob_modules_;
-  std::vector<ProbabilisticTensorDictSequentialImpl*> prob_sequentials_;
+  // Per module: not probabilistic itself, but holds probabilistic modules that can only read
+  // the scopes (the request is re-established around it as guards).
+  std::vector<bool> needs_scopes_;
+  // The last ProbabilisticTensorDictModule, depth first (found at configuration).
+  std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module_;
 };
 
 class ProbabilisticTensorDictSequential

@@ -1122,4 +1122,15 @@ std::string TensorDict::to_string() const {
 
 std::ostream& operator<<(std::ostream& out, const TensorDict& td) { return out << td.to_string(); }
 
+void set_mirroring(TensorDict& out, const TensorDict& like, const NestedKey& key, const at::Tensor& value) {
+  const auto& path = key.path();
+  for (size_t n = 1; n < path.size(); ++n) {
+    NestedKey parent(std::vector<std::string>(path.begin(), path.begin() + n));
+    if (!out.contains(parent) && like.contains(parent) && like.is_tensordict(parent)) {
+      out.set(parent, TensorDict(like.get_tensordict(parent).batch_size().vec(), like.device()));
+    }
+  }
+  out.set(key, value);
+}
+
 }  // namespace tdp

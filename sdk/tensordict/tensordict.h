@@ -207,6 +207,11 @@ class TensorDict {
 
 std::ostream& operator<<(std::ostream& out, const TensorDict& td);
 
+// Sets `value` at `key` in `out`, first creating the parents that `like` holds as nested
+// TensorDicts, with their batch sizes and device, so that a TensorDict of per-entry results
+// (log-probs of a composite sample) mirrors the nesting of the sample it was computed from.
+void set_mirroring(TensorDict& out, const TensorDict& like, const NestedKey& key, const at::Tensor& value);
+
 // One value of a TensorDict: a tensor or a nested TensorDict.
 class Entry {
  public:
