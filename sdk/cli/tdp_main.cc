@@ -1,10 +1,10 @@
 // tdp: the command line for policy specs. Checks a spec (and its self tests), describes it,
 // runs it on JSON inputs, or times it.
 //
-//   tdp validate policies/actor.pbtxt
-//   tdp describe policies/actor.pbtxt
-//   echo '{"observation": [[0.1, 0.2, 0.3, 0.4]]}' | tdp run policies/actor.pbtxt --input=- --interaction=mode
-//   tdp bench policies/actor.pbtxt --batch=256 --iterations=1000
+//   tdp validate policies/cartpole_categorical.pbtxt
+//   tdp describe policies/cartpole_categorical.pbtxt
+//   echo '{"observation": [[0.1, 0.2, 0.3, 0.4]]}' | tdp run policies/cartpole_categorical.pbtxt --input=- --interaction=mode
+//   tdp bench policies/cartpole_categorical.pbtxt --batch=256 --iterations=1000
 //
 // `run` writes only JSON on stdout; every diagnostic goes to stderr. Exit status: 0 success,
 // 1 the spec, the input or the policy failed, 2 the command line is wrong.

@@ -3,7 +3,7 @@
 // module tree built in C++ to a spec plus parameters. Errors are absl::Status values naming the
 // file, the field path (module.sequential.modules[2].probabilistic.in_keys[0]) and a hint.
 //
-//   absl::StatusOr<tdp::spec::Policy> policy = tdp::spec::load_policy("policies/cartpole.pbtxt");
+//   absl::StatusOr<tdp::spec::Policy> policy = tdp::spec::load_policy("policies/cartpole_categorical.pbtxt");
 //   if (!policy.ok()) { std::cerr << policy.status() << "\n"; return 1; }
 //   tdp::TensorDict td({{"observation", at::randn({8, 4})}}, {8});
 //   policy->module->forward(td);                       // writes the spec's output_keys
