@@ -52,6 +52,19 @@ class Validator {
     if (spec.has_parameters() && !spec.parameters_file().empty()) {
       return failed("parameters_file", "parameters are both embedded and in a file", "keep one of the two");
     }
+    // Self-test entries are keys of the policy's TensorDicts (inputs, outputs, samples,
+    // log-probs): each must parse before the self test reads it.
+    for (int t = 0; t < spec.self_tests_size(); ++t) {
+      const auto& test = spec.self_tests(t);
+      const std::string path = absl::StrCat("self_tests[", t, "]");
+      for (const auto& [field, entries] :
+           {std::pair{".inputs", &test.inputs()}, std::pair{".expected_outputs", &test.expected_outputs()},
+            std::pair{".actions", &test.actions()}, std::pair{".expected_log_probs", &test.expected_log_probs()}}) {
+        for (int i = 0; i < entries->size(); ++i) {
+          if (!key_at(entries->Get(i).name(), absl::StrCat(path, field, "[", i, "].name"))) return error_;
+        }
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -322,6 +335,27 @@ class Validator {
 
   bool probabilistic(const tdpolicy::ProbabilisticModule& spec, const std::string& path,
                      const std::set<NestedKey>& overwrites) {
+    // Key fields the loader parses whether or not they are used (return_log_prob may be off).
+    std::vector<std::pair<std::string, std::string>> named_keys;  // field path -> key
+    for (int i = 0; i < spec.log_prob_keys_size(); ++i) {
+      named_keys.emplace_back(absl::StrCat(path, ".log_prob_keys[", i, "]"), spec.log_prob_keys(i));
+    }
+    if (!spec.log_prob_key().empty()) named_keys.emplace_back(path + ".log_prob_key", spec.log_prob_key());
+    if (!spec.composite().log_prob_key().empty()) {
+      named_keys.emplace_back(path + ".composite.log_prob_key", spec.composite().log_prob_key());
+    }
+    if (!spec.composite().entropy_key().empty()) {
+      named_keys.emplace_back(path + ".composite.entropy_key", spec.composite().entropy_key());
+    }
+    for (int i = 0; i < spec.composite().parts_size(); ++i) {
+      if (!spec.composite().parts(i).sample_key().empty()) {
+        named_keys.emplace_back(absl::StrCat(path, ".composite.parts[", i, "].sample_key"),
+                                spec.composite().parts(i).sample_key());
+      }
+    }
+    for (const auto& [field, key] : named_keys) {
+      if (!key_at(key, field)) return false;
+    }
     std::vector<Shape> params;
     if (spec.in_keys_size() > 0 && spec.in_keys_map_size() > 0) {
       fail(path + ".in_keys_map", "both in_keys and in_keys_map are set", "use one of the two");
@@ -436,6 +470,13 @@ class Validator {
       auto key = key_at(spec.overwrite_keys(i), absl::StrCat(path, ".overwrite_keys[", i, "]"));
       if (!key) return false;
       overwrites.insert(*key);
+    }
+    const auto& selected = spec.has_sequential() ? spec.sequential().selected_out_keys()
+                                                 : spec.probabilistic_sequential().selected_out_keys();
+    const std::string selected_path =
+        path + (spec.has_sequential() ? ".sequential" : ".probabilistic_sequential") + ".selected_out_keys";
+    for (int i = 0; i < selected.size(); ++i) {
+      if (!key_at(selected[i], absl::StrCat(selected_path, "[", i, "]"))) return false;
     }
     bool ok = false;
     switch (spec.kind_case()) {

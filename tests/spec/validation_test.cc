@@ -261,5 +261,38 @@ TEST(Validation, InvalidKeysAndEmptySequences) {
   EXPECT_EQ(error_of(spec), "t.pbtxt: module: the spec has no module (hint: add `module { sequential { ... } }`)");
 }
 
+// Key fields that the loader parses but that name nothing to read or write (a selection, log-prob
+// keys with return_log_prob off, a composite's key names, self-test entries) are checked too:
+// they used to reach the loader unparsed and abort the process.
+TEST(Validation, EveryKeyFieldMustParseEvenWhenUnused) {
+  const std::string bad = "key \"a//b\" is empty or has an empty level (levels are separated by \"/\")";
+  auto spec = valid();
+  spec.mutable_module()->mutable_sequential()->add_selected_out_keys("a//b");
+  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.selected_out_keys[0]: " + bad);
+
+  spec = valid();
+  module_at(spec, 1).mutable_probabilistic()->set_log_prob_key("a//b");
+  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[1].probabilistic.log_prob_key: " + bad);
+
+  spec = valid();
+  module_at(spec, 1).mutable_probabilistic()->add_log_prob_keys("a//b");
+  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[1].probabilistic.log_prob_keys[0]: " + bad);
+
+  for (const char* field : {"log_prob_key", "entropy_key"}) {
+    spec = valid();
+    auto* composite = module_at(spec, 1).mutable_probabilistic()->mutable_composite();
+    if (std::string(field) == "log_prob_key") composite->set_log_prob_key("a//b");
+    else composite->set_entropy_key("a//b");
+    EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[1].probabilistic.composite." + std::string(field) +
+                                  ": " + bad);
+  }
+
+  spec = valid();
+  auto* entry = spec.add_self_tests()->add_inputs();
+  entry->set_name("");
+  EXPECT_EQ(error_of(spec), "t.pbtxt: self_tests[0].inputs[0].name: key \"\" is empty or has an empty level "
+                            "(levels are separated by \"/\")");
+}
+
 }  // namespace
 }  // namespace tdp::spec
