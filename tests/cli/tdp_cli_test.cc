@@ -96,6 +96,16 @@ TEST(TdpCli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(no_batch.exit_code, 2);
   EXPECT_THAT(no_batch.err, StartsWith("tdp: bench needs --batch=B with B > 0\n"));
 
+  Result huge_bench = tdp({"bench", kActor, "--batch=1", "--iterations=1000000000000"});
+  EXPECT_EQ(huge_bench.exit_code, 2);
+  EXPECT_THAT(huge_bench.err,
+              StartsWith("tdp: --iterations: 1000000000000 is more than the limit of 10,000,000 calls (run several "
+                         "benches)\n"));
+
+  Result many_threads = tdp({"bench", kActor, "--batch=1", "--threads=100000"});
+  EXPECT_EQ(many_threads.exit_code, 2);
+  EXPECT_THAT(many_threads.err, StartsWith("tdp: --threads: 100000 is more than "));
+
   Result help = tdp({"help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, StartsWith("usage: tdp <command> SPEC [flags]\n"));
