@@ -293,6 +293,18 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
   return AnyDistribution(options_.distribution().build(params, kwargs));
 }
 
+void ProbabilisticTensorDictModuleImpl::check_mean_is_an_action(const dist::Distribution& dist,
+                                                                 const at::Tensor& mean) const {
+  // A discrete distribution whose mean is undefined (Categorical's is NaN, as in
+  // torch.distributions) has no mean action. Without return_log_prob the NaN is written, as
+  // tensordict does; scoring it would fail later with an out-of-range index that names nothing.
+  if (options_.return_log_prob() && dist.support().is_discrete() && mean.is_floating_point() &&
+      mean.isnan().any().item<bool>()) {
+    throw std::invalid_argument(describe() + ": interaction type MEAN: " + dist.name() +
+                                " has no mean (its actions are discrete); use MODE or DETERMINISTIC");
+  }
+}
+
 std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sample(
     const AnyDistribution& dist, std::optional<InteractionType> type,
     const std::optional<at::Generator>& generator) const {
@@ -314,7 +326,9 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
         throw dist::NotImplementedError("method CompositeDistribution.median is not implemented");
       case InteractionType::kMean:
         try {
-          return c.mean();
+          TensorDict mean = c.mean();
+          for (const auto& [key, part] : c.dists()) check_mean_is_an_action(*part, mean.get(key));
+          return mean;
         } catch (const dist::NotImplementedError&) {
           TensorDict draws = dist.has_rsample() ? c.rsample({n}, gen) : c.sample({n}, gen);
           return draws.apply([](const at::Tensor& t) { return t.to(at::kDouble).mean(0).to(t.scalar_type()); },
@@ -339,7 +353,9 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
       }
     case InteractionType::kMean:
       try {
-        return d.mean();
+        at::Tensor mean = d.mean();
+        check_mean_is_an_action(d, mean);
+        return mean;
       } catch (const dist::NotImplementedError&) {
         return (d.has_rsample() ? d.rsample({n}, gen) : d.sample({n}, gen)).mean(0);
       }

@@ -198,6 +198,10 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   std::vector<std::string> repr_fields() const override;
 
  private:
+  // Throws std::invalid_argument naming the module when this module scores its values
+  // (return_log_prob) and `mean` is no action of `dist` (a discrete distribution with an
+  // undefined, NaN mean: Categorical).
+  void check_mean_is_an_action(const dist::Distribution& dist, const at::Tensor& mean) const;
   // Resolves the distribution (or the composite's parts) in the registry and splits
   // distribution_kwargs into kwargs and constant parameters, once, at construction.
   void bind_distribution();

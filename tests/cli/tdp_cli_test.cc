@@ -275,6 +275,27 @@ TEST(TdpCli, RunRejectsBadInputOnStderr) {
   EXPECT_THAT(no_file.err, HasSubstr("absent.json: cannot open the input file"));
 }
 
+TEST(TdpCli, MeanIsNotAnActionOfACategoricalPolicy) {
+  const std::string spec = temp_path("categorical.pbtxt");
+  write_file(spec, R"pb(
+    name: "categorical" version: "1" init_seed: 1
+    inputs { key: "observation" shape: 4 }
+    output_keys: ["action", "action_log_prob"]
+    module { probabilistic_sequential {
+      modules { network { in_keys: "observation" out_keys: "logits"
+                          network { linear { in_features: 4 out_features: 2 } } } }
+      modules { probabilistic { in_keys: "logits" out_keys: "action" distribution: "categorical"
+                                return_log_prob: true } } } }
+  )pb");
+  const std::string input = temp_path("categorical.json");
+  write_file(input, R"({"observation": [[0.1, 0.2, 0.3, 0.4]]})");
+  Result mean = tdp({"run", spec, "--input=" + input, "--interaction=mean"});
+  EXPECT_EQ(mean.exit_code, 1);
+  EXPECT_EQ(mean.out, "");
+  EXPECT_THAT(mean.err, HasSubstr("interaction type MEAN: Categorical has no mean (its actions are discrete); "
+                                  "use MODE or DETERMINISTIC"));
+}
+
 TEST(TdpCli, Bench) {
   Result bench = tdp({"bench", kActor, "--batch=8", "--iterations=20", "--warmup=2", "--threads=1"});
   ASSERT_EQ(bench.exit_code, 0) << bench.err;

@@ -32,8 +32,8 @@ struct PolicyCase {
   std::vector<Entry> outputs;
   // Interaction types the distribution has no value for, and a piece of the error it gives.
   std::vector<std::pair<InteractionType, std::string>> unsupported;
-  // Under MEAN a Categorical's value is NaN, as in torch.distributions, and scoring it (the
-  // log-prob indexes by the action) fails as PyTorch's does: an index out of bounds.
+  // Under MEAN a Categorical's value is NaN, as in torch.distributions: not an action, so the
+  // module says so (PyTorch fails later, scoring it, with an index out of bounds).
 };
 
 std::vector<PolicyCase> policy_cases() {
@@ -47,7 +47,7 @@ std::vector<PolicyCase> policy_cases() {
       {"policies/cartpole_categorical.pbtxt",
        {{"observation", {4}, f32}},
        {{"action", {}, i64}, {"action_log_prob", {}, f32}, {"logits", {2}, f32}},
-       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "out of bounds"}}},
+       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "Categorical has no mean (its actions are discrete); use MODE or DETERMINISTIC"}}},
       {"policies/goal_hybrid.pbtxt",
        {{"observation", {4}, f32}},
        {{"action_type", {}, i64},
@@ -57,11 +57,11 @@ std::vector<PolicyCase> policy_cases() {
         {"params/action_type/logits", {2}, f32},
         {"params/action_param/loc", {1}, f32},
         {"params/action_param/scale", {1}, f32}},
-       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "out of bounds"}}},
+       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "Categorical has no mean (its actions are discrete); use MODE or DETERMINISTIC"}}},
       {"policies/recurrent_gru.pbtxt",
        {{"observation", {4}, f32}, {"hidden", {32}, f32}},
        {{"action", {}, i64}, {"action_log_prob", {}, f32}, {"hidden", {32}, f32}, {"logits", {2}, f32}},
-       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "out of bounds"}}},
+       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "Categorical has no mean (its actions are discrete); use MODE or DETERMINISTIC"}}},
   };
 }
 
