@@ -152,13 +152,9 @@ struct ProbabilisticTensorDictSequentialImpl::ChildRunner {
   std::optional<std::optional<InteractionType>> det_type = std::nullopt;
 
   std::optional<InteractionType> det_part_type() {
-    if (!det_type.has_value()) {
-      std::optional<InteractionType> type = request.type;
-      for (size_t i = seq.prob_children_.size(); !type.has_value() && i-- > 0;) {
-        if (seq.prob_children_[i] != nullptr) type = seq.prob_children_[i]->default_interaction_type();
-      }
-      det_type = type;
-    }
+    // Without a requested type none was in scope either, so default_interaction_type()'s last
+    // resort (the scope) adds nothing: it is the same walk over the children's defaults.
+    if (!det_type.has_value()) det_type = request.type.has_value() ? request.type : seq.default_interaction_type();
     return *det_type;
   }
 
