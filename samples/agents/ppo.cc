@@ -20,11 +20,11 @@
 
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/composite_lp_aggregate.h"
+#include "sdk/nn/networks.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/generator_scope.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
-#include "sdk/spec/networks.h"
 
 namespace tdp::agents {
 namespace {
@@ -110,7 +110,7 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
 
   at::manual_seed(config.seed);  // the critic's initialization
   nn::TensorDictModule critic(
-      spec::Mlp(spec::MlpOptions(obs_dim, config.value_hidden_sizes, 1).activation("tanh")),
+      nn::Mlp(nn::MlpOptions(obs_dim, config.value_hidden_sizes, 1).activation("tanh")),
       nn::TensorDictModuleOptions({"observation"}, {"state_value"}));
   auto value_of = [&](const at::Tensor& obs) {
     TensorDict td({{"observation", obs}}, {obs.size(0)});

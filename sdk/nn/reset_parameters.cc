@@ -9,7 +9,7 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/rnn.h>
 
-#include "sdk/nn/log.h"
+#include "sdk/log/log.h"
 #include "sdk/nn/tensordict_module_base.h"
 
 namespace tdp::nn {

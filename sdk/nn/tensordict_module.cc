@@ -9,8 +9,8 @@
 #include <tuple>
 #include <utility>
 
+#include "sdk/log/log.h"
 #include "sdk/nn/errors.h"
-#include "sdk/nn/log.h"
 
 namespace tdp::nn {
 namespace detail {

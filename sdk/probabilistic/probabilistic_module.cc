@@ -11,7 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sdk/nn/log.h"
+#include "sdk/log/log.h"
 
 namespace tdp::nn {
 namespace {

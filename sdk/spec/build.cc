@@ -11,12 +11,12 @@
 #include <set>
 #include <sstream>
 
+#include "sdk/nn/networks.h"
 #include "sdk/nn/scripted_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/spec/build_internal.h"
 #include "sdk/spec/keys.h"
-#include "sdk/spec/networks.h"
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 
@@ -51,12 +51,12 @@ struct Builder {
     switch (net.kind_case()) {
       case tdpolicy::Network::kMlp: {
         const auto& m = net.mlp();
-        MlpOptions mlp(m.in_features(), std::vector<int64_t>(m.hidden_sizes().begin(), m.hidden_sizes().end()),
+        nn::MlpOptions mlp(m.in_features(), std::vector<int64_t>(m.hidden_sizes().begin(), m.hidden_sizes().end()),
                        m.out_features());
         mlp.activation(m.activation().empty() ? "tanh" : m.activation())
             .layer_norm(m.layer_norm())
             .activate_last_layer(m.activate_last_layer());
-        return nn::TensorDictModule(Mlp(mlp), options).ptr();
+        return nn::TensorDictModule(nn::Mlp(mlp), options).ptr();
       }
       case tdpolicy::Network::kLinear: {
         const auto& l = net.linear();
@@ -66,12 +66,12 @@ struct Builder {
             .ptr();
       }
       case tdpolicy::Network::kGruCell:
-        return nn::TensorDictModule(GruCell(GruCellOptions(net.gru_cell().input_size(), net.gru_cell().hidden_size())),
+        return nn::TensorDictModule(nn::GruCell(nn::GruCellOptions(net.gru_cell().input_size(), net.gru_cell().hidden_size())),
                                     options)
             .ptr();
       case tdpolicy::Network::kLstmCell:
         return nn::TensorDictModule(
-                   LstmCell(LstmCellOptions(net.lstm_cell().input_size(), net.lstm_cell().hidden_size())), options)
+                   nn::LstmCell(nn::LstmCellOptions(net.lstm_cell().input_size(), net.lstm_cell().hidden_size())), options)
             .ptr();
       case tdpolicy::Network::kTorchscript: {
         const std::string file = join_path(base_dir, net.torchscript().file());
@@ -83,7 +83,7 @@ struct Builder {
             .ptr();
       }
       case tdpolicy::Network::kMapping:
-        return nn::TensorDictModule(MappingModule(net.mapping().name()), options).ptr();
+        return nn::TensorDictModule(nn::MappingModule(net.mapping().name()), options).ptr();
       case tdpolicy::Network::kNormalParamExtractor:
       case tdpolicy::Network::kAddStateIndependentNormalScale:
         return internal::build_distribution_network(net, options);

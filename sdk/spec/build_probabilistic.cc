@@ -1,7 +1,7 @@
 // Builders for the spec kinds that come from sdk/probabilistic and the distribution modules.
 #include <absl/strings/str_cat.h>
 
-#include "sdk/distributions/normal_param_extractor.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"

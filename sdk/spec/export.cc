@@ -5,14 +5,14 @@
 #include <fstream>
 #include <set>
 
+#include "sdk/nn/networks.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/spec/keys.h"
-#include "sdk/spec/networks.h"
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 
@@ -59,7 +59,7 @@ void export_network(const nn::TensorDictModuleImpl& module, tdpolicy::NetworkMod
   add_keys(module.out_keys_source(), out->mutable_out_keys());
   const auto& inner = module.module();
   auto* net = out->mutable_network();
-  if (auto* mlp = dynamic_cast<const MlpImpl*>(inner.get())) {
+  if (auto* mlp = dynamic_cast<const nn::MlpImpl*>(inner.get())) {
     const auto& o = mlp->options();
     auto* m = net->mutable_mlp();
     m->set_in_features(o.in_features());
@@ -73,13 +73,13 @@ void export_network(const nn::TensorDictModuleImpl& module, tdpolicy::NetworkMod
     l->set_in_features(linear->options.in_features());
     l->set_out_features(linear->options.out_features());
     l->set_no_bias(!linear->options.bias());
-  } else if (auto* gru = dynamic_cast<const GruCellImpl*>(inner.get())) {
+  } else if (auto* gru = dynamic_cast<const nn::GruCellImpl*>(inner.get())) {
     net->mutable_gru_cell()->set_input_size(gru->options().input_size());
     net->mutable_gru_cell()->set_hidden_size(gru->options().hidden_size());
-  } else if (auto* lstm = dynamic_cast<const LstmCellImpl*>(inner.get())) {
+  } else if (auto* lstm = dynamic_cast<const nn::LstmCellImpl*>(inner.get())) {
     net->mutable_lstm_cell()->set_input_size(lstm->options().input_size());
     net->mutable_lstm_cell()->set_hidden_size(lstm->options().hidden_size());
-  } else if (auto* mapping = dynamic_cast<const MappingModuleImpl*>(inner.get())) {
+  } else if (auto* mapping = dynamic_cast<const nn::MappingModuleImpl*>(inner.get())) {
     net->mutable_mapping()->set_name(mapping->name());
   } else if (auto* extractor = dynamic_cast<const nn::NormalParamExtractorImpl*>(inner.get())) {
     auto* e = net->mutable_normal_param_extractor();

@@ -12,9 +12,9 @@
 
 #include "sdk/distributions/registry.h"
 #include "sdk/nn/mappings.h"
+#include "sdk/nn/networks.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/keys.h"
-#include "sdk/spec/networks.h"
 #include "sdk/spec/policy.h"
 
 namespace tdp::spec {
@@ -203,7 +203,7 @@ class Validator {
         }
         if (!allocatable(weights + (width + 1) * mlp.out_features(), net_path + ".mlp")) return false;
         const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
-        const auto& names = activation_names();
+        const auto& names = nn::activation_names();
         if (std::find(names.begin(), names.end(), activation) == names.end()) {
           fail(net_path + ".mlp.activation", absl::StrCat("unknown activation \"", activation, "\""),
                absl::StrCat("one of ", absl::StrJoin(names, ", ")));

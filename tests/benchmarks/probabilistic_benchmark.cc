@@ -18,8 +18,8 @@
 
 #include <cmath>
 
-#include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/nn/mappings.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/nn/biased_softplus.h"
 #include "sdk/nn/mappings.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "tests/distributions/golden.h"
 
 namespace tdp::nn {

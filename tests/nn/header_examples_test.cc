@@ -150,7 +150,7 @@ TEST(HeaderExamplesTest, SkipExisting) {
   EXPECT_EQ(td.get("value").item<float>(), 0.0f);
   policy(td);
   EXPECT_EQ(td.get("value").item<float>(), 1.0f);
-  tdp::nn::logger()->debug("the SDK logger is reachable");
+  tdp::logger()->debug("the SDK logger is reachable");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/nn/log.h"
+#include "sdk/log/log.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn::testing {

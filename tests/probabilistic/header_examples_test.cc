@@ -1,12 +1,12 @@
 // The usage examples at the top of the sdk/probabilistic headers (and of
-// sdk/distributions/normal_param_extractor.h), compiled and run, so they stay true.
+// sdk/nn/normal_param_extractor.h), compiled and run, so they stay true.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <sstream>
 
-#include "sdk/distributions/normal_param_extractor.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/any_distribution.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"

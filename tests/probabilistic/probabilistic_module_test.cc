@@ -12,9 +12,9 @@
 
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/registry.h"
-#include "sdk/distributions/normal_param_extractor.h"
 #include "sdk/distributions/tanh_normal.h"
 #include "sdk/nn/mappings.h"
+#include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"

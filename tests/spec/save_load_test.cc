@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "sdk/nn/networks.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
-#include "sdk/spec/networks.h"
 #include <torch/nn/modules/activation.h>
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
@@ -126,7 +126,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(SaveLoad, AModuleTreeBuiltInCppExportsAndLoadsBack) {
   torch::manual_seed(4);
-  auto mlp = nn::TensorDictModule(Mlp(MlpOptions(5, {16}, 3).activation("relu").layer_norm(true)),
+  auto mlp = nn::TensorDictModule(nn::Mlp(nn::MlpOptions(5, {16}, 3).activation("relu").layer_norm(true)),
                                   nn::TensorDictModuleOptions({"obs"}, {"logits"}));
   auto actor = nn::ProbabilisticTensorDictModule(
       nn::ProbabilisticTensorDictModuleOptions({"logits"}, {"act"}).distribution("categorical").return_log_prob(true));

@@ -1,4 +1,4 @@
-#include "sdk/spec/networks.h"
+#include "sdk/nn/networks.h"
 
 #include <ATen/ATen.h>
 #include <absl/strings/str_cat.h>
@@ -9,7 +9,7 @@
 
 #include <stdexcept>
 
-namespace tdp::spec {
+namespace tdp::nn {
 namespace {
 
 // Appends the activation `name` to `mlp` (through MlpImpl::add_layer).
@@ -115,4 +115,4 @@ std::tuple<at::Tensor, at::Tensor> LstmCellImpl::forward(const at::Tensor& input
 
 MappingModuleImpl::MappingModuleImpl(std::string name) : name_(std::move(name)), mapping_(nn::mappings(name_)) {}
 
-}  // namespace tdp::spec
+}  // namespace tdp::nn

@@ -1,4 +1,4 @@
-#include "sdk/distributions/normal_param_extractor.h"
+#include "sdk/nn/normal_param_extractor.h"
 
 #include <ATen/ops/full.h>
 #include <c10/core/ScalarType.h>

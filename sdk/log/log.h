@@ -2,8 +2,8 @@
 // its warnings to, so an application silences, redirects or raises the SDK's messages in one
 // place instead of finding std::cout calls scattered through library code.
 //
-//   tdp::nn::logger()->warn("reset_parameters_recursive found nothing to reset");
-//   tdp::nn::logger()->set_level(spdlog::level::err);      // silence SDK warnings
+//   tdp::logger()->warn("reset_parameters_recursive found nothing to reset");
+//   tdp::logger()->set_level(spdlog::level::err);      // silence SDK warnings
 //   spdlog::get("tdpolicy")->flush();                       // same logger, by name
 //
 // The logger is created on first use (thread-safe) and registered with spdlog under
@@ -14,11 +14,11 @@
 
 #include <memory>
 
-namespace tdp::nn {
+namespace tdp {
 
 inline constexpr const char* kLoggerName = "tdpolicy";
 
 // The SDK logger (stderr, colored) or the one the application registered under kLoggerName.
 std::shared_ptr<spdlog::logger> logger();
 
-}  // namespace tdp::nn
+}  // namespace tdp

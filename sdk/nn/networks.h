@@ -3,9 +3,9 @@
 // mapping. They are ordinary LibTorch modules; the spec loader builds them and the exporter
 // recognizes them.
 //
-//   tdp::spec::Mlp mlp(tdp::spec::MlpOptions(17, {64, 64}, 12).activation("tanh"));
+//   tdp::nn::Mlp mlp(tdp::nn::MlpOptions(17, {64, 64}, 12).activation("tanh"));
 //   at::Tensor out = mlp(at::randn({256, 17}));                  // [256, 12]
-//   tdp::spec::GruCell gru(tdp::spec::GruCellOptions(4, 8));
+//   tdp::nn::GruCell gru(tdp::nn::GruCellOptions(4, 8));
 //   at::Tensor h = gru(x, at::Tensor());                          // an undefined state starts at 0
 //   tdp::nn::TensorDictModule rnn(gru, tdp::nn::TensorDictModuleOptions({"obs", "hidden"}, {"hidden"}));
 #pragma once
@@ -25,7 +25,7 @@
 
 #include "sdk/nn/mappings.h"
 
-namespace tdp::spec {
+namespace tdp::nn {
 
 // The activation names an Mlp accepts, for validation and error messages.
 const std::vector<std::string>& activation_names();
@@ -116,4 +116,4 @@ class MappingModuleImpl : public torch::nn::Cloneable<MappingModuleImpl> {
 };
 TORCH_MODULE(MappingModule);
 
-}  // namespace tdp::spec
+}  // namespace tdp::nn

@@ -1,9 +1,9 @@
-#include "sdk/nn/log.h"
+#include "sdk/log/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-namespace tdp::nn {
+namespace tdp {
 
 std::shared_ptr<spdlog::logger> logger() {
   // A function-local static makes creation thread-safe and keeps the hot path to one load.
@@ -19,4 +19,4 @@ std::shared_ptr<spdlog::logger> logger() {
   return instance;
 }
 
-}  // namespace tdp::nn
+}  // namespace tdp
