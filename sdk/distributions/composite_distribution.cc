@@ -42,7 +42,7 @@ at::Tensor part_entropy(const Distribution& dist, int64_t samples_mc,
   }
 }
 
-const NestedKey* find_key(const std::vector<std::pair<NestedKey, NestedKey>>& pairs,
+const NestedKey* find_key(const PartKeys& pairs,
                           const NestedKey& key) {
   for (const auto& [from, to] : pairs) {
     if (from == key) return &to;
@@ -65,7 +65,7 @@ void check_option_keys(const std::vector<std::pair<NestedKey, Value>>& option,
 
 }  // namespace
 
-DistributionPtr DistributionBuilder::build(const Params& params, const Kwargs& kwargs) const {
+DistributionPtr DistributionBuilder::build(const Params& params, const DistributionKwargs& kwargs) const {
   if (factory_) {
     DistributionPtr dist = factory_(params, kwargs);
     if (!dist) throw std::runtime_error("CompositeDistribution: a distribution factory returned null");
@@ -93,8 +93,8 @@ CompositeDistribution::CompositeDistribution(
     : batch_shape_(params.batch_size().vec()) {
   std::vector<NestedKey> names;
   for (const auto& [name, builder] : distribution_map) names.push_back(name);
-  check_option_keys(options.name_map_, names, "name_map");
-  check_option_keys(options.extra_kwargs_, names, "extra_kwargs");
+  check_option_keys(options.name_map(), names, "name_map");
+  check_option_keys(options.extra_kwargs(), names, "extra_kwargs");
   std::vector<std::pair<NestedKey, DistributionPtr>> dists;
   for (const auto& [name, builder] : distribution_map) {
     if (!params.contains(name)) {
@@ -115,8 +115,8 @@ CompositeDistribution::CompositeDistribution(
       }
       part_params[key.leaf()] = entry.tensor();
     }
-    Kwargs kwargs;
-    for (const auto& [key, value] : options.extra_kwargs_) {
+    DistributionKwargs kwargs;
+    for (const auto& [key, value] : options.extra_kwargs()) {
       if (key == name) kwargs = value;
     }
     DistributionPtr dist;
@@ -126,13 +126,13 @@ CompositeDistribution::CompositeDistribution(
       throw std::invalid_argument(std::string(kName) + ": building " + name.to_string() + " (" +
                                   builder.to_string() + "): " + e.what());
     }
-    const NestedKey* mapped = find_key(options.name_map_, name);
+    const NestedKey* mapped = find_key(options.name_map(), name);
     dists.emplace_back(mapped ? *mapped : name, std::move(dist));
   }
   *this = from_distributions(batch_shape_, dists, CompositeDistributionOptions()
-                                                      .log_prob_key(options.log_prob_key_.value_or(
+                                                      .log_prob_key(options.log_prob_key().value_or(
                                                           NestedKey("sample_log_prob")))
-                                                      .entropy_key(options.entropy_key_.value_or(
+                                                      .entropy_key(options.entropy_key().value_or(
                                                           NestedKey("entropy"))));
 }
 
@@ -144,13 +144,13 @@ CompositeDistribution CompositeDistribution::from_distributions(
   out.batch_shape_ = std::move(batch_shape);
   std::vector<NestedKey> names;
   for (const auto& [name, dist] : distributions) names.push_back(name);
-  check_option_keys(options.name_map_, names, "name_map");
+  check_option_keys(options.name_map(), names, "name_map");
   for (const auto& [name, dist] : distributions) {
     if (!dist) {
       throw std::invalid_argument(std::string(kName) + ": distribution " + name.to_string() +
                                   " is null");
     }
-    const NestedKey* mapped = find_key(options.name_map_, name);
+    const NestedKey* mapped = find_key(options.name_map(), name);
     const NestedKey write_name = mapped ? *mapped : name;
     for (const auto& [existing, other] : out.dists_) {
       if (existing == write_name) {
@@ -160,8 +160,8 @@ CompositeDistribution CompositeDistribution::from_distributions(
     }
     out.dists_.emplace_back(write_name, dist);
   }
-  out.log_prob_key_ = options.log_prob_key_;
-  out.entropy_key_ = options.entropy_key_;
+  out.log_prob_key_ = options.log_prob_key();
+  out.entropy_key_ = options.entropy_key();
   return out;
 }
 
@@ -205,34 +205,37 @@ TensorDict CompositeDistribution::deterministic_sample() const {
   return out;
 }
 
+at::Tensor CompositeDistribution::score_parts(const TensorDict& sample, bool sum, TensorDict* parts,
+                                              const PartKeys& part_keys) const {
+  // Every part is scored before anything is written: `parts` may be `sample` itself.
+  std::vector<std::pair<NestedKey, at::Tensor>> entries;
+  at::Tensor total;
+  for (const auto& [name, dist] : dists_) {
+    at::Tensor lp = dist->log_prob(sample.get(name));
+    if (sum) total = accumulate(total, reduce_to(lp, sample.ndim()));
+    if (parts == nullptr) continue;
+    const NestedKey* key = find_key(part_keys, name);
+    entries.emplace_back(key != nullptr ? *key : add_suffix(name, "_log_prob"), std::move(lp));
+  }
+  if (sum && !total.defined()) total = at::zeros(sample.batch_size());
+  for (const auto& [key, value] : entries) set_mirroring(*parts, sample, key, value);
+  return total;
+}
+
 std::variant<at::Tensor, TensorDict> CompositeDistribution::log_prob(
     const TensorDict& sample) const {
   if (!composite_lp_aggregate()) return log_prob_composite(sample);
-  at::Tensor total;
-  for (const auto& [name, dist] : dists_) {
-    total = accumulate(total, reduce_to(dist->log_prob(sample.get(name)), sample.ndim()));
-  }
-  if (!total.defined()) return at::zeros(sample.batch_size());
-  return total;
+  return score_parts(sample, /*sum=*/true, /*parts=*/nullptr);
 }
 
 TensorDict CompositeDistribution::log_prob_composite(const TensorDict& sample,
                                                      std::optional<bool> include_sum) const {
   const bool aggregate = composite_lp_aggregate();
   const bool with_sum = include_sum.value_or(aggregate);
-  std::vector<std::pair<NestedKey, at::Tensor>> entries;
-  at::Tensor total;
-  for (const auto& [name, dist] : dists_) {
-    at::Tensor lp = dist->log_prob(sample.get(name));
-    entries.emplace_back(add_suffix(name, "_log_prob"), lp);
-    if (with_sum) total = accumulate(total, reduce_to(lp, sample.ndim()));
-  }
-  if (with_sum) {
-    entries.emplace_back(log_prob_key(), total.defined() ? total : at::zeros(sample.batch_size()));
-  }
   // tensordict writes into the sample when aggregating, and into a fresh TensorDict otherwise.
   TensorDict out = aggregate ? sample : TensorDict(sample.batch_size().vec(), sample.device());
-  for (const auto& [key, value] : entries) set_mirroring(out, sample, key, value);
+  at::Tensor total = score_parts(sample, with_sum, &out);
+  if (with_sum) set_mirroring(out, sample, log_prob_key(), total);
   return out;
 }
 

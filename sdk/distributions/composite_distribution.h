@@ -18,6 +18,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 
 #include <map>
 #include <optional>
@@ -40,9 +41,9 @@ class DistributionBuilder {
   DistributionBuilder(const char* registry_name) : registry_name_(registry_name) {}  // NOLINT
   DistributionBuilder(std::string registry_name)                                      // NOLINT
       : registry_name_(std::move(registry_name)) {}
-  // Any callable DistributionPtr(const Params&, const Kwargs&), lambdas included.
+  // Any callable DistributionPtr(const Params&, const DistributionKwargs&), lambdas included.
   template <typename F, typename = std::enable_if_t<std::is_invocable_r_v<
-                            DistributionPtr, const F&, const Params&, const Kwargs&>>>
+                            DistributionPtr, const F&, const Params&, const DistributionKwargs&>>>
   DistributionBuilder(F factory) : factory_(std::move(factory)) {}  // NOLINT
 
   // This builder with its registry name resolved in the global registry now (a factory is
@@ -51,7 +52,7 @@ class DistributionBuilder {
   // Throws std::invalid_argument for an unknown name.
   DistributionBuilder resolved() const;
 
-  DistributionPtr build(const Params& params, const Kwargs& kwargs) const;
+  DistributionPtr build(const Params& params, const DistributionKwargs& kwargs) const;
   // The registry name, or "<factory>".
   std::string to_string() const;
   // The resolved entry's signature (nullptr for a factory or an unresolved name).
@@ -63,32 +64,19 @@ class DistributionBuilder {
   DistributionFactory factory_;
 };
 
+// {part key, value} pairs, keyed like distribution_map; order is kept.
+using PartKeys = std::vector<std::pair<NestedKey, NestedKey>>;
+using PartKwargs = std::vector<std::pair<NestedKey, DistributionKwargs>>;
+
 struct CompositeDistributionOptions {
   // Where each part's sample is written, when not under its params key.
-  CompositeDistributionOptions& name_map(std::vector<std::pair<NestedKey, NestedKey>> value) {
-    name_map_ = std::move(value);
-    return *this;
-  }
+  TORCH_ARG(PartKeys, name_map);
   // Scalar kwargs per part (keyed like distribution_map), e.g. TanhNormal's low/high.
-  CompositeDistributionOptions& extra_kwargs(std::vector<std::pair<NestedKey, Kwargs>> value) {
-    extra_kwargs_ = std::move(value);
-    return *this;
-  }
+  TORCH_ARG(PartKwargs, extra_kwargs);
   // Key of the summed log-prob in log_prob_composite(include_sum); default "sample_log_prob".
-  CompositeDistributionOptions& log_prob_key(NestedKey value) {
-    log_prob_key_ = std::move(value);
-    return *this;
-  }
+  TORCH_ARG(std::optional<NestedKey>, log_prob_key);
   // Key of the summed entropy in entropy_composite(include_sum); default "entropy".
-  CompositeDistributionOptions& entropy_key(NestedKey value) {
-    entropy_key_ = std::move(value);
-    return *this;
-  }
-
-  std::vector<std::pair<NestedKey, NestedKey>> name_map_;
-  std::vector<std::pair<NestedKey, Kwargs>> extra_kwargs_;
-  std::optional<NestedKey> log_prob_key_;
-  std::optional<NestedKey> entropy_key_;
+  TORCH_ARG(std::optional<NestedKey>, entropy_key);
 };
 
 class CompositeDistribution {
@@ -125,6 +113,13 @@ class CompositeDistribution {
   // composite_lp_aggregate() true: the summed tensor, shaped like sample.batch_size().
   // false: log_prob_composite(sample).
   std::variant<at::Tensor, TensorDict> log_prob(const TensorDict& sample) const;
+  // The one log-prob computation of a composite, under log_prob, log_prob_composite and the
+  // probabilistic modules: each part's log-prob of its entry in `sample`, written into `*parts`
+  // (when not null; laid out as `sample`) at the key `part_keys` gives that part, else at
+  // `<name>_log_prob`. Returns the sum of the parts over their event dims (shaped like
+  // sample.batch_size()) when `sum`, else an undefined tensor.
+  at::Tensor score_parts(const TensorDict& sample, bool sum, TensorDict* parts,
+                         const PartKeys& part_keys = {}) const;
   // Per-part `<name>_log_prob` entries, plus the sum at log_prob_key() when `include_sum`
   // (default composite_lp_aggregate()). When composite_lp_aggregate() is true the entries are
   // written into `sample` and `sample` is returned; otherwise a new TensorDict is.

@@ -48,7 +48,7 @@ at::Tensor optional_param(const Params& params, const std::string& key) {
 }
 
 // A bound given as a tensor param or as a scalar kwarg (truncated_normal's a and b).
-at::Tensor bound(const Params& params, const Kwargs& kwargs, const std::string& key,
+at::Tensor bound(const Params& params, const DistributionKwargs& kwargs, const std::string& key,
                  const at::Tensor& like, const std::string& distribution) {
   auto it = params.find(key);
   if (it != params.end()) return it->second;
@@ -62,13 +62,13 @@ at::Tensor bound(const Params& params, const Kwargs& kwargs, const std::string& 
 
 void register_builtins(DistributionRegistry& registry) {
   registry.register_distribution(
-      "normal", {{{"loc", "scale"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "normal", {{{"loc", "scale"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Normal>(param(p, "loc"), param(p, "scale"),
                                         kwarg_validate_args(k, "normal"));
       });
   registry.register_distribution(
       "independent_normal", {{{"loc", "scale"}}, {"event_dims", "tanh_loc", "upscale"}},
-      [](const Params& p, const Kwargs& k) -> DistributionPtr {
+      [](const Params& p, const DistributionKwargs& k) -> DistributionPtr {
         // TorchRL's IndependentNormal: optional tanh squashing of loc, one event dim default.
         const std::string name = "independent_normal";
         at::Tensor loc = param(p, "loc");
@@ -85,7 +85,7 @@ void register_builtins(DistributionRegistry& registry) {
       "tanh_normal",
       {{{"loc", "scale"}, {"loc", "scale", "low", "high"}},
        {"upscale", "low", "high", "event_dims", "tanh_loc", "safe_tanh"}},
-      [](const Params& p, const Kwargs& k) {
+      [](const Params& p, const DistributionKwargs& k) {
         const std::string name = "tanh_normal";
         const at::Tensor& loc = param(p, "loc");
         TanhNormalOptions options;
@@ -103,35 +103,35 @@ void register_builtins(DistributionRegistry& registry) {
         return std::make_shared<TanhNormal>(loc, param(p, "scale"), options);
       });
   registry.register_distribution(
-      "categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Categorical>(optional_param(p, "probs"),
                                              optional_param(p, "logits"),
                                              kwarg_validate_args(k, "categorical"));
       });
   registry.register_distribution(
-      "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<OneHotCategorical>(optional_param(p, "probs"),
                                                    optional_param(p, "logits"),
                                                    kwarg_validate_args(k, "one_hot_categorical"));
       });
   registry.register_distribution(
-      "bernoulli", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "bernoulli", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Bernoulli>(optional_param(p, "probs"),
                                            optional_param(p, "logits"),
                                            kwarg_validate_args(k, "bernoulli"));
       });
   registry.register_distribution(
-      "beta", {{{"concentration1", "concentration0"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "beta", {{{"concentration1", "concentration0"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Beta>(param(p, "concentration1"), param(p, "concentration0"),
                                       kwarg_validate_args(k, "beta"));
       });
   registry.register_distribution(
-      "uniform", {{{"low", "high"}}, {}}, [](const Params& p, const Kwargs& k) {
+      "uniform", {{{"low", "high"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Uniform>(param(p, "low"), param(p, "high"),
                                          kwarg_validate_args(k, "uniform"));
       });
   registry.register_distribution(
-      "delta", {{{"param"}}, {"atol", "rtol"}}, [](const Params& p, const Kwargs& k) {
+      "delta", {{{"param"}}, {"atol", "rtol"}}, [](const Params& p, const DistributionKwargs& k) {
         return std::make_shared<Delta>(param(p, "param"), kwarg_double(k, "atol", 1e-6, "delta"),
                                        kwarg_double(k, "rtol", 1e-6, "delta"),
                                        std::vector<int64_t>{}, std::vector<int64_t>{},
@@ -139,7 +139,7 @@ void register_builtins(DistributionRegistry& registry) {
       });
   registry.register_distribution(
       "truncated_normal", {{{"loc", "scale", "a", "b"}, {"loc", "scale"}}, {"a", "b"}},
-      [](const Params& p, const Kwargs& k) {
+      [](const Params& p, const DistributionKwargs& k) {
         const std::string name = "truncated_normal";
         const at::Tensor& loc = param(p, "loc");
         return std::make_shared<TruncatedNormal>(loc, param(p, "scale"),
@@ -149,7 +149,7 @@ void register_builtins(DistributionRegistry& registry) {
       });
 }
 
-const c10::Scalar* find_kwarg(const Kwargs& kwargs, const std::string& key) {
+const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, const std::string& key) {
   auto it = kwargs.find(key);
   return it == kwargs.end() ? nullptr : &it->second;
 }
@@ -255,11 +255,11 @@ RegisteredDistribution DistributionRegistry::find(const std::string& name) const
 }
 
 DistributionPtr DistributionRegistry::make(const std::string& name, const Params& params,
-                                           const Kwargs& kwargs) const {
+                                           const DistributionKwargs& kwargs) const {
   return find(name).make(params, kwargs);
 }
 
-DistributionPtr RegisteredDistribution::make(const Params& params, const Kwargs& kwargs) const {
+DistributionPtr RegisteredDistribution::make(const Params& params, const DistributionKwargs& kwargs) const {
   const std::string& name = entry_->name;
   // Params is ordered by name and has no duplicates, so equal sizes plus membership is set
   // equality, checked without building sets.
@@ -292,11 +292,11 @@ DistributionPtr RegisteredDistribution::make(const Params& params, const Kwargs&
 }
 
 DistributionPtr make_distribution(const std::string& name, const Params& params,
-                                  const Kwargs& kwargs) {
+                                  const DistributionKwargs& kwargs) {
   return DistributionRegistry::global().make(name, params, kwargs);
 }
 
-double kwarg_double(const Kwargs& kwargs, const std::string& key, double fallback,
+double kwarg_double(const DistributionKwargs& kwargs, const std::string& key, double fallback,
                     const std::string& distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
@@ -304,7 +304,7 @@ double kwarg_double(const Kwargs& kwargs, const std::string& key, double fallbac
   return v->toDouble();
 }
 
-int64_t kwarg_int(const Kwargs& kwargs, const std::string& key, int64_t fallback,
+int64_t kwarg_int(const DistributionKwargs& kwargs, const std::string& key, int64_t fallback,
                   const std::string& distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
@@ -313,7 +313,7 @@ int64_t kwarg_int(const Kwargs& kwargs, const std::string& key, int64_t fallback
   bad_kwarg(distribution, key, "an integer", *v);
 }
 
-bool kwarg_bool(const Kwargs& kwargs, const std::string& key, bool fallback,
+bool kwarg_bool(const DistributionKwargs& kwargs, const std::string& key, bool fallback,
                 const std::string& distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
@@ -322,7 +322,7 @@ bool kwarg_bool(const Kwargs& kwargs, const std::string& key, bool fallback,
   bad_kwarg(distribution, key, "a bool", *v);
 }
 
-c10::optional<bool> kwarg_validate_args(const Kwargs& kwargs, const std::string& distribution) {
+c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, const std::string& distribution) {
   if (!kwargs.count("validate_args")) return c10::nullopt;
   return kwarg_bool(kwargs, "validate_args", false, distribution);
 }

@@ -7,7 +7,7 @@
 //                                         {{"low", -2.0}, {"high", 2.0}, {"tanh_loc", true}});
 //   tdp::dist::DistributionRegistry::global().register_distribution(
 //       "laplace_like", {{{"loc", "scale"}}, {}},
-//       [](const tdp::dist::Params& p, const tdp::dist::Kwargs&) { return make_mine(p); });
+//       [](const tdp::dist::Params& p, const tdp::dist::DistributionKwargs&) { return make_mine(p); });
 //
 // Every name accepts the kwarg `validate_args` (bool). An unknown name, a missing or extra
 // parameter, or an unknown kwarg throws std::invalid_argument naming the distribution and
@@ -31,8 +31,8 @@ namespace tdp::dist {
 // Parameter tensors by name ("loc", "scale", "logits", ...).
 using Params = std::map<std::string, at::Tensor>;
 // Scalar keyword arguments by name ("upscale", "tanh_loc", "atol", ...).
-using Kwargs = std::map<std::string, c10::Scalar>;
-using DistributionFactory = std::function<DistributionPtr(const Params&, const Kwargs&)>;
+using DistributionKwargs = std::map<std::string, c10::Scalar>;
+using DistributionFactory = std::function<DistributionPtr(const Params&, const DistributionKwargs&)>;
 
 // What a registered name accepts.
 struct DistributionSignature {
@@ -56,7 +56,7 @@ class RegisteredDistribution {
   const DistributionSignature& signature() const;
   // Throws std::invalid_argument naming the distribution for a missing or extra parameter, an
   // undefined tensor or an unknown kwarg.
-  DistributionPtr make(const Params& params, const Kwargs& kwargs = {}) const;
+  DistributionPtr make(const Params& params, const DistributionKwargs& kwargs = {}) const;
 
  private:
   friend class DistributionRegistry;
@@ -87,7 +87,7 @@ class DistributionRegistry {
 
   // find(name).make(params, kwargs).
   DistributionPtr make(const std::string& name, const Params& params,
-                       const Kwargs& kwargs = {}) const;
+                       const DistributionKwargs& kwargs = {}) const;
 
  private:
   struct Impl;
@@ -96,17 +96,17 @@ class DistributionRegistry {
 
 // DistributionRegistry::global().make(...).
 DistributionPtr make_distribution(const std::string& name, const Params& params,
-                                  const Kwargs& kwargs = {});
+                                  const DistributionKwargs& kwargs = {});
 
 // Kwarg readers for factories: the value under `key`, or `fallback` when absent. Throw
 // std::invalid_argument naming `distribution` when the scalar has the wrong kind.
-double kwarg_double(const Kwargs& kwargs, const std::string& key, double fallback,
+double kwarg_double(const DistributionKwargs& kwargs, const std::string& key, double fallback,
                     const std::string& distribution);
-int64_t kwarg_int(const Kwargs& kwargs, const std::string& key, int64_t fallback,
+int64_t kwarg_int(const DistributionKwargs& kwargs, const std::string& key, int64_t fallback,
                   const std::string& distribution);
-bool kwarg_bool(const Kwargs& kwargs, const std::string& key, bool fallback,
+bool kwarg_bool(const DistributionKwargs& kwargs, const std::string& key, bool fallback,
                 const std::string& distribution);
 // validate_args when given, else nullopt (the process default).
-c10::optional<bool> kwarg_validate_args(const Kwargs& kwargs, const std::string& distribution);
+c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, const std::string& distribution);
 
 }  // namespace tdp::dist

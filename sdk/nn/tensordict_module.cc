@@ -33,7 +33,7 @@ TensorList tensors_from(const TensorDict& result, const std::vector<NestedKey>& 
   return tensors;
 }
 
-TensorList tensors_from(const Kwargs& result, const std::vector<NestedKey>& out_keys,
+TensorList tensors_from(const TensorKwargs& result, const std::vector<NestedKey>& out_keys,
                         const std::string& who) {
   TensorList tensors;
   tensors.reserve(out_keys.size());
@@ -63,14 +63,14 @@ void throw_arity(const std::string& who, size_t arity, size_t num_in_keys) {
 
 void throw_needs_names(const std::string& who) {
   throw std::invalid_argument(
-      who + ": the wrapped callable takes its tensors by name (tdp::nn::Kwargs), so the inputs "
+      who + ": the wrapped callable takes its tensors by name (tdp::nn::TensorKwargs), so the inputs "
             "must be given with in_keys_map, which names the argument of each key.");
 }
 
 void throw_no_names(const std::string& who) {
   throw std::invalid_argument(
       who + ": in_keys_map passes inputs by name, but the wrapped callable takes positional "
-            "tensors. Use in_keys, or wrap a callable taking tdp::nn::Kwargs or a TorchScript "
+            "tensors. Use in_keys, or wrap a callable taking tdp::nn::TensorKwargs or a TorchScript "
             "method.");
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 const char* py_bool(bool value) { return value ? "True" : "False"; }
 
-std::string kwargs_to_string(const dist::Kwargs& kwargs) {
+std::string kwargs_to_string(const dist::DistributionKwargs& kwargs) {
   std::string out = "{";
   bool first = true;
   for (const auto& [key, value] : kwargs) {
@@ -42,14 +42,6 @@ std::vector<int64_t> concat(const std::vector<int64_t>& a, c10::IntArrayRef b) {
   std::vector<int64_t> out = a;
   out.insert(out.end(), b.begin(), b.end());
   return out;
-}
-
-// Sums a per-part log-prob over the dims past `batch_dims` (tensordict's sum(dim="feature")).
-at::Tensor sum_features(const at::Tensor& lp, int64_t batch_dims) {
-  if (lp.dim() <= batch_dims) return lp;
-  std::vector<int64_t> dims;
-  for (int64_t d = batch_dims; d < lp.dim(); ++d) dims.push_back(d);
-  return lp.sum(dims);
 }
 
 }  // namespace
@@ -101,7 +93,7 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
   std::vector<NestedKey> out_keys = options_.out_keys();
   if (out_keys.empty()) {
     if (options_.is_composite()) {
-      const auto& name_map = options_.composite_options().name_map_;
+      const auto& name_map = options_.composite_options().name_map();
       for (const auto& [key, builder] : *options_.composite_map()) {
         NestedKey out = key;
         for (const auto& [from, to] : name_map) {
@@ -281,7 +273,7 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
     params.emplace(options_.dist_keys()[i], std::move(value));
   }
   if (kwargs_as_params_.empty()) return AnyDistribution(options_.distribution().build(params, build_kwargs_));
-  dist::Kwargs kwargs = build_kwargs_;
+  dist::DistributionKwargs kwargs = build_kwargs_;
   const at::Tensor& like = params.begin()->second;
   for (const auto& [name, value] : kwargs_as_params_) {
     if (params.count(name)) {
@@ -411,32 +403,14 @@ LogProb ProbabilisticTensorDictModuleImpl::score(const AnyDistribution& dist,
         "). Make sure the mode matches.");
   }
   const TensorDict& samples = std::get<TensorDict>(sample);
+  if (aggregate) return dist.composite()->score_parts(samples, /*sum=*/true, parts_out);
   TensorDict fresh;
-  if (parts_out == nullptr && !aggregate) {
+  if (parts_out == nullptr) {
     fresh = TensorDict(samples.batch_size().vec(), samples.device());
     parts_out = &fresh;
   }
-  at::Tensor total;
-  for (const auto& [name, part] : dist.composite()->dists()) {
-    at::Tensor lp = part->log_prob(samples.get(name));
-    if (aggregate) {
-      at::Tensor summed = sum_features(lp, samples.ndim());
-      total = total.defined() ? total + summed : summed;
-    }
-    if (parts_out == nullptr) continue;
-    NestedKey key = dist::add_suffix(name, "_log_prob");
-    if (!aggregate) {
-      for (const auto& [sample_key, lp_key] : part_log_prob_keys_) {
-        if (sample_key == name) {
-          key = lp_key;
-          break;
-        }
-      }
-    }
-    set_mirroring(*parts_out, samples, key, lp);
-  }
-  if (total.defined()) return total;
-  return parts_out != nullptr ? *parts_out : TensorDict(samples.batch_size().vec(), samples.device());
+  dist.composite()->score_parts(samples, /*sum=*/false, parts_out, part_log_prob_keys_);
+  return *parts_out;
 }
 
 LogProb ProbabilisticTensorDictModuleImpl::log_prob(const TensorDict& tensordict,

@@ -88,7 +88,7 @@ struct ProbabilisticTensorDictModuleOptions {
   TORCH_ARG(InteractionType, default_interaction_type) = InteractionType::kDeterministic;
   // A registry name ("normal", "tanh_normal", ...) or a factory.
   TORCH_ARG(dist::DistributionBuilder, distribution) = "delta";
-  TORCH_ARG(dist::Kwargs, distribution_kwargs);
+  TORCH_ARG(dist::DistributionKwargs, distribution_kwargs);
   TORCH_ARG(bool, return_log_prob) = false;
   // Experimental in the reference and without effect there for every built-in distribution
   // (it needs a distribution with `update`); kept for spec compatibility, logged when set.
@@ -226,7 +226,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   std::vector<NestedKey> sample_keys_;
   // distribution_kwargs split once (bind_distribution): passed as kwargs, or turned
   // into constant parameter tensors shaped like the first parameter.
-  dist::Kwargs build_kwargs_;
+  dist::DistributionKwargs build_kwargs_;
   std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;
   std::optional<NestedKey> log_prob_key_;
   std::optional<std::vector<NestedKey>> log_prob_keys_;

@@ -11,8 +11,8 @@
 namespace tdp::spec::internal {
 namespace {
 
-dist::Kwargs kwargs_of(const google::protobuf::Map<std::string, tdpolicy::Scalar>& scalars) {
-  dist::Kwargs kwargs;
+dist::DistributionKwargs kwargs_of(const google::protobuf::Map<std::string, tdpolicy::Scalar>& scalars) {
+  dist::DistributionKwargs kwargs;
   for (const auto& [name, scalar] : scalars) {
     switch (scalar.value_case()) {
       case tdpolicy::Scalar::kDoubleValue:
@@ -65,7 +65,7 @@ std::shared_ptr<nn::TensorDictModuleBase> build_probabilistic(const tdpolicy::Pr
     std::vector<std::pair<NestedKey, dist::DistributionBuilder>> parts;
     dist::CompositeDistributionOptions composite;
     std::vector<std::pair<NestedKey, NestedKey>> name_map;
-    std::vector<std::pair<NestedKey, dist::Kwargs>> extra_kwargs;
+    std::vector<std::pair<NestedKey, dist::DistributionKwargs>> extra_kwargs;
     for (const auto& part : spec.composite().parts()) {
       NestedKey key = *parse_key(part.key());
       parts.emplace_back(key, dist::DistributionBuilder(part.distribution()));

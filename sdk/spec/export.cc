@@ -41,7 +41,7 @@ tdpolicy::Scalar scalar_of(const c10::Scalar& value) {
   return scalar;
 }
 
-void add_kwargs(const dist::Kwargs& kwargs, google::protobuf::Map<std::string, tdpolicy::Scalar>* out) {
+void add_kwargs(const dist::DistributionKwargs& kwargs, google::protobuf::Map<std::string, tdpolicy::Scalar>* out) {
   for (const auto& [name, value] : kwargs) (*out)[name] = scalar_of(value);
 }
 
@@ -125,15 +125,15 @@ void export_probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, t
       auto* part = composite->add_parts();
       part->set_key(key_string(key));
       part->set_distribution(registry_name(builder, where));
-      for (const auto& [from, to] : options.name_map_) {
+      for (const auto& [from, to] : options.name_map()) {
         if (from == key) part->set_sample_key(key_string(to));
       }
-      for (const auto& [from, kwargs] : options.extra_kwargs_) {
+      for (const auto& [from, kwargs] : options.extra_kwargs()) {
         if (from == key) add_kwargs(kwargs, part->mutable_kwargs());
       }
     }
-    if (options.log_prob_key_) composite->set_log_prob_key(key_string(*options.log_prob_key_));
-    if (options.entropy_key_) composite->set_entropy_key(key_string(*options.entropy_key_));
+    if (options.log_prob_key()) composite->set_log_prob_key(key_string(*options.log_prob_key()));
+    if (options.entropy_key()) composite->set_entropy_key(key_string(*options.entropy_key()));
   } else {
     out->set_distribution(registry_name(o.distribution(), where));
   }

@@ -193,7 +193,7 @@ TEST_F(CompositeTest, NameMapExtraKwargsAndFactories) {
   TensorDict params({{{"cont", "loc"}, loc_}, {{"cont", "scale"}, scale_},
                      {{"squashed", "loc"}, loc_}, {{"squashed", "scale"}, scale_}},
                     {3});
-  DistributionFactory my_normal = [](const Params& p, const Kwargs&) {
+  DistributionFactory my_normal = [](const Params& p, const DistributionKwargs&) {
     return std::make_shared<Normal>(p.at("loc"), p.at("scale") * 2);
   };
   CompositeDistribution dist(
@@ -254,7 +254,7 @@ TEST_F(CompositeTest, FromDistributions) {
 }
 
 TEST_F(CompositeTest, InlineLambdaFactory) {
-  CompositeDistribution dist(params_, {{"cont", [](const Params& p, const Kwargs& k) {
+  CompositeDistribution dist(params_, {{"cont", [](const Params& p, const DistributionKwargs& k) {
                                           EXPECT_EQ(k.at("shift").toDouble(), 1.5);
                                           return std::make_shared<Normal>(p.at("loc") + 1.5, p.at("scale"));
                                         }}},

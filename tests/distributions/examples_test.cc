@@ -215,7 +215,7 @@ TEST(HeaderExamples, Registry) {
   if (!tdp::dist::DistributionRegistry::global().contains("laplace_like"))
   tdp::dist::DistributionRegistry::global().register_distribution(
       "laplace_like", {{{"loc", "scale"}}, {}},
-      [&](const tdp::dist::Params& p, const tdp::dist::Kwargs&) { return make_mine(p); });
+      [&](const tdp::dist::Params& p, const tdp::dist::DistributionKwargs&) { return make_mine(p); });
   EXPECT_EQ(tdp::dist::make_distribution("laplace_like", {{"loc", loc}, {"scale", scale}})->name(),
             "Normal");
 }

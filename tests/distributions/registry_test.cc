@@ -126,7 +126,7 @@ TEST(Registry, UsersRegisterTheirOwn) {
   DistributionRegistry registry;
   EXPECT_FALSE(registry.contains("normal"));
   registry.register_distribution(
-      "scaled_normal", {{{"loc", "scale"}}, {"factor"}}, [](const Params& p, const Kwargs& k) {
+      "scaled_normal", {{{"loc", "scale"}}, {"factor"}}, [](const Params& p, const DistributionKwargs& k) {
         const double factor = kwarg_double(k, "factor", 1.0, "scaled_normal");
         return std::make_shared<Normal>(p.at("loc"), p.at("scale") * factor);
       });
@@ -137,15 +137,15 @@ TEST(Registry, UsersRegisterTheirOwn) {
   EXPECT_EQ(registry.names(), std::vector<std::string>({"scaled_normal"}));
   EXPECT_THAT(invalid_argument_of([&] {
                 registry.register_distribution("scaled_normal", {{{"loc"}}, {}},
-                                               [](const Params&, const Kwargs&) { return nullptr; });
+                                               [](const Params&, const DistributionKwargs&) { return nullptr; });
               }),
               HasSubstr("'scaled_normal' is already registered"));
-  registry.replace("scaled_normal", {{{"loc"}}, {}}, [](const Params& p, const Kwargs&) {
+  registry.replace("scaled_normal", {{{"loc"}}, {}}, [](const Params& p, const DistributionKwargs&) {
     return std::make_shared<Normal>(p.at("loc"), at::ones_like(p.at("loc")));
   });
   EXPECT_TRUE(at::equal(registry.make("scaled_normal", {{"loc", kLoc}})->stddev(),
                         at::ones_like(kLoc)));
-  registry.replace("null", {{{"loc"}}, {}}, [](const Params&, const Kwargs&) { return nullptr; });
+  registry.replace("null", {{{"loc"}}, {}}, [](const Params&, const DistributionKwargs&) { return nullptr; });
   EXPECT_THROW(registry.make("null", {{"loc", kLoc}}), std::runtime_error);
   EXPECT_THAT(invalid_argument_of([&] { registry.make("normal", {{"loc", kLoc}}); }),
               HasSubstr("unknown distribution 'normal'; registered: {null, scaled_normal}"));
@@ -159,7 +159,7 @@ TEST(Registry, ConcurrentRegistrationAndLookup) {
     threads.emplace_back([&registry, &built, t] {
       for (int i = 0; i < 50; ++i) {
         const std::string name = "d" + std::to_string(t) + "_" + std::to_string(i);
-        registry.register_distribution(name, {{{"loc"}}, {}}, [](const Params& p, const Kwargs&) {
+        registry.register_distribution(name, {{{"loc"}}, {}}, [](const Params& p, const DistributionKwargs&) {
           return std::make_shared<Normal>(p.at("loc"), at::ones_like(p.at("loc")));
         });
         if (registry.make(name, {{"loc", at::zeros({2})}})->name() == "Normal") ++built;

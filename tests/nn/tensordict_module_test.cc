@@ -96,7 +96,7 @@ TEST(TensorDictModuleTest, InputKeysMapKeyToArgument) {
   // tensordict: in_keys={"1": "a", ("2", "smth"): "b", ("3", ("other", ("thing",))): "c"},
   // out_to_in_map=False.
   TensorDictModule mod(
-      [](const Kwargs& kw) {
+      [](const TensorKwargs& kw) {
         EXPECT_TRUE(kw.at("b").defined());
         EXPECT_TRUE(kw.at("c").defined());
         return kw.at("a") + 1;
@@ -115,7 +115,7 @@ TEST(TensorDictModuleTest, InputKeysMapKeyToArgument) {
 }
 
 TEST(TensorDictModuleTest, InputKeysMapArgumentToKeyByDefault) {
-  auto fn = [](const Kwargs& kw) { return kw.at("y") - kw.at("x"); };
+  auto fn = [](const TensorKwargs& kw) { return kw.at("y") - kw.at("x"); };
   TensorDictModule by_default(fn, TensorDictModuleOptions().in_keys_map({{"x", "1"}, {"y", "2"}}).out_keys({"a"}));
   TensorDictModule reversed(fn, TensorDictModuleOptions()
                                     .in_keys_map({{"1", "x"}, {"2", "y"}})
@@ -127,7 +127,7 @@ TEST(TensorDictModuleTest, InputKeysMapArgumentToKeyByDefault) {
 }
 
 TEST(TensorDictModuleTest, SameKeyForTwoArguments) {
-  TensorDictModule mod([](const Kwargs& kw) { return kw.at("x") + kw.at("y") + kw.at("z"); },
+  TensorDictModule mod([](const TensorKwargs& kw) { return kw.at("x") + kw.at("y") + kw.at("z"); },
                        TensorDictModuleOptions()
                            .in_keys_map({{"x", "1"}, {"y", "2"}, {"z", "2"}})
                            .out_to_in_map(true)
@@ -159,12 +159,12 @@ TEST(TensorDictModuleTest, MapNeedsCallableTakingNames) {
   EXPECT_EQ(message,
             "TensorDictModule(in_keys=['1'], out_keys=['a']): in_keys_map passes inputs by name, "
             "but the wrapped callable takes positional tensors. Use in_keys, or wrap a callable "
-            "taking tdp::nn::Kwargs or a TorchScript method.");
+            "taking tdp::nn::TensorKwargs or a TorchScript method.");
   EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
-              TensorDictModule([](const Kwargs& kw) { return kw.at("x"); }, keys({"x"}, {"a"}));
+              TensorDictModule([](const TensorKwargs& kw) { return kw.at("x"); }, keys({"x"}, {"a"}));
             }),
             "TensorDictModule(in_keys=['x'], out_keys=['a']): the wrapped callable takes its "
-            "tensors by name (tdp::nn::Kwargs), so the inputs must be given with in_keys_map, "
+            "tensors by name (tdp::nn::TensorKwargs), so the inputs must be given with in_keys_map, "
             "which names the argument of each key.");
   EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
               TensorDictModule([](const at::Tensor& x) { return x; },
@@ -330,11 +330,11 @@ TEST(TensorDictModuleTest, DictLikeOutputsAreReadAtOutKeys) {
   EXPECT_TRUE(out.get("b").equal(out.get("a")));
   EXPECT_FALSE(out.contains("other"));
 
-  TensorDictModule from_map([](const at::Tensor& x) { return Kwargs{{"b", x}}; }, keys({"a"}, {"b"}));
+  TensorDictModule from_map([](const at::Tensor& x) { return TensorKwargs{{"b", x}}; }, keys({"a"}, {"b"}));
   out = from_map(make_td({{"a", torch::randn({3})}}));
   EXPECT_TRUE(out.get("b").equal(out.get("a")));
 
-  TensorDictModule missing([](const at::Tensor& x) { return Kwargs{{"c", x}}; }, keys({"a"}, {"b"}));
+  TensorDictModule missing([](const at::Tensor& x) { return TensorKwargs{{"c", x}}; }, keys({"a"}, {"b"}));
   EXPECT_EQ(ThrowMessage<KeyError>([&] { missing(make_td({{"a", torch::randn({3})}})); }),
             "TensorDictModule(in_keys=['a'], out_keys=['b']): the module returned a map without "
             "the out_key 'b'; it has keys ['c'].");

@@ -366,7 +366,7 @@ class NoMeanNormal : public dist::Normal {
 TEST(ProbabilisticModule, MeanFallsBackToEmpiricalEstimate) {
   ProbabilisticTensorDictModule module(
       ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"x"})
-          .distribution([](const dist::Params& p, const dist::Kwargs&) -> dist::DistributionPtr {
+          .distribution([](const dist::Params& p, const dist::DistributionKwargs&) -> dist::DistributionPtr {
             return std::make_shared<NoMeanNormal>(p.at("loc"), p.at("scale"));
           })
           .n_empirical_estimate(4000)
@@ -580,12 +580,12 @@ TEST(DistributionBinding, ReRegisteringANameAfterConstructionDoesNotChangeTheMod
     return ProbabilisticTensorDictModule(
         ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"x"}).distribution("binding_test_normal"));
   };
-  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::Kwargs&) {
+  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::DistributionKwargs&) {
     return std::make_shared<dist::Normal>(p.at("loc"), p.at("scale"));
   });
   ProbabilisticTensorDictModule built_before = normal_module();
   // The name now builds a Normal centred 100 away; only modules built afterwards see it.
-  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::Kwargs&) {
+  registry.replace("binding_test_normal", signature, [](const dist::Params& p, const dist::DistributionKwargs&) {
     return std::make_shared<dist::Normal>(p.at("loc") + 100, p.at("scale"));
   });
   ProbabilisticTensorDictModule built_after = normal_module();
