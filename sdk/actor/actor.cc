@@ -4,14 +4,19 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 
+#include "sdk/nn/tensordict_module_base.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/generator_scope.h"
 #include "sdk/spec/keys.h"
+#include "sdk/spec/policy.h"
+#include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
 namespace {
@@ -33,11 +38,54 @@ at::Generator make_generator(const c10::Device& device, uint64_t seed) {
   return generator;
 }
 
+const spec::Policy& checked(const spec::Policy& policy) {
+  if (policy.module == nullptr) throw std::invalid_argument("Actor: the policy has no module");
+  return policy;
+}
+
 }  // namespace
+
+class Actor::Impl {
+ public:
+  Impl(spec::Policy loaded, ActorOptions actor_options)
+      : policy(std::move(loaded)),
+        options(std::move(actor_options)),
+        lp_aggregate(options.composite_lp_aggregate() ? *options.composite_lp_aggregate() : nn::composite_lp_aggregate()),
+        generator(make_generator(options.device(), options.seed())),
+        state_keys(spec::state_keys(checked(policy).spec)) {
+    policy.module->to(options.device());
+    policy.module->eval();
+    for (const std::string& key : policy.spec.output_keys()) {
+      if (auto parsed = spec::parse_key(key); parsed.ok()) output_keys.push_back(*std::move(parsed));
+    }
+    for (const NestedKey& key : state_keys) {
+      for (const auto& input : policy.spec.inputs()) {
+        if (spec::parse_key(input.key()).value_or(NestedKey()) == key) {
+          state_shapes.emplace_back(input.shape().begin(), input.shape().end());
+          break;
+        }
+      }
+    }
+  }
+
+  spec::Policy policy;
+  ActorOptions options;
+  // The aggregation mode the policy was built under; every call runs under it.
+  bool lp_aggregate;
+  at::Generator generator;
+  std::vector<NestedKey> output_keys;
+  std::vector<NestedKey> state_keys;
+  std::vector<std::vector<int64_t>> state_shapes;
+  std::mutex state_mutex;
+  std::optional<TensorDict> state;
+};
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::Load(const std::string& spec_path, ActorOptions options) {
   spec::LoadOptions load;
   load.run_self_tests = options.run_self_tests();
+  // The policy is built (and its self tests run) under the actor's aggregation mode.
+  std::optional<nn::CompositeLpAggregateGuard> mode;
+  if (options.composite_lp_aggregate()) mode.emplace(*options.composite_lp_aggregate(), /*thread_local_only=*/true);
   auto policy = spec::load_policy(spec_path, load);
   if (!policy.ok()) return policy.status();
   try {
@@ -48,66 +96,65 @@ absl::StatusOr<std::unique_ptr<Actor>> Actor::Load(const std::string& spec_path,
 }
 
 Actor::Actor(spec::Policy policy, ActorOptions options)
-    : policy_(std::move(policy)), options_(options), generator_(make_generator(options.device(), options.seed())) {
-  policy_.module->to(options_.device());
-  policy_.module->eval();
-  for (const std::string& key : policy_.spec.output_keys()) output_keys_.push_back(*spec::parse_key(key));
-  // State: declared inputs that some module overwrites on purpose.
-  std::set<std::string> overwritten;
-  std::function<void(const tdpolicy::Module&)> collect = [&](const tdpolicy::Module& module) {
-    for (const std::string& key : module.overwrite_keys()) overwritten.insert(key);
-    for (const auto& child : module.sequential().modules()) collect(child);
-    for (const auto& child : module.probabilistic_sequential().modules()) collect(child);
-  };
-  collect(policy_.spec.module());
-  for (const auto& input : policy_.spec.inputs()) {
-    if (overwritten.count(input.key())) {
-      state_keys_.push_back(*spec::parse_key(input.key()));
-      state_shapes_.emplace_back(input.shape().begin(), input.shape().end());
-    }
-  }
-}
+    : impl_(std::make_unique<Impl>(std::move(policy), std::move(options))) {}
 
-TensorDict Actor::act(const TensorDict& observation, nn::InteractionType type, std::optional<at::Generator> generator) {
+Actor::~Actor() = default;
+Actor::Actor(Actor&& other) noexcept = default;
+Actor& Actor::operator=(Actor&& other) noexcept = default;
+
+TensorDict Actor::act(const TensorDict& observation) { return act(observation, impl_->options.interaction_type()); }
+
+TensorDict Actor::act(const TensorDict& observation, std::optional<nn::InteractionType> type,
+                      std::optional<at::Generator> generator) {
+  Impl& self = *impl_;
   c10::InferenceMode inference;
   nn::InteractionTypeGuard scope(type, /*thread_local_only=*/true);
-  nn::GeneratorGuard stream(generator.value_or(generator_));
+  nn::CompositeLpAggregateGuard aggregate(self.lp_aggregate, /*thread_local_only=*/true);
+  nn::GeneratorGuard stream(generator.value_or(self.generator));
   // to() builds a new TensorDict (sharing tensors already on the device), as clone does: one
   // copy of the structure, not two, when the observation does not carry the actor's device.
-  TensorDict td = observation.device() == options_.device() ? observation.clone(/*deep=*/false)
-                                                            : observation.to(options_.device());
-  bool uses_kept_state = false;
-  if (!state_keys_.empty() && !td.contains(state_keys_[0])) {
-    uses_kept_state = true;
-    std::lock_guard<std::mutex> lock(state_mutex_);
+  const c10::Device& device = self.options.device();
+  TensorDict td = observation.device() == device ? observation.clone(/*deep=*/false) : observation.to(device);
+  // The state comes whole from the observation (stateless form) or whole from the actor.
+  std::vector<std::string> given;
+  std::vector<std::string> missing;
+  for (const NestedKey& key : self.state_keys) (td.contains(key) ? given : missing).push_back(spec::key_string(key));
+  if (!given.empty() && !missing.empty()) {
+    throw std::invalid_argument(absl::StrCat(
+        "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
+        absl::StrJoin(missing, ", "), "; pass every state key or none (the actor then supplies its kept state)"));
+  }
+  const bool uses_kept_state = !missing.empty();
+  if (uses_kept_state) {
+    std::lock_guard<std::mutex> lock(self.state_mutex);
     const std::vector<int64_t> batch = td.batch_size().vec();
-    if (!state_ || state_->batch_size() != c10::IntArrayRef(batch)) {
-      state_ = TensorDict(batch, options_.device());
-      for (size_t i = 0; i < state_keys_.size(); ++i) {
+    if (!self.state || self.state->batch_size() != c10::IntArrayRef(batch)) {
+      self.state = TensorDict(batch, device);
+      for (size_t i = 0; i < self.state_keys.size(); ++i) {
         std::vector<int64_t> shape = batch;
-        shape.insert(shape.end(), state_shapes_[i].begin(), state_shapes_[i].end());
-        state_->set(state_keys_[i], at::zeros(shape, at::TensorOptions().device(options_.device())));
+        shape.insert(shape.end(), self.state_shapes[i].begin(), self.state_shapes[i].end());
+        self.state->set(self.state_keys[i], at::zeros(shape, at::TensorOptions().device(device)));
       }
     }
-    for (const NestedKey& key : state_keys_) td.set(key, state_->get(key));
+    for (const NestedKey& key : self.state_keys) td.set(key, self.state->get(key));
   }
-  TensorDict out = policy_.module->forward(td);
-  std::vector<NestedKey> keys = output_keys_;
-  for (const NestedKey& key : state_keys_) {
+  TensorDict out = self.policy.module->forward(td);
+  if (uses_kept_state) {
+    std::lock_guard<std::mutex> lock(self.state_mutex);
+    for (const NestedKey& key : self.state_keys) self.state->set(key, out.get(key));
+  }
+  if (self.options.return_all_entries()) return out;
+  std::vector<NestedKey> keys = self.output_keys;
+  for (const NestedKey& key : self.state_keys) {
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   }
-  TensorDict result = out.select(keys, /*strict=*/false);
-  if (uses_kept_state) {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    for (const NestedKey& key : state_keys_) state_->set(key, out.get(key));
-  }
-  return result;
+  return out.select(keys, /*strict=*/false);
 }
 
 TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& observation) {
   std::vector<int64_t> batch;
   bool found = false;
-  for (const auto& input : policy_.spec.inputs()) {
+  for (const auto& input : impl_->policy.spec.inputs()) {
     NestedKey key = *spec::parse_key(input.key());
     for (const auto& [name, tensor] : observation) {
       if (name == key && !found) {
@@ -123,29 +170,37 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
   }
   TensorDict td(batch);
   for (const auto& [key, tensor] : observation) td.set(key, tensor);
-  return act(td, options_.interaction_type());
+  return act(td, impl_->options.interaction_type());
 }
 
 void Actor::reset(const at::Tensor& env_mask) {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  if (!state_) return;
-  if (env_mask.scalar_type() != at::kBool || env_mask.dim() != 1 || env_mask.size(0) != state_->batch_size()[0]) {
+  Impl& self = *impl_;
+  std::lock_guard<std::mutex> lock(self.state_mutex);
+  if (!self.state) return;
+  if (env_mask.scalar_type() != at::kBool || env_mask.dim() != 1 ||
+      env_mask.size(0) != self.state->batch_size()[0]) {
     throw std::invalid_argument(absl::StrCat("Actor.reset: env_mask must be a bool tensor of shape [",
-                                             state_->batch_size()[0], "]"));
+                                             self.state->batch_size()[0], "]"));
   }
   c10::InferenceMode inference;
-  at::Tensor mask = env_mask.to(options_.device());
-  for (const NestedKey& key : state_keys_) {
-    at::Tensor kept = state_->get(key);
+  at::Tensor mask = env_mask.to(self.options.device());
+  for (const NestedKey& key : self.state_keys) {
+    at::Tensor kept = self.state->get(key);
     std::vector<int64_t> view(kept.dim(), 1);
     view[0] = kept.size(0);
-    state_->set(key, kept.masked_fill(mask.view(view), 0));
+    self.state->set(key, kept.masked_fill(mask.view(view), 0));
   }
 }
 
 void Actor::reset() {
-  std::lock_guard<std::mutex> lock(state_mutex_);
-  state_.reset();
+  std::lock_guard<std::mutex> lock(impl_->state_mutex);
+  impl_->state.reset();
 }
+
+void Actor::set_interaction_type(std::optional<nn::InteractionType> type) { impl_->options.interaction_type(type); }
+const ActorOptions& Actor::options() const { return impl_->options; }
+const tdpolicy::PolicySpec& Actor::spec() const { return impl_->policy.spec; }
+const std::vector<NestedKey>& Actor::state_keys() const { return impl_->state_keys; }
+const std::shared_ptr<nn::TensorDictModuleBase>& Actor::module() const { return impl_->policy.module; }
 
 }  // namespace tdp::actor

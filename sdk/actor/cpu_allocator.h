@@ -5,7 +5,8 @@
 //     absl::Status tuned = tdp::actor::tune_cpu_allocator();   // once, before the loop
 //     if (!tuned.ok()) std::cerr << tuned << "\n";               // not glibc: nothing changed
 //     auto actor = tdp::actor::Actor::Load("policies/pendulum_tanh_gaussian.pbtxt");
-//     for (...) env.step((*actor)->act(obs));
+//     tdp::TensorDict obs = env.reset(/*seed=*/0);
+//     for (int step = 0; step < steps; ++step) obs = env.step((*actor)->act(obs));
 //   }
 //
 // Why: LibTorch allocates CPU tensors with malloc. Under glibc's defaults, a step that frees a

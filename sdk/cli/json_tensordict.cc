@@ -369,7 +369,8 @@ absl::Status append_tensordict(std::string& out, const TensorDict& td, const std
 }  // namespace
 
 absl::StatusOr<TensorDict> tensordict_from_json(
-    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs) {
+    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
+    const std::vector<NestedKey>& optional_keys) {
   std::vector<Declared> declared;
   std::set<std::vector<std::string>> leaves;
   std::set<std::vector<std::string>> parents;
@@ -409,6 +410,8 @@ absl::StatusOr<TensorDict> tensordict_from_json(
   std::optional<std::vector<int64_t>> batch;
   const Declared* batch_source = nullptr;
   for (const Declared& input : declared) {
+    const bool optional =
+        std::find(optional_keys.begin(), optional_keys.end(), NestedKey(input.path)) != optional_keys.end();
     const Value* value = &root;
     for (size_t level = 0; level < input.path.size(); ++level) {
       if (value->kind_case() != Value::kStructValue) {
@@ -419,6 +422,10 @@ absl::StatusOr<TensorDict> tensordict_from_json(
       }
       const auto& fields = value->struct_value().fields();
       auto found = fields.find(input.path[level]);
+      if (found == fields.end() && optional) {
+        value = nullptr;
+        break;
+      }
       if (found == fields.end()) {
         return absl::InvalidArgumentError(absl::StrCat("missing input \"", input.key, "\" (declared shape ",
                                                        shape_to_string(input.shape), ", ",
@@ -426,6 +433,7 @@ absl::StatusOr<TensorDict> tensordict_from_json(
       }
       value = &found->second;
     }
+    if (value == nullptr) continue;  // an optional input left out
     if (value->kind_case() == Value::kStructValue) {
       return absl::InvalidArgumentError(absl::StrCat("input \"", input.key,
                                                      "\": expected a nested list of numbers, got an object"));

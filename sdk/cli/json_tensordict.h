@@ -19,7 +19,9 @@
 #include <google/protobuf/repeated_field.h>
 
 #include <string>
+#include <vector>
 
+#include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -30,9 +32,11 @@ namespace tdp::cli {
 // shape. Each tensor gets its declared dtype (FLOAT32 when unspecified). Errors name the key and
 // what was expected: a missing or undeclared key, a ragged list, a shape that does not end with
 // the declared one, batch dims that differ between inputs, a value that is not a number (or not
-// an integer / boolean / in range for the dtype).
+// an integer / boolean / in range for the dtype). Declared inputs named in `optional_keys` may
+// be left out (a recurrent policy's state keys, which the actor supplies when absent).
 absl::StatusOr<TensorDict> tensordict_from_json(
-    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs);
+    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
+    const std::vector<NestedKey>& optional_keys = {});
 
 // Writes every entry of `td` in insertion order: tensors as nested lists (a 0-dim tensor as a
 // bare number), nested TensorDicts as nested objects. Floats print as the shortest decimal that

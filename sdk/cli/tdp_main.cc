@@ -1,5 +1,8 @@
 // tdp: the command line for policy specs. Checks a spec (and its self tests), describes it,
-// runs it on JSON inputs, or times it.
+// runs it on JSON inputs, or times it. Every command loads the spec through tdp::actor::Actor,
+// and `run` and `bench` call the policy through Actor::act: the command line runs and times
+// exactly what a simulator calls (its interaction type, seeded stream, aggregation mode and
+// recurrent state handling).
 //
 //   tdp validate policies/cartpole_categorical.pbtxt
 //   tdp describe policies/cartpole_categorical.pbtxt
@@ -8,7 +11,6 @@
 //
 // `run` writes only JSON on stdout; every diagnostic goes to stderr. Exit status: 0 success,
 // 1 the spec, the input or the policy failed, 2 the command line is wrong.
-#include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <absl/flags/commandlineflag.h>
@@ -20,10 +22,6 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
-#include <absl/strings/str_split.h>
-#include <c10/core/InferenceMode.h>
-#include <torch/nn/modules/container/moduledict.h>
-#include <torch/nn/modules/container/modulelist.h>
 
 #include <algorithm>
 #include <chrono>
@@ -38,16 +36,20 @@
 #include <thread>
 #include <vector>
 
+#include "sdk/actor/actor.h"
 #include "sdk/cli/json_tensordict.h"
-#include "sdk/distributions/composite_lp_aggregate.h"
+#include "sdk/nn/tensordict_module_base.h"
+#include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/policy.h"
+#include "sdk/spec/keys.h"
+#include "sdk/tensordict/tensordict.h"
+#include "tdpolicy/spec.pb.h"
 
 // Optional values are strings so that "not given" differs from every value.
 ABSL_FLAG(std::string, input, "", "run: JSON file of named input tensors; - reads stdin");
 ABSL_FLAG(std::string, interaction, "",
           "run, bench: mode, median, mean, random or deterministic (default: each module's own)");
-ABSL_FLAG(std::string, seed, "", "run, bench: seed for the default random generator (reproducible sampling)");
+ABSL_FLAG(std::string, seed, "", "run, bench: seed of the actor's random stream (default 0, as an Actor's)");
 ABSL_FLAG(std::string, lp_aggregate, "",
           "run, bench: true sums a composite distribution's log-probs into one entry, false keeps "
           "one per part (default: COMPOSITE_LP_AGGREGATE, else false)");
@@ -164,31 +166,17 @@ struct RunFlags {
   }
 };
 
-// The scopes every policy call of `run` and `bench` happens in. The aggregation mode is in
-// force before the policy loads: a probabilistic module fixes its log-prob keys by it when it
-// is built (and refuses to run under the other mode). The rest starts after the load, so that
-// parameters are built outside inference mode, as ordinary tensors.
-class RunScope {
- public:
-  explicit RunScope(const RunFlags& flags) : flags_(flags) {
-    if (flags.lp_aggregate) lp_aggregate_.emplace(*flags.lp_aggregate);
-  }
-
-  // Called once the policy is loaded.
-  void enter_calls() {
-    inference_.emplace();
-    if (flags_.interaction) interaction_.emplace(*flags_.interaction);
-    if (flags_.seed) at::manual_seed(*flags_.seed);
-    if (flags_.threads > 0) at::set_num_threads(flags_.threads);
-  }
-
- private:
-  RunFlags flags_;
-  std::optional<tdp::dist::CompositeLpAggregateGuard> lp_aggregate_;
-  // Policies are only evaluated here: no autograd graph, no version counters.
-  std::optional<c10::InferenceMode> inference_;
-  std::optional<tdp::nn::InteractionTypeGuard> interaction_;
-};
+// The actor `run` and `bench` call: what the flags ask for, as ActorOptions. The spec's self
+// tests are `validate`'s job (they hold per-part log-probs, whatever --lp_aggregate says).
+absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string& path, const RunFlags& flags,
+                                                               bool return_all_entries) {
+  return tdp::actor::Actor::Load(path, tdp::actor::ActorOptions()
+                                           .interaction_type(flags.interaction)
+                                           .seed(flags.seed.value_or(0))
+                                           .composite_lp_aggregate(flags.lp_aggregate)
+                                           .run_self_tests(false)
+                                           .return_all_entries(return_all_entries));
+}
 
 std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
   return tdp::shape_to_string({shape.data(), static_cast<size_t>(shape.size())});
@@ -204,33 +192,26 @@ std::string with_commas(int64_t n) {
   return digits;
 }
 
-int64_t parameter_count(const torch::nn::Module& module) {
+int64_t parameter_count(const tdp::nn::TensorDictModuleBase& module) {
   int64_t count = 0;
   for (const at::Tensor& parameter : module.parameters(/*recurse=*/true)) count += parameter.numel();
   return count;
 }
 
-// The modules a reader sees at the top of the tree, named as the spec names them: sequences
-// keep theirs in a ModuleDict or ModuleList, which is looked through.
-std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> top_level_modules(
-    const torch::nn::Module& root, const tdpolicy::Module& spec) {
-  auto children = root.named_children();
-  while (children.size() == 1 &&
-         (dynamic_cast<const torch::nn::ModuleDictImpl*>(children[0].value().get()) != nullptr ||
-          dynamic_cast<const torch::nn::ModuleListImpl*>(children[0].value().get()) != nullptr)) {
-    children = children[0].value()->named_children();
-  }
-  const auto* sequence = spec.has_sequential() ? &spec.sequential().modules()
-                         : spec.has_probabilistic_sequential() ? &spec.probabilistic_sequential().modules()
-                                                               : nullptr;
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> named;
-  for (size_t i = 0; i < children.size(); ++i) {
-    std::string name = children[i].key();
-    if (sequence != nullptr && sequence->size() == static_cast<int>(children.size()) &&
-        !sequence->Get(static_cast<int>(i)).name().empty()) {
-      name = sequence->Get(static_cast<int>(i)).name();
-    }
-    named.emplace_back(name, children[i].value());
+// The modules a reader sees at the top of the tree: a sequence's own modules, under the names
+// the spec gives them (else the sequence's: their positions), or the root module alone.
+std::vector<std::pair<std::string, std::shared_ptr<tdp::nn::TensorDictModuleBase>>> top_level_modules(
+    const std::shared_ptr<tdp::nn::TensorDictModuleBase>& root, const tdpolicy::Module& spec) {
+  // ProbabilisticTensorDictSequential is a TensorDictSequential too.
+  const auto* sequence = dynamic_cast<const tdp::nn::TensorDictSequentialImpl*>(root.get());
+  if (sequence == nullptr) return {{spec.name().empty() ? "module" : spec.name(), root}};
+  const auto& children = spec.has_sequential() ? spec.sequential().modules() : spec.probabilistic_sequential().modules();
+  std::vector<std::pair<std::string, std::shared_ptr<tdp::nn::TensorDictModuleBase>>> named;
+  for (size_t i = 0; i < sequence->size(); ++i) {
+    const bool spec_names_it = children.size() == static_cast<int>(sequence->size()) &&
+                               !children.Get(static_cast<int>(i)).name().empty();
+    named.emplace_back(spec_names_it ? children.Get(static_cast<int>(i)).name() : sequence->names()[i],
+                       sequence->modules()[i]);
   }
   return named;
 }
@@ -239,17 +220,17 @@ int validate(const std::string& path) {
   // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
   // module fixes its log-prob keys by the mode in force when it is built: build under that mode
   // too, whatever COMPOSITE_LP_AGGREGATE says.
-  tdp::dist::CompositeLpAggregateGuard per_part(false);
-  auto policy = tdp::spec::load_policy(path, tdp::spec::LoadOptions{/*run_self_tests=*/true});
-  if (!policy.ok()) return failed(policy.status());
-  std::cout << "OK: " << policy->spec.name() << " " << policy->spec.version() << "\n";
+  auto actor = tdp::actor::Actor::Load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true));
+  if (!actor.ok()) return failed(actor.status());
+  std::cout << "OK: " << (*actor)->spec().name() << " " << (*actor)->spec().version() << "\n";
   return kOk;
 }
 
 int describe(const std::string& path) {
-  auto policy = tdp::spec::load_policy(path);
-  if (!policy.ok()) return failed(policy.status());
-  const tdpolicy::PolicySpec& spec = policy->spec;
+  auto actor = tdp::actor::Actor::Load(path, tdp::actor::ActorOptions().run_self_tests(false));
+  if (!actor.ok()) return failed(actor.status());
+  const tdpolicy::PolicySpec& spec = (*actor)->spec();
+  const std::shared_ptr<tdp::nn::TensorDictModuleBase>& module = (*actor)->module();
   std::cout << spec.name() << " " << spec.version() << "\n";
   if (!spec.description().empty()) std::cout << spec.description() << "\n";
   std::cout << "\ninputs:\n";
@@ -258,14 +239,12 @@ int describe(const std::string& path) {
   }
   std::cout << "\noutput keys:\n";
   for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
-  std::cout << "\nmodule:\n" << policy->module->to_string() << "\n";
+  std::cout << "\nmodule:\n" << module->to_string() << "\n";
   std::cout << "\nparameters:\n";
-  for (const auto& [name, child] : top_level_modules(*policy->module, spec.module())) {
-    const auto* td_module = dynamic_cast<const tdp::nn::TensorDictModuleBase*>(child.get());
-    std::cout << "  " << name << " (" << (td_module ? td_module->type_name() : child->name())
-              << "): " << with_commas(parameter_count(*child)) << "\n";
+  for (const auto& [name, child] : top_level_modules(module, spec.module())) {
+    std::cout << "  " << name << " (" << child->type_name() << "): " << with_commas(parameter_count(*child)) << "\n";
   }
-  std::cout << "  total: " << with_commas(parameter_count(*policy->module)) << "\n";
+  std::cout << "  total: " << with_commas(parameter_count(*module)) << "\n";
   return kOk;
 }
 
@@ -286,20 +265,21 @@ int run(const std::string& path) {
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
-  RunScope scope(*flags);
-  auto policy = tdp::spec::load_policy(path);
-  if (!policy.ok()) return failed(policy.status());
+  auto actor = load_actor(path, *flags, /*return_all_entries=*/true);
+  if (!actor.ok()) return failed(actor.status());
   auto json = read_input(input);
   if (!json.ok()) return failed(json.status());
-  auto td = tdp::cli::tensordict_from_json(*json, policy->spec.inputs());
+  // The recurrent state may be left out: the actor starts it from zeros, as at a simulator's
+  // first step.
+  auto td = tdp::cli::tensordict_from_json(*json, (*actor)->spec().inputs(), (*actor)->state_keys());
   if (!td.ok()) {
     return failed(absl::InvalidArgumentError(
         absl::StrCat(input == "-" ? "stdin" : input, ": ", td.status().message())));
   }
-  scope.enter_calls();
+  if (flags->threads > 0) at::set_num_threads(flags->threads);
   tdp::TensorDict out;
   try {
-    out = policy->module->forward(*td);
+    out = (*actor)->act(*td);
   } catch (const std::exception& error) {
     return failed(absl::InternalError(absl::StrCat("the policy failed: ", error.what())));
   }
@@ -309,10 +289,15 @@ int run(const std::string& path) {
   return std::cout.good() ? kOk : kFailed;
 }
 
-// Random inputs of the declared shapes: normal floats, integers in {0, 1}, random bools.
-tdp::TensorDict random_inputs(const tdpolicy::PolicySpec& spec, int64_t batch) {
+// Random inputs of the declared shapes: normal floats, integers in {0, 1}, random bools. The
+// recurrent state is left to the actor, which carries it from call to call as in a simulator.
+tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
   tdp::TensorDict td({batch});
-  for (const auto& input : spec.inputs()) {
+  const std::vector<tdp::NestedKey>& state = actor.state_keys();
+  for (const auto& input : actor.spec().inputs()) {
+    auto key = tdp::spec::parse_key(input.key());
+    if (!key.ok()) throw std::invalid_argument(std::string(key.status().message()));
+    if (std::find(state.begin(), state.end(), *key) != state.end()) continue;
     std::vector<int64_t> shape{batch};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
     at::Tensor value;
@@ -330,8 +315,7 @@ tdp::TensorDict random_inputs(const tdpolicy::PolicySpec& spec, int64_t batch) {
       case tdpolicy::UINT8: value = at::randint(0, 2, shape, at::kByte); break;
       default: throw std::invalid_argument(absl::StrCat("input \"", input.key(), "\" has no tensor dtype"));
     }
-    std::vector<std::string> path = absl::StrSplit(input.key(), '/');
-    td.set(tdp::NestedKey(std::move(path)), value);
+    td.set(*key, value);
   }
   return td;
 }
@@ -354,21 +338,19 @@ int bench(const std::string& path) {
   }
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
-  RunScope scope(*flags);
-  auto policy = tdp::spec::load_policy(path);
-  if (!policy.ok()) return failed(policy.status());
-  scope.enter_calls();
+  auto actor = load_actor(path, *flags, /*return_all_entries=*/false);
+  if (!actor.ok()) return failed(actor.status());
+  if (flags->threads > 0) at::set_num_threads(flags->threads);
 
   std::vector<double> micros;
   micros.reserve(iterations);
   double total_seconds = 0;
   try {
-    const tdp::TensorDict inputs = random_inputs(policy->spec, batch);
+    const tdp::TensorDict inputs = random_inputs(**actor, batch);
     for (int64_t i = 0; i < warmup + iterations; ++i) {
-      // A fresh dictionary per call (tensors shared), so each call sees only the inputs.
-      tdp::TensorDict td = inputs.clone(/*deep=*/false);
+      // The simulator's call: act() leaves `inputs` as they are.
       const auto start = std::chrono::steady_clock::now();
-      tdp::TensorDict out = policy->module->forward(td);
+      tdp::TensorDict out = (*actor)->act(inputs);
       const auto stop = std::chrono::steady_clock::now();
       if (i >= warmup) {
         const double seconds = std::chrono::duration<double>(stop - start).count();
@@ -387,8 +369,8 @@ int bench(const std::string& path) {
   };
   const double mean = total_seconds * 1e6 / iterations;
   const double calls_per_second = iterations / total_seconds;
-  std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads\n", policy->spec.name(),
-                               policy->spec.version(), batch, iterations, warmup, at::get_num_threads());
+  std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads\n", (*actor)->spec().name(),
+                               (*actor)->spec().version(), batch, iterations, warmup, at::get_num_threads());
   std::cout << absl::StrFormat("latency per call: mean %.1f us, p50 %.1f us, p99 %.1f us\n", mean, percentile(0.5),
                                percentile(0.99));
   std::cout << absl::StrFormat("throughput: %.1f calls/s, %.0f env steps/s\n", calls_per_second,

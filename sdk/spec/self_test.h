@@ -4,7 +4,8 @@
 //
 //   auto test = tdp::spec::make_self_test(policy, example_inputs, example_actions);
 //   *policy.spec.add_self_tests() = *test;
-//   tdp::spec::save_policy(policy, "actor.pb");     // load_policy(..., {.run_self_tests = true}) checks it
+//   tdp::spec::save_policy(policy, "actor.pb");
+//   auto checked = tdp::spec::load_policy("actor.pb", {/*run_self_tests=*/true});   // recomputes it
 #pragma once
 
 #include <absl/status/statusor.h>

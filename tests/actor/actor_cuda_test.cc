@@ -13,6 +13,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/spec/keys.h"
+#include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
 
 namespace tdp::actor {

@@ -1,10 +1,17 @@
 // Actor: load from a spec, act on batches, per-call interaction types and generators, recurrent
-// state kept per environment, and thread safety with 8 simulator threads.
+// state kept per environment, the options `tdp run` and `tdp bench` rely on (modules' own
+// interaction types, the aggregation mode, every entry returned), and thread safety with 8
+// simulator threads.
 #include "sdk/actor/actor.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+#include "sdk/spec/keys.h"
+#include "tdpolicy/spec.pb.h"
 
 #include <cstdio>
 #include <fstream>
@@ -159,6 +166,120 @@ TEST(ActorTest, RecurrentStateIsKeptPerEnvironmentAndReset) {
   EXPECT_TRUE(third.get("hidden")[1].allclose(first.get("hidden")[1]));
   EXPECT_TRUE(third.get("hidden")[0].allclose(expected.get("hidden")[0]));
   EXPECT_THROW(actor->reset(at::ones({2}, at::kBool)), std::invalid_argument);
+}
+
+// A categorical actor whose probabilistic module takes the mode unless told otherwise.
+constexpr const char* kModeByDefault = R"pb(
+  name: "test_mode_default" version: "1" init_seed: 3
+  inputs { key: "observation" shape: [4] }
+  output_keys: ["action", "action_log_prob"]
+  module { probabilistic_sequential {
+    modules { network { in_keys: ["observation"] out_keys: ["logits"]
+                        network { mlp { in_features: 4 hidden_sizes: [16] out_features: 2 } } } }
+    modules { probabilistic { in_keys: ["logits"] out_keys: ["action"] distribution: "categorical"
+                              default_interaction_type: "mode" return_log_prob: true } } } }
+)pb";
+
+TEST(ActorTest, AnEmptyInteractionTypeLeavesEachModuleItsDefault) {
+  TensorDict obs = observations(64);
+  auto actor = load(kModeByDefault, ActorOptions().interaction_type(std::nullopt));
+  EXPECT_FALSE(actor->options().interaction_type().has_value());
+  const at::Tensor greedy = actor->act(obs, InteractionType::kMode).get("action");
+  EXPECT_TRUE(actor->act(obs).get("action").equal(greedy));
+  // Not even a process-wide scope overrides the module's default.
+  {
+    nn::InteractionTypeGuard explore(InteractionType::kRandom);
+    EXPECT_TRUE(actor->act(obs).get("action").equal(greedy));
+    EXPECT_TRUE(actor->act(obs, std::nullopt).get("action").equal(greedy));
+  }
+  // A per-call type still wins, and set_interaction_type goes back and forth.
+  EXPECT_FALSE(actor->act(obs, InteractionType::kRandom).get("action").equal(greedy));
+  actor->set_interaction_type(InteractionType::kRandom);
+  EXPECT_FALSE(actor->act(obs).get("action").equal(greedy));
+  actor->set_interaction_type(std::nullopt);
+  EXPECT_TRUE(actor->act(obs).get("action").equal(greedy));
+  // The default options still explore.
+  EXPECT_EQ(ActorOptions().interaction_type(), InteractionType::kRandom);
+}
+
+TEST(ActorTest, TheAggregationModeIsTheActorsAtLoadAndAtEveryCall) {
+  TensorDict obs = observations(5);
+  auto summed = Actor::Load("policies/goal_hybrid.pbtxt",
+                            ActorOptions().composite_lp_aggregate(true).return_all_entries(true));
+  auto per_part = Actor::Load("policies/goal_hybrid.pbtxt",
+                              ActorOptions().composite_lp_aggregate(false).return_all_entries(true));
+  ASSERT_TRUE(summed.ok()) << summed.status();
+  ASSERT_TRUE(per_part.ok()) << per_part.status();
+  // Whatever the calling thread's mode, each actor computes in its own.
+  for (bool calling_mode : {false, true}) {
+    nn::CompositeLpAggregateGuard caller(calling_mode);
+    const TensorDict a = (*summed)->act(obs, InteractionType::kDeterministic);
+    const TensorDict b = (*per_part)->act(obs, InteractionType::kDeterministic);
+    EXPECT_TRUE(a.contains("sample_log_prob"));
+    EXPECT_FALSE(b.contains("sample_log_prob"));
+    EXPECT_TRUE(a.get("sample_log_prob")
+                    .allclose(b.get("action_type_log_prob") + b.get("action_param_log_prob").sum(-1), 1e-5, 1e-6));
+  }
+  // Unset: the mode in force when the actor is made.
+  {
+    nn::CompositeLpAggregateGuard at_load(true);
+    auto from_scope = Actor::Load("policies/goal_hybrid.pbtxt", ActorOptions().return_all_entries(true));
+    ASSERT_TRUE(from_scope.ok()) << from_scope.status();
+    nn::CompositeLpAggregateGuard at_call(false);
+    EXPECT_TRUE((*from_scope)->act(obs).contains("sample_log_prob"));
+  }
+}
+
+TEST(ActorTest, ReturnAllEntriesGivesTheWholeTensorDict) {
+  TensorDict obs = observations(3);
+  auto selected = load(kCategorical, ActorOptions().seed(1));
+  auto everything = load(kCategorical, ActorOptions().seed(1).return_all_entries(true));
+  const TensorDict some = selected->act(obs);
+  const TensorDict all = everything->act(obs);
+  EXPECT_EQ(some.keys(), (std::vector<NestedKey>{"action", "action_log_prob"}));
+  EXPECT_EQ(all.keys(), (std::vector<NestedKey>{"observation", "logits", "action", "action_log_prob"}));
+  EXPECT_TRUE(all.get("action").equal(some.get("action")));  // the same draws
+  EXPECT_FALSE(obs.contains("logits"));
+}
+
+// Two GRU cells, each carrying its own state.
+constexpr const char* kTwoStates = R"pb(
+  name: "test_two_states" version: "1" init_seed: 5
+  inputs { key: "observation" shape: [4] }
+  inputs { key: "memory/h1" shape: [3] }
+  inputs { key: "memory/h2" shape: [5] }
+  output_keys: ["action"]
+  module { sequential {
+    modules { overwrite_keys: ["memory/h1"]
+              network { in_keys: ["observation", "memory/h1"] out_keys: ["memory/h1"]
+                        network { gru_cell { input_size: 4 hidden_size: 3 } } } }
+    modules { overwrite_keys: ["memory/h2"]
+              network { in_keys: ["memory/h1", "memory/h2"] out_keys: ["memory/h2"]
+                        network { gru_cell { input_size: 3 hidden_size: 5 } } } }
+    modules { network { in_keys: ["memory/h2"] out_keys: ["action"]
+                        network { linear { in_features: 5 out_features: 2 } } } } } }
+)pb";
+
+TEST(ActorTest, StateKeysAreTheSpecsAndComeWholeOrNotAtAll) {
+  auto actor = load(kTwoStates);
+  EXPECT_EQ(actor->state_keys(), (std::vector<NestedKey>{{"memory", "h1"}, {"memory", "h2"}}));
+  EXPECT_EQ(actor->state_keys(), spec::state_keys(actor->spec()));
+  TensorDict obs = observations(2);
+  const TensorDict first = actor->act(obs);
+  EXPECT_EQ(first.get({"memory", "h2"}).sizes(), at::IntArrayRef({2, 5}));
+  TensorDict partial = obs.clone();
+  partial.set({"memory", "h2"}, at::zeros({2, 5}));
+  try {
+    actor->act(partial);
+    ADD_FAILURE() << "a partial state was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("carries the recurrent state memory/h2 but not memory/h1"))
+        << error.what();
+  }
+  TensorDict whole = obs.clone();
+  whole.set({"memory", "h1"}, at::zeros({2, 3}));
+  whole.set({"memory", "h2"}, at::zeros({2, 5}));
+  EXPECT_TRUE(actor->act(whole).get({"memory", "h2"}).allclose(first.get({"memory", "h2"})));
 }
 
 TEST(ActorTest, LoadErrorsAreStatuses) {

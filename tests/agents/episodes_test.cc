@@ -3,7 +3,7 @@
 // are counted per environment, and a recurrent actor's state is zeroed where episodes end.
 #include "samples/agents/episodes.h"
 
-#include <ATen/Functions.h>
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
 

@@ -137,6 +137,33 @@ TEST(TensorDictFromJson, MissingAndUnknownKeys) {
             "input \"observation\": expected a nested list of numbers, got an object");
 }
 
+// A recurrent policy's state keys may be left out (the actor supplies them), or given.
+TEST(TensorDictFromJson, OptionalKeysMayBeLeftOut) {
+  const auto declared = inputs(R"pb(
+    inputs { key: "observation" shape: 2 }
+    inputs { key: "memory/hidden" shape: 3 }
+  )pb");
+  const std::vector<NestedKey> state{{"memory", "hidden"}};
+  auto without = tensordict_from_json(R"({"observation": [[1, 2]]})", declared, state);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->batch_size().vec(), std::vector<int64_t>{1});
+  EXPECT_FALSE(without->contains("memory"));
+
+  auto with = tensordict_from_json(R"({"observation": [[1, 2]], "memory": {"hidden": [[0, 0, 1]]}})", declared, state);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_TRUE(with->get({"memory", "hidden"}).equal(at::tensor({0.f, 0.f, 1.f}).reshape({1, 3})));
+
+  // Given, an optional input is checked like any other.
+  EXPECT_THAT(error_message(tensordict_from_json(R"({"observation": [[1, 2]], "memory": {"hidden": [[0, 1]]}})",
+                                                 declared, state)),
+              HasSubstr("input \"memory/hidden\": shape [1, 2] does not end with the declared per-env shape [3]"));
+  // The others are still required.
+  EXPECT_THAT(error_message(tensordict_from_json(R"({"memory": {"hidden": [[0, 0, 1]]}})", declared, state)),
+              HasSubstr("missing input \"observation\""));
+  EXPECT_THAT(error_message(tensordict_from_json(R"({"observation": [[1, 2]]})", declared)),
+              HasSubstr("missing input \"memory/hidden\""));
+}
+
 TEST(TensorDictFromJson, ValuesMustFitTheDtype) {
   EXPECT_EQ(error_message(tensordict_from_json(R"({"x": [1, "two"]})", inputs(R"pb(inputs { key: "x" shape: 2 })pb"))),
             "input \"x\"[1]: expected a number (FLOAT32; or \"NaN\", \"Infinity\", \"-Infinity\"), got the string \"two\"");

@@ -1,5 +1,6 @@
 // Runs the built `tdp` binary on tests/cli/testdata and checks exit codes, what goes to stdout
-// and stderr, and the JSON contract.
+// and stderr, the JSON contract, and that `run` and `bench` call the policy as tdp::actor::Actor
+// does (the same output for the same options, the recurrent state handled as the actor does).
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gmock/gmock.h>
@@ -10,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "sdk/actor/actor.h"
+#include "sdk/cli/json_tensordict.h"
+#include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
 
 namespace {
@@ -32,6 +36,7 @@ Result tdp(const std::vector<std::string>& args, const std::string& stdin_text =
 
 const std::string kActor = runfile("tests/cli/testdata/actor.pbtxt");
 const std::string kInput = runfile("tests/cli/testdata/input.json");
+const std::string kRecurrent = runfile("policies/recurrent_gru.pbtxt");
 
 google::protobuf::Struct parse_json(const std::string& text) {
   google::protobuf::Struct object;
@@ -304,6 +309,107 @@ TEST(TdpCli, Bench) {
   EXPECT_THAT(bench.out, HasSubstr(" us, p50 "));
   EXPECT_THAT(bench.out, HasSubstr(" us, p99 "));
   EXPECT_THAT(bench.out, HasSubstr("calls/s, "));
+}
+
+// What tdp::actor::Actor prints for `input_json` with `options`, as `tdp run` prints it.
+std::string actor_json(const std::string& spec, const std::string& input_json, tdp::actor::ActorOptions options) {
+  auto actor = tdp::actor::Actor::Load(spec, options.run_self_tests(false).return_all_entries(true));
+  EXPECT_TRUE(actor.ok()) << actor.status();
+  if (!actor.ok()) return "";
+  auto td = tdp::cli::tensordict_from_json(input_json, (*actor)->spec().inputs(), (*actor)->state_keys());
+  EXPECT_TRUE(td.ok()) << td.status();
+  if (!td.ok()) return "";
+  auto json = tdp::cli::tensordict_to_json((*actor)->act(*td));
+  EXPECT_TRUE(json.ok()) << json.status();
+  return json.ok() ? *json : "";
+}
+
+// `run` is Actor::act with the options the flags name: the same entries, bit for bit.
+TEST(TdpCli, RunComputesWhatAnActorWithTheSameOptionsComputes) {
+  using tdp::actor::ActorOptions;
+  using tdp::nn::InteractionType;
+  const std::string input = read_file(kInput);
+  // --seed seeds the actor's own stream: the same samples as an Actor with that seed.
+  Result seeded = tdp({"run", kActor, "--input=" + kInput, "--interaction=random", "--seed=5"});
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err;
+  EXPECT_EQ(seeded.out, actor_json(kActor, input, ActorOptions().seed(5).interaction_type(InteractionType::kRandom)));
+  // Without --seed: an Actor's default seed.
+  Result unseeded = tdp({"run", kActor, "--input=" + kInput, "--interaction=random"});
+  ASSERT_EQ(unseeded.exit_code, 0) << unseeded.err;
+  EXPECT_EQ(unseeded.out, actor_json(kActor, input, ActorOptions().interaction_type(InteractionType::kRandom)));
+  // Without --interaction: each module's own default (here tensordict's, deterministic).
+  Result by_default = tdp({"run", kActor, "--input=" + kInput});
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.err;
+  EXPECT_EQ(by_default.out, actor_json(kActor, input, ActorOptions().interaction_type(std::nullopt)));
+  EXPECT_NE(by_default.out, seeded.out);
+  // --lp_aggregate is the actor's aggregation mode.
+  Result aggregated = tdp({"run", kActor, "--input=" + kInput, "--interaction=mode", "--lp_aggregate=true"});
+  ASSERT_EQ(aggregated.exit_code, 0) << aggregated.err;
+  EXPECT_EQ(aggregated.out, actor_json(kActor, input,
+                                       ActorOptions().interaction_type(InteractionType::kMode).composite_lp_aggregate(true)));
+}
+
+// A recurrent policy's state may be left out of the input: the actor starts it from zeros, as at
+// a simulator's first step; given, it is used as is.
+TEST(TdpCli, RunHandlesTheRecurrentStateAsTheActorDoes) {
+  const std::string observation = R"("observation": [[0.5, -1, 0.25, 2], [0, 1, 0, -1]])";
+  std::string zeros = "[0";
+  for (int i = 1; i < 32; ++i) zeros += ", 0";
+  zeros += "]";
+  Result without = tdp({"run", kRecurrent, "--input=-", "--interaction=mode"}, "{" + observation + "}");
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.err, "");
+  const google::protobuf::Struct out = parse_json(without.out);
+  ASSERT_TRUE(out.fields().count("hidden")) << without.out;
+  EXPECT_EQ(matrix(out, {"hidden"}).size(), 2u);
+  EXPECT_EQ(matrix(out, {"hidden"})[0].size(), 32u);
+  EXPECT_EQ(without.out, actor_json(kRecurrent, "{" + observation + "}",
+                                    tdp::actor::ActorOptions().interaction_type(tdp::nn::InteractionType::kMode)));
+
+  Result from_zeros = tdp({"run", kRecurrent, "--input=-", "--interaction=mode"},
+                          "{" + observation + R"(, "hidden": [)" + zeros + ", " + zeros + "]}");
+  ASSERT_EQ(from_zeros.exit_code, 0) << from_zeros.err;
+  EXPECT_EQ(from_zeros.out, without.out);
+
+  Result bench = tdp({"bench", kRecurrent, "--batch=4", "--iterations=5", "--warmup=1"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_THAT(bench.out, StartsWith("recurrent_gru 1: batch 4, 5 calls after 1 warmup, "));
+}
+
+// describe names the top-level modules of the sequence as the spec does, or the root alone.
+TEST(TdpCli, DescribeListsTheSequencesModules) {
+  Result recurrent = tdp({"describe", kRecurrent});
+  ASSERT_EQ(recurrent.exit_code, 0) << recurrent.err;
+  // GRUCell(4, 32): 3*32*(4+32) + 2*3*32; MLP 32 -> 64 -> 2: 32*64 + 64 + 64*2 + 2.
+  EXPECT_THAT(recurrent.out, HasSubstr("parameters:\n  gru (TensorDictModule): 3,648\n  head (TensorDictModule): 2,242\n"
+                                       "  actor (ProbabilisticTensorDictModule): 0\n  total: 5,890\n"));
+
+  const std::string single = temp_path("single.pbtxt");
+  write_file(single, R"pb(
+    name: "single" version: "1" init_seed: 1
+    inputs { key: "observation" shape: 4 }
+    output_keys: ["action"]
+    module { network { in_keys: "observation" out_keys: "action"
+                       network { linear { in_features: 4 out_features: 2 } } } }
+  )pb");
+  Result root = tdp({"describe", single});
+  ASSERT_EQ(root.exit_code, 0) << root.err;
+  EXPECT_THAT(root.out, HasSubstr("parameters:\n  module (TensorDictModule): 10\n  total: 10\n"));
+}
+
+// The commands in tdp_main.cc's first comment, as written there.
+TEST(TdpCli, TheCommandsInTheFileCommentRun) {
+  const std::string cartpole = runfile("policies/cartpole_categorical.pbtxt");
+  Result validate = tdp({"validate", cartpole});
+  EXPECT_EQ(validate.exit_code, 0) << validate.err;
+  EXPECT_THAT(validate.out, StartsWith("OK: cartpole_categorical "));
+  Result describe = tdp({"describe", cartpole});
+  EXPECT_EQ(describe.exit_code, 0) << describe.err;
+  Result run = tdp({"run", cartpole, "--input=-", "--interaction=mode"}, R"({"observation": [[0.1, 0.2, 0.3, 0.4]]})");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("\"action\": [")) << run.out;
+  Result bench = tdp({"bench", cartpole, "--batch=256", "--iterations=1000"});
+  EXPECT_EQ(bench.exit_code, 0) << bench.err;
 }
 
 }  // namespace
