@@ -6,9 +6,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
+
+#include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::actor {
 namespace {
@@ -40,15 +43,14 @@ constexpr const char* kRecurrent = R"pb(
 )pb";
 
 std::string write_spec(const std::string& name, const char* text) {
-  const std::string path = ::testing::TempDir() + "/" + name + ".pbtxt";
-  std::ofstream(path) << text;
+  const std::string path = test_util::temp_path(name + ".pbtxt");
+  test_util::write_file(path, text);
   return path;
 }
 
-std::unique_ptr<Actor> load(const char* text, ActorOptions options = {}) {
-  auto actor = Actor::Load(write_spec("actor", text), options);
-  EXPECT_TRUE(actor.ok()) << actor.status();
-  return std::move(*actor);
+// The actor of the spec `text`, or the loader's Status.
+absl::StatusOr<std::unique_ptr<Actor>> load(const char* text, ActorOptions options = {}) {
+  return Actor::Load(write_spec("actor", text), options);
 }
 
 TensorDict observations(int64_t n, int seed = 0) {
@@ -57,7 +59,7 @@ TensorDict observations(int64_t n, int seed = 0) {
 }
 
 TEST(ActorTest, ActsOnBatchesAndReturnsTheSpecsOutputs) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   for (int64_t n : {1, 16}) {
     TensorDict obs = observations(n);
     TensorDict out = actor->act(obs);
@@ -72,7 +74,7 @@ TEST(ActorTest, ActsOnBatchesAndReturnsTheSpecsOutputs) {
 }
 
 TEST(ActorTest, InteractionTypePerActorAndPerCall) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   TensorDict obs = observations(64);
   at::Tensor greedy = actor->act(obs, InteractionType::kDeterministic).get("action");
   EXPECT_TRUE(greedy.equal(actor->act(obs, InteractionType::kMode).get("action")));
@@ -85,8 +87,8 @@ TEST(ActorTest, InteractionTypePerActorAndPerCall) {
 }
 
 TEST(ActorTest, SeededActorsReproduceAndGeneratorsOverride) {
-  auto a = load(kCategorical, ActorOptions().seed(7));
-  auto b = load(kCategorical, ActorOptions().seed(7));
+  ASSERT_OK_AND_ASSIGN(auto a, load(kCategorical, ActorOptions().seed(7)));
+  ASSERT_OK_AND_ASSIGN(auto b, load(kCategorical, ActorOptions().seed(7)));
   TensorDict obs = observations(32);
   for (int step = 0; step < 3; ++step) EXPECT_TRUE(a->act(obs).get("action").equal(b->act(obs).get("action")));
   at::Tensor first = a->act(obs, InteractionType::kRandom, at::detail::createCPUGenerator(1)).get("action");
@@ -95,7 +97,7 @@ TEST(ActorTest, SeededActorsReproduceAndGeneratorsOverride) {
 }
 
 TEST(ActorTest, EightThreadsShareOneActorWithTheirOwnModesAndStreams) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   TensorDict obs = observations(32);
   const at::Tensor greedy = actor->act(obs, InteractionType::kDeterministic).get("action");
   std::vector<at::Tensor> expected_random;
@@ -128,18 +130,19 @@ TEST(ActorTest, OneActorPerThreadGivesEachThreadTheSameSeededStream) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      auto actor = std::move(*Actor::Load(path, ActorOptions().seed(42)));
+      ASSERT_OK_AND_ASSIGN(auto actor, Actor::Load(path, ActorOptions().seed(42)));
       for (int step = 0; step < 10; ++step) runs[t].push_back(actor->act(obs).get("action"));
     });
   }
   for (auto& thread : threads) thread.join();
+  for (int t = 0; t < 8; ++t) ASSERT_EQ(runs[t].size(), 10u) << "thread " << t;
   for (int t = 1; t < 8; ++t) {
     for (int step = 0; step < 10; ++step) EXPECT_TRUE(runs[t][step].equal(runs[0][step]));
   }
 }
 
 TEST(ActorTest, RecurrentStateIsKeptPerEnvironmentAndReset) {
-  auto actor = load(kRecurrent);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kRecurrent));
   ASSERT_EQ(actor->state_keys().size(), 1u);
   TensorDict obs = observations(3);
   TensorDict first = actor->act(obs);

@@ -4,12 +4,12 @@
 #include <torch/types.h>
 
 #include "sdk/nn/as_tensordict_module.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
-using testing::make_td;
+using test_util::make_td;
 
 struct Counter {
   at::Tensor add(const at::Tensor& c) {

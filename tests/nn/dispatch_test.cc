@@ -8,17 +8,16 @@
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/wrap_module.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
-using testing::make_td;
-using testing::ThrowMessage;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::error_of;
+using test_util::keys;
+using test_util::make_td;
 
 TEST(DispatchTest, LinearByName) {
   TensorDictModule tdm(torch::nn::Linear(1, 1), keys({"a"}, {"b"}));
@@ -51,15 +50,15 @@ TEST(DispatchTest, PositionalAndNamedArguments) {
                        keys({{"a", "c"}, "d"}, {"b"}));
   auto b = dispatch(mod, {torch::zeros({1, 2})}, {{"d", torch::ones({1, 2})}});
   EXPECT_TRUE(b[0].eq(1).all().item<bool>());
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>(
+  EXPECT_EQ(error_of<std::invalid_argument>(
                 [&] { dispatch(mod, {torch::zeros({1, 2})}, {{"a_c", torch::ones({1, 2})}}); }),
             "dispatch(TensorDictModule): Duplicated argument in args and kwargs: 'a_c' is given "
             "by position and by name.");
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>(
+  EXPECT_EQ(error_of<std::invalid_argument>(
                 [&] { dispatch(mod, {torch::zeros({1, 2})}, {{"e", torch::ones({1, 2})}}); }),
             "dispatch(TensorDictModule): unexpected named tensor 'e'; the accepted names are "
             "['a_c', 'd'].");
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([&] {
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
               dispatch(mod, {torch::zeros({1}), torch::zeros({1}), torch::zeros({1})});
             }),
             "dispatch(TensorDictModule): got 3 positional tensor(s) but the source keys are "
@@ -91,7 +90,7 @@ TEST(DispatchTest, SourceAndDestOverrideTheModuleKeys) {
                         .source(std::vector<NestedKey>{{"a", "c"}})
                         .dest(std::vector<NestedKey>{"b"}));
   EXPECT_TRUE(b[0].eq(1).all().item<bool>());
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               dispatch([](TensorDict td) { return td; }, {}, {}, DispatchOptions());
             }),
             "dispatch: a function has no in_keys or out_keys; set DispatchOptions source and dest.");

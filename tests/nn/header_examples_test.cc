@@ -5,7 +5,6 @@
 #include <torch/types.h>
 
 #include "sdk/nn/nn.h"
-#include "tests/nn/test_util.h"
 
 namespace {
 

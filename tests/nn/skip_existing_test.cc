@@ -8,16 +8,14 @@
 #include "sdk/nn/skip_existing.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
-using testing::make_td;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::keys;
+using test_util::make_td;
 
 TEST(SkipExistingTest, GuardSetsAndRestoresTheMode) {
   EXPECT_FALSE(skip_existing().is_on());

@@ -9,20 +9,19 @@
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/nn/tensordict_module_wrapper.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
 using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
-using testing::key_strings;
-using testing::make_td;
-using testing::ThrowMessage;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::error_of;
+using test_util::key_strings;
+using test_util::keys;
+using test_util::make_td;
 
 std::vector<std::vector<NestedKey>> selections() {
   return {{"d"}, {"d", "e"}, {"e", "d"}};
@@ -55,7 +54,7 @@ TEST(SelectOutKeysTest, TensorDictModule) {
 
 TEST(SelectOutKeysTest, NonExistentKeyIsRejected) {
   auto mod = three_outputs();
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([&] { mod->select_out_keys({{"d", "e"}}); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { mod->select_out_keys({{"d", "e"}}); }),
             "Can't select non existent key: ('d', 'e'). TensorDictModule(in_keys=['a', 'b'], "
             "out_keys=['c', 'd', 'e']) has out_keys ['c', 'd', 'e'].");
   TensorDictSequential seq({three_outputs()});

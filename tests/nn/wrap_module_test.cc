@@ -5,17 +5,15 @@
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/wrap_module.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
-using testing::key_strings;
-using testing::make_td;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::key_strings;
+using test_util::keys;
+using test_util::make_td;
 
 TEST(WrapModuleTest, ReshapesInsideASequence) {
   TensorDictSequential seq({TensorDictModule([](const at::Tensor& x) { return x * 2; }, keys({"x"}, {"y"})),
