@@ -8,6 +8,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "sdk/spec/keys.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::actor {
 namespace {
@@ -29,10 +31,9 @@ const c10::Device kCuda("cuda:0");
     GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";       \
   }
 
-std::unique_ptr<Actor> load(const std::string& policy, ActorOptions options) {
-  auto actor = Actor::Load(test_util::runfile("policies/" + policy), options);
-  EXPECT_TRUE(actor.ok()) << actor.status();
-  return actor.ok() ? std::move(*actor) : nullptr;
+// The actor of policies/`policy`, or the loader's Status.
+absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& policy, ActorOptions options) {
+  return Actor::Load(test_util::runfile("policies/" + policy), options);
 }
 
 // A batch of observations for the actor's declared float inputs (recurrent state excluded).
@@ -40,7 +41,10 @@ TensorDict observations(const Actor& actor, int64_t n, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
   TensorDict td({n});
   for (const auto& input : actor.spec().inputs()) {
-    const NestedKey key = *spec::parse_key(input.key());
+    const auto parsed = spec::parse_key(input.key());
+    EXPECT_OK(parsed);
+    if (!parsed.ok()) continue;
+    const NestedKey& key = *parsed;
     if (std::find(actor.state_keys().begin(), actor.state_keys().end(), key) != actor.state_keys().end()) continue;
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
@@ -78,9 +82,8 @@ TEST(ActorCudaTest, DeterministicActionsEqualTheCpuActorsForEveryReadyPolicy) {
   for (const char* policy : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt", "goal_hybrid.pbtxt",
                              "recurrent_gru.pbtxt"}) {
     SCOPED_TRACE(policy);
-    auto cpu = load(policy, ActorOptions());
-    auto gpu = load(policy, ActorOptions().device(kCuda));
-    ASSERT_TRUE(cpu && gpu);
+    ASSERT_OK_AND_ASSIGN(auto cpu, load(policy, ActorOptions()));
+    ASSERT_OK_AND_ASSIGN(auto gpu, load(policy, ActorOptions().device(kCuda)));
     for (int64_t n : {1, 7, 256}) {
       const TensorDict obs = observations(*cpu, n, /*seed=*/n);
       expect_same_entries(cpu->act(obs, InteractionType::kDeterministic),
@@ -91,9 +94,8 @@ TEST(ActorCudaTest, DeterministicActionsEqualTheCpuActorsForEveryReadyPolicy) {
 
 TEST(ActorCudaTest, SeededRandomActionsRepeatAndDiffer) {
   SKIP_WITHOUT_GPU();
-  auto first = load("pendulum_tanh_gaussian.pbtxt", ActorOptions().device(kCuda).seed(11));
-  auto second = load("pendulum_tanh_gaussian.pbtxt", ActorOptions().device(kCuda).seed(11));
-  ASSERT_TRUE(first && second);
+  ASSERT_OK_AND_ASSIGN(auto first, load("pendulum_tanh_gaussian.pbtxt", ActorOptions().device(kCuda).seed(11)));
+  ASSERT_OK_AND_ASSIGN(auto second, load("pendulum_tanh_gaussian.pbtxt", ActorOptions().device(kCuda).seed(11)));
   const TensorDict obs = observations(*first, 64, 0);
   const at::Tensor a = first->act(obs).get("action");
   const at::Tensor b = first->act(obs).get("action");
@@ -105,9 +107,8 @@ TEST(ActorCudaTest, SeededRandomActionsRepeatAndDiffer) {
 
 TEST(ActorCudaTest, RecurrentStateIsKeptOnTheDeviceAndResetPerEnvironment) {
   SKIP_WITHOUT_GPU();
-  auto cpu = load("recurrent_gru.pbtxt", ActorOptions());
-  auto gpu = load("recurrent_gru.pbtxt", ActorOptions().device(kCuda));
-  ASSERT_TRUE(cpu && gpu);
+  ASSERT_OK_AND_ASSIGN(auto cpu, load("recurrent_gru.pbtxt", ActorOptions()));
+  ASSERT_OK_AND_ASSIGN(auto gpu, load("recurrent_gru.pbtxt", ActorOptions().device(kCuda)));
   const at::Tensor mask = at::tensor({true, false, true, false});
   for (int step = 0; step < 3; ++step) {
     const TensorDict obs = observations(*cpu, 4, step);

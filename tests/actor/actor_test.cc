@@ -9,13 +9,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/spec/keys.h"
 #include "tdpolicy/spec.pb.h"
 
-#include <cstdio>
-#include <fstream>
-#include <thread>
+#include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::actor {
 namespace {
@@ -47,15 +52,14 @@ constexpr const char* kRecurrent = R"pb(
 )pb";
 
 std::string write_spec(const std::string& name, const char* text) {
-  const std::string path = ::testing::TempDir() + "/" + name + ".pbtxt";
-  std::ofstream(path) << text;
+  const std::string path = test_util::temp_path(name + ".pbtxt");
+  test_util::write_file(path, text);
   return path;
 }
 
-std::unique_ptr<Actor> load(const char* text, ActorOptions options = {}) {
-  auto actor = Actor::Load(write_spec("actor", text), options);
-  EXPECT_TRUE(actor.ok()) << actor.status();
-  return std::move(*actor);
+// The actor of the spec `text`, or the loader's Status.
+absl::StatusOr<std::unique_ptr<Actor>> load(const char* text, ActorOptions options = {}) {
+  return Actor::Load(write_spec("actor", text), options);
 }
 
 TensorDict observations(int64_t n, int seed = 0) {
@@ -64,7 +68,7 @@ TensorDict observations(int64_t n, int seed = 0) {
 }
 
 TEST(ActorTest, ActsOnBatchesAndReturnsTheSpecsOutputs) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   for (int64_t n : {1, 16}) {
     TensorDict obs = observations(n);
     TensorDict out = actor->act(obs);
@@ -79,7 +83,7 @@ TEST(ActorTest, ActsOnBatchesAndReturnsTheSpecsOutputs) {
 }
 
 TEST(ActorTest, InteractionTypePerActorAndPerCall) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   TensorDict obs = observations(64);
   at::Tensor greedy = actor->act(obs, InteractionType::kDeterministic).get("action");
   EXPECT_TRUE(greedy.equal(actor->act(obs, InteractionType::kMode).get("action")));
@@ -92,8 +96,8 @@ TEST(ActorTest, InteractionTypePerActorAndPerCall) {
 }
 
 TEST(ActorTest, SeededActorsReproduceAndGeneratorsOverride) {
-  auto a = load(kCategorical, ActorOptions().seed(7));
-  auto b = load(kCategorical, ActorOptions().seed(7));
+  ASSERT_OK_AND_ASSIGN(auto a, load(kCategorical, ActorOptions().seed(7)));
+  ASSERT_OK_AND_ASSIGN(auto b, load(kCategorical, ActorOptions().seed(7)));
   TensorDict obs = observations(32);
   for (int step = 0; step < 3; ++step) EXPECT_TRUE(a->act(obs).get("action").equal(b->act(obs).get("action")));
   at::Tensor first = a->act(obs, InteractionType::kRandom, at::detail::createCPUGenerator(1)).get("action");
@@ -102,7 +106,7 @@ TEST(ActorTest, SeededActorsReproduceAndGeneratorsOverride) {
 }
 
 TEST(ActorTest, EightThreadsShareOneActorWithTheirOwnModesAndStreams) {
-  auto actor = load(kCategorical);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical));
   TensorDict obs = observations(32);
   const at::Tensor greedy = actor->act(obs, InteractionType::kDeterministic).get("action");
   std::vector<at::Tensor> expected_random;
@@ -135,18 +139,19 @@ TEST(ActorTest, OneActorPerThreadGivesEachThreadTheSameSeededStream) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      auto actor = std::move(*Actor::Load(path, ActorOptions().seed(42)));
+      ASSERT_OK_AND_ASSIGN(auto actor, Actor::Load(path, ActorOptions().seed(42)));
       for (int step = 0; step < 10; ++step) runs[t].push_back(actor->act(obs).get("action"));
     });
   }
   for (auto& thread : threads) thread.join();
+  for (int t = 0; t < 8; ++t) ASSERT_EQ(runs[t].size(), 10u) << "thread " << t;
   for (int t = 1; t < 8; ++t) {
     for (int step = 0; step < 10; ++step) EXPECT_TRUE(runs[t][step].equal(runs[0][step]));
   }
 }
 
 TEST(ActorTest, RecurrentStateIsKeptPerEnvironmentAndReset) {
-  auto actor = load(kRecurrent);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kRecurrent));
   ASSERT_EQ(actor->state_keys().size(), 1u);
   TensorDict obs = observations(3);
   TensorDict first = actor->act(obs);
@@ -182,7 +187,7 @@ constexpr const char* kModeByDefault = R"pb(
 
 TEST(ActorTest, AnEmptyInteractionTypeLeavesEachModuleItsDefault) {
   TensorDict obs = observations(64);
-  auto actor = load(kModeByDefault, ActorOptions().interaction_type(std::nullopt));
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kModeByDefault, ActorOptions().interaction_type(std::nullopt)));
   EXPECT_FALSE(actor->options().interaction_type().has_value());
   const at::Tensor greedy = actor->act(obs, InteractionType::kMode).get("action");
   EXPECT_TRUE(actor->act(obs).get("action").equal(greedy));
@@ -232,8 +237,8 @@ TEST(ActorTest, TheAggregationModeIsTheActorsAtLoadAndAtEveryCall) {
 
 TEST(ActorTest, ReturnAllEntriesGivesTheWholeTensorDict) {
   TensorDict obs = observations(3);
-  auto selected = load(kCategorical, ActorOptions().seed(1));
-  auto everything = load(kCategorical, ActorOptions().seed(1).return_all_entries(true));
+  ASSERT_OK_AND_ASSIGN(auto selected, load(kCategorical, ActorOptions().seed(1)));
+  ASSERT_OK_AND_ASSIGN(auto everything, load(kCategorical, ActorOptions().seed(1).return_all_entries(true)));
   const TensorDict some = selected->act(obs);
   const TensorDict all = everything->act(obs);
   EXPECT_EQ(some.keys(), (std::vector<NestedKey>{"action", "action_log_prob"}));
@@ -261,7 +266,7 @@ constexpr const char* kTwoStates = R"pb(
 )pb";
 
 TEST(ActorTest, StateKeysAreTheSpecsAndComeWholeOrNotAtAll) {
-  auto actor = load(kTwoStates);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kTwoStates));
   EXPECT_EQ(actor->state_keys(), (std::vector<NestedKey>{{"memory", "h1"}, {"memory", "h2"}}));
   EXPECT_EQ(actor->state_keys(), spec::state_keys(actor->spec()));
   TensorDict obs = observations(2);

@@ -11,12 +11,14 @@
 #include <malloc.h>
 #endif
 
+#include "tests/testing/status_matchers.h"
+
 namespace tdp::actor {
 namespace {
 
 #if defined(__GLIBC__)
 TEST(CpuAllocator, FreedActivationsStayMappedForTheNextStep) {
-  ASSERT_TRUE(tune_cpu_allocator().ok());
+  ASSERT_OK(tune_cpu_allocator());
   constexpr size_t kStep = size_t{8} << 20;  // a batch-4096 step's activations
   void* block = std::malloc(kStep);
   ASSERT_NE(block, nullptr);

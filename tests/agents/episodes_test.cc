@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "samples/envs/goal.h"
 #include "sdk/actor/actor.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::agents {
 namespace {
@@ -174,13 +176,13 @@ TEST(RunEpisodes, EmptyStatsHaveNanReturnsAndNoSpeed) {
 TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
   constexpr int64_t kEnvs = 4, kEpisodes = 8, kSeed = 5;
   auto actor = actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
-  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_OK(actor);
   CartPole env{EnvOptions(kEnvs)};
   const EpisodeStats stats = run_episodes(env, **actor, nn::InteractionType::kRandom, kEpisodes, kSeed);
 
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<actor::Actor> by_hand,
+                       actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11)));
   auto run_by_hand = [&]() {
-    auto by_hand = actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
-    EXPECT_TRUE(by_hand.ok()) << by_hand.status();
     at::Tensor hidden = at::zeros({kEnvs, 32});
     CartPole hand_env{EnvOptions(kEnvs)};
     return run_episodes(
@@ -188,7 +190,7 @@ TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
         [&](const TensorDict& observation) {
           TensorDict input = observation.clone(/*deep=*/false);
           input.set("hidden", hidden);
-          TensorDict action = (*by_hand)->act(input, nn::InteractionType::kRandom);
+          TensorDict action = by_hand->act(input, nn::InteractionType::kRandom);
           hidden = action.get("hidden");
           return action;
         },
@@ -204,7 +206,7 @@ TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
   // A second run starts from zeros again, not from the state the first one left.
   CartPole again{EnvOptions(kEnvs)};
   auto fresh = actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
-  ASSERT_TRUE(fresh.ok());
+  ASSERT_OK(fresh);
   const EpisodeStats first = run_episodes(again, **fresh, nn::InteractionType::kDeterministic, kEpisodes, kSeed);
   const EpisodeStats second = run_episodes(again, **fresh, nn::InteractionType::kDeterministic, kEpisodes, kSeed);
   EXPECT_EQ(first.returns, second.returns);
@@ -214,7 +216,7 @@ TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
 // state itself: when every episode ends on the last step, the actor is left holding zeros.
 TEST(RunEpisodes, RecurrentActorIsLeftWithZeroStateWhenEveryEpisodeEndsOnTheLastStep) {
   auto actor = actor::Actor::Load("policies/recurrent_gru.pbtxt");
-  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_OK(actor);
   CartPole env{EnvOptions(2).max_episode_steps(3)};
   const EpisodeStats stats = run_episodes(env, **actor, nn::InteractionType::kDeterministic, 2, /*seed=*/0);
   ASSERT_EQ(stats.env_steps, 2 * 3);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::agents {
 namespace {
@@ -115,7 +116,7 @@ TEST(WriteLinePlotPng, WritesAValidPngOfTheRequestedSize) {
   options.height = 400;
   const std::string path = temp_path("valid.png");
   const absl::Status status = write_line_plot_png(path, two_curves(), options);
-  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_OK(status);
   const Png png = parse_png(read_file(path));
   EXPECT_EQ(png.width, 640u);
   EXPECT_EQ(png.height, 400u);
@@ -133,13 +134,13 @@ TEST(WriteLinePlotPng, WritesAValidPngOfTheRequestedSize) {
 
   // Where an example chart is wanted (bazel keeps TEST_UNDECLARED_OUTPUTS_DIR), leave one.
   if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
-    EXPECT_TRUE(write_line_plot_png(std::string(outputs) + "/example_chart.png", two_curves(), options).ok());
+    EXPECT_OK(write_line_plot_png(std::string(outputs) + "/example_chart.png", two_curves(), options));
   }
 }
 
 TEST(WriteLinePlotPng, DefaultSizeAndASinglePointStillDraw) {
   const std::string path = temp_path("point.png");
-  ASSERT_TRUE(write_line_plot_png(path, {{"one", {3}, {7}}}, PlotOptions()).ok());
+  ASSERT_OK(write_line_plot_png(path, {{"one", {3}, {7}}}, PlotOptions()));
   const Png png = parse_png(read_file(path));
   EXPECT_EQ(png.width, 800u);
   EXPECT_EQ(png.height, 480u);

@@ -21,18 +21,13 @@
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/policy.h"
 #include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::agents {
 namespace {
 
 using ::testing::HasSubstr;
 using nn::InteractionType;
-
-spec::Policy load(const std::string& path) {
-  auto policy = spec::load_policy(path);
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  return std::move(*policy);
-}
 
 using test_util::temp_path;
 
@@ -58,14 +53,14 @@ PpoConfig cartpole_config() {
 
 TEST(PpoTest, AFewIterationsImproveCartPole) {
   at::set_num_threads(1);
-  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::CartPole eval_env(envs::EnvOptions(20));
   const double before = run_episodes(eval_env, deterministic(policy), 20, /*seed=*/7).mean_return();
 
   PpoConfig config = cartpole_config();
   envs::CartPole env(envs::EnvOptions(config.num_envs));
   auto result = train_ppo(env, policy, config);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   ASSERT_EQ(result->iterations.size(), 25u);
   EXPECT_EQ(result->env_steps, 25 * 256);
   const IterationStats& last = result->iterations.back();
@@ -89,9 +84,9 @@ TEST(PpoTest, SameSeedSameTraining) {
   config.total_env_steps = 2 * 256;
   std::vector<at::Tensor> params[2];
   for (int run = 0; run < 2; ++run) {
-    spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
     envs::CartPole env(envs::EnvOptions(config.num_envs));
-    ASSERT_TRUE(train_ppo(env, policy, config).ok());
+    ASSERT_OK(train_ppo(env, policy, config));
     params[run] = policy.module->parameters();
   }
   ASSERT_EQ(params[0].size(), params[1].size());
@@ -103,15 +98,15 @@ TEST(PpoTest, SameSeedSameTraining) {
 void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedEnv& env, PpoConfig config,
                                     const std::vector<std::string>& keys) {
   at::set_num_threads(1);
-  spec::Policy policy = load(spec_path);
+  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(spec_path));
   config.num_envs = env.num_envs();
   auto result = train_ppo(env, policy, config);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result);
   const std::string saved = temp_path(policy.spec.name() + ".pb");
-  ASSERT_TRUE(spec::save_policy(policy, saved).ok());
+  ASSERT_OK(spec::save_policy(policy, saved));
 
   auto actor = actor::Actor::Load(saved, actor::ActorOptions().seed(3));
-  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_OK(actor);
   at::manual_seed(11);
   const int64_t obs_dim = env.observation_spec()[0].numel();
   TensorDict observation({{"observation", at::randn({64, obs_dim})}}, {64});
@@ -130,7 +125,7 @@ void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedE
   }
   // The trained parameters travelled: the untrained spec acts differently.
   auto untrained = actor::Actor::Load(spec_path);
-  ASSERT_TRUE(untrained.ok());
+  ASSERT_OK(untrained);
   const at::Tensor key_out = (*untrained)->act(observation, InteractionType::kDeterministic).get(keys.back());
   EXPECT_FALSE(at::allclose(key_out.to(at::kDouble), reloaded.get(keys.back()).to(at::kDouble), 0, 1e-6));
 }
@@ -168,7 +163,7 @@ TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
 }
 
 TEST(PpoTest, ConfigErrorsNameTheField) {
-  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::CartPole env(envs::EnvOptions(8));
   PpoConfig config = cartpole_config();
 
@@ -194,7 +189,7 @@ TEST(PpoTest, ConfigErrorsNameTheField) {
 
 TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
   // recurrent_gru's top module is a plain sequential: no get_dist to score actions with.
-  spec::Policy policy = load("policies/recurrent_gru.pbtxt");
+  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/recurrent_gru.pbtxt"));
   envs::CartPole env(envs::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -203,7 +198,7 @@ TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
 
 TEST(PpoTest, MismatchedPolicyAndEnvironmentIsAnErrorNotACrash) {
   // A CartPole policy (observation [4]) on Pendulum (observation [3]).
-  spec::Policy policy = load("policies/cartpole_categorical.pbtxt");
+  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::Pendulum env(envs::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_FALSE(status.ok());

@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tdp::cli {
 namespace {
 
@@ -34,7 +36,7 @@ TEST(TensorDictFromJson, InfersTheBatchFromTheDeclaredShapes) {
   auto td = tensordict_from_json(
       R"({"observation": [[0.5, 1, -2], [3, 4, 5]], "next": {"reward": [[0.25], [1e-3]]}})",
       inputs(kObsAndReward));
-  ASSERT_TRUE(td.ok()) << td.status();
+  ASSERT_OK(td);
   EXPECT_EQ(td->batch_size().vec(), (std::vector<int64_t>{2}));
   EXPECT_EQ(td->get("observation").scalar_type(), at::kFloat);
   EXPECT_TRUE(td->get("observation").equal(at::tensor({0.5f, 1.f, -2.f, 3.f, 4.f, 5.f}).reshape({2, 3})));
@@ -46,16 +48,16 @@ TEST(TensorDictFromJson, InfersTheBatchFromTheDeclaredShapes) {
 TEST(TensorDictFromJson, BatchMayHaveSeveralDimsOrNone) {
   auto unbatched = tensordict_from_json(R"({"observation": [1, 2, 3], "next": {"reward": [0]}})",
                                         inputs(kObsAndReward));
-  ASSERT_TRUE(unbatched.ok()) << unbatched.status();
+  ASSERT_OK(unbatched);
   EXPECT_EQ(unbatched->batch_size().vec(), std::vector<int64_t>{});
 
   auto two_dims = tensordict_from_json(
       R"({"observation": [[[1, 2, 3]], [[4, 5, 6]]], "next": {"reward": [[[1]], [[2]]]}})", inputs(kObsAndReward));
-  ASSERT_TRUE(two_dims.ok()) << two_dims.status();
+  ASSERT_OK(two_dims);
   EXPECT_EQ(two_dims->batch_size().vec(), (std::vector<int64_t>{2, 1}));
 
   auto scalar = tensordict_from_json(R"({"t": 7})", inputs(R"pb(inputs { key: "t" dtype: INT64 })pb"));
-  ASSERT_TRUE(scalar.ok()) << scalar.status();
+  ASSERT_OK(scalar);
   EXPECT_EQ(scalar->get("t").dim(), 0);
   EXPECT_EQ(scalar->get("t").item<int64_t>(), 7);
 }
@@ -70,7 +72,7 @@ TEST(TensorDictFromJson, DtypesFollowTheDeclaration) {
         inputs { key: "h" shape: 1 dtype: FLOAT16 }
         inputs { key: "big" shape: 1 dtype: INT64 }
       )pb"));
-  ASSERT_TRUE(td.ok()) << td.status();
+  ASSERT_OK(td);
   EXPECT_EQ(td->get("i").scalar_type(), at::kInt);
   EXPECT_TRUE(td->get("i").equal(at::tensor({-3, 4}, at::kInt).reshape({1, 2})));
   EXPECT_EQ(td->get("b").scalar_type(), at::kBool);
@@ -83,7 +85,7 @@ TEST(TensorDictFromJson, DtypesFollowTheDeclaration) {
 TEST(TensorDictFromJson, NonFiniteFloatsAreStrings) {
   auto td = tensordict_from_json(R"({"x": ["NaN", "Infinity", "-Infinity"]})",
                                  inputs(R"pb(inputs { key: "x" shape: 3 })pb"));
-  ASSERT_TRUE(td.ok()) << td.status();
+  ASSERT_OK(td);
   at::Tensor x = td->get("x");
   EXPECT_TRUE(std::isnan(x[0].item<float>()));
   EXPECT_EQ(x[1].item<float>(), std::numeric_limits<float>::infinity());
@@ -208,7 +210,7 @@ TEST(TensorDictToJson, PrintsNestedListsAndObjects) {
                  {{"next", "value"}, at::tensor({0.1, 1.0 / 3}, at::kDouble)}},
                 {2});
   auto json = tensordict_to_json(td);
-  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_OK(json);
   EXPECT_EQ(*json,
             "{\n"
             "  \"action\": [[0.1, -2.5], [3, 1e-08]],\n"
@@ -262,9 +264,9 @@ TEST(TensorDictJson, RoundTripsBitExactly) {
   td.get({"nested", "d"})[0][1][0] = std::numeric_limits<double>::denorm_min();
   td.get({"nested", "d"})[0][1][1] = -std::numeric_limits<double>::max();
   auto json = tensordict_to_json(td);
-  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_OK(json);
   auto back = tensordict_from_json(*json, declared);
-  ASSERT_TRUE(back.ok()) << back.status() << "\n" << *json;
+  ASSERT_OK(back) << "\n" << *json;
   EXPECT_EQ(back->batch_size().vec(), std::vector<int64_t>{5});
   for (const NestedKey& key : td.keys(/*include_nested=*/true, /*leaves_only=*/true)) {
     const at::Tensor a = td.get(key);

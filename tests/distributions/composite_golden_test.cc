@@ -4,7 +4,6 @@
 // sample of batch shape [2, 3]. Each TensorDict the reference produced is stored one leaf per
 // record, keyed by its flattened key ("agent.action_log_prob"), so the key names the C++ writes
 // are checked against tensordict's as well as the values.
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <absl/strings/str_join.h>
@@ -19,14 +18,14 @@
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/composite_lp_aggregate.h"
 #include "tests/distributions/golden.h"
+#include "tests/testing/random.h"
 
 namespace tdp::dist {
 namespace {
 
 using testing::Golden;
 using testing::TensorsClose;
-
-at::Generator seeded(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+using test_util::seeded;
 
 NestedKey unflatten(const std::string& flat) {
   return NestedKey(std::vector<std::string>(absl::StrSplit(flat, '.')));

@@ -1,5 +1,4 @@
 // CompositeDistribution over a TensorDict of parameters, and the composite_lp_aggregate switch.
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <gmock/gmock.h>
@@ -14,13 +13,15 @@
 #include "sdk/distributions/composite_lp_aggregate.h"
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/tanh_normal.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/random.h"
 
 namespace tdp::dist {
 namespace {
 
 using ::testing::HasSubstr;
-
-at::Generator seeded(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+using test_util::error_of;
+using test_util::seeded;
 
 // ---- composite_lp_aggregate -----------------------------------------------------------------
 
@@ -236,12 +237,8 @@ TEST_F(CompositeTest, CdfAndIcdf) {
   dist.icdf(bare);
   EXPECT_TRUE(at::allclose(bare.get("cont_icdf"), sample.get("cont"), 1e-4, 1e-4));
   TensorDict empty(std::vector<int64_t>{3});
-  try {
-    dist.icdf(empty);
-    ADD_FAILURE() << "no KeyError";
-  } catch (const KeyError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("neither 'cont' nor 'cont_cdf' could be found"));
-  }
+  EXPECT_THAT(error_of<KeyError>([&] { dist.icdf(empty); }),
+              HasSubstr("neither 'cont' nor 'cont_cdf' could be found"));
 }
 
 TEST_F(CompositeTest, FromDistributions) {
@@ -263,31 +260,14 @@ TEST_F(CompositeTest, InlineLambdaFactory) {
 }
 
 TEST_F(CompositeTest, ErrorsNameTheKeyAndTheDistribution) {
-  try {
-    CompositeDistribution(params_, {{"missing", "normal"}});
-    ADD_FAILURE() << "no KeyError";
-  } catch (const KeyError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("CompositeDistribution: no params for 'missing' in params with keys"));
-  }
-  try {
-    CompositeDistribution(params_, {{"cont", "categorical"}});
-    ADD_FAILURE() << "no invalid_argument";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(),
-                 "CompositeDistribution: building 'cont' (categorical): categorical: expected "
-                 "parameters {logits} or {probs}, got {loc, scale}");
-  }
+  EXPECT_THAT(error_of<KeyError>([&] { CompositeDistribution(params_, {{"missing", "normal"}}); }),
+              HasSubstr("CompositeDistribution: no params for 'missing' in params with keys"));
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { CompositeDistribution(params_, {{"cont", "categorical"}}); }),
+            "CompositeDistribution: building 'cont' (categorical): categorical: expected "
+            "parameters {logits} or {probs}, got {loc, scale}");
   TensorDict flat({{"cont", loc_}}, {3});
-  EXPECT_THAT(
-      [&] {
-        try {
-          CompositeDistribution(flat, {{"cont", "normal"}});
-        } catch (const std::invalid_argument& e) {
-          return std::string(e.what());
-        }
-        return std::string();
-      }(),
-      HasSubstr("params at 'cont' must be a TensorDict of parameter tensors"));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { CompositeDistribution(flat, {{"cont", "normal"}}); }),
+              HasSubstr("params at 'cont' must be a TensorDict of parameter tensors"));
   EXPECT_THROW(CompositeDistribution(params_, {{"cont", "normal"}},
                                      CompositeDistributionOptions().name_map({{"typo", "x"}})),
                std::invalid_argument);

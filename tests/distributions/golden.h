@@ -34,6 +34,15 @@ class Golden {
   std::string path_;
 };
 
+// Base of the suites parameterized by the dtype tag ("f32", "f64"): g(case, field) is the record
+// `case/<tag>/field`.
+class GoldenDtypeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  at::Tensor g(const std::string& case_name, const std::string& field) const {
+    return Golden::get().at(case_name, GetParam(), field);
+  }
+};
+
 // gtest assertion: same shape, NaN and inf in the same places, finite entries within
 // atol + rtol * |expected| (rtol/atol chosen from the dtype: float32 rounding or 1e-12).
 ::testing::AssertionResult TensorsClose(const at::Tensor& actual, const at::Tensor& expected);

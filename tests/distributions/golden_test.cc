@@ -26,12 +26,7 @@ namespace {
 using testing::Golden;
 using testing::TensorsClose;
 
-class GoldenTest : public ::testing::TestWithParam<std::string> {
- protected:
-  at::Tensor g(const std::string& case_name, const std::string& field) const {
-    return Golden::get().at(case_name, GetParam(), field);
-  }
-};
+class GoldenTest : public testing::GoldenDtypeTest {};
 
 TEST_P(GoldenTest, Normal) {
   Normal d(g("normal", "loc"), g("normal", "scale"));

@@ -18,7 +18,6 @@
 namespace tdp::nn {
 namespace {
 
-using dist::testing::Golden;
 using dist::testing::TensorsClose;
 
 // Deliberate difference: tdp::nn computes biased_softplus's shift, inv_softplus(bias - min_val),
@@ -32,11 +31,8 @@ bool goes_through_biased_softplus(const std::string& mapping) {
   return mapping.rfind("biased_softplus", 0) == 0 || mapping == "default";
 }
 
-class NnGoldenTest : public ::testing::TestWithParam<std::string> {
+class NnGoldenTest : public dist::testing::GoldenDtypeTest {
  protected:
-  at::Tensor g(const std::string& case_name, const std::string& field) const {
-    return Golden::get().at(case_name, GetParam(), field);
-  }
   bool f64() const { return GetParam() == "f64"; }
   // TensorsClose at the dtype's tolerance, or at float32's for a float64 value computed
   // through a biased softplus (see goes_through_biased_softplus).

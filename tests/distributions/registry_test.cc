@@ -22,10 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Fn>
-std::string invalid_argument_of(Fn&& fn) {
-  return test_util::error_of<std::invalid_argument>(std::forward<Fn>(fn));
-}
+using test_util::error_of;
 
 const at::Tensor kLoc = at::linspace(-1, 1, 6).reshape({2, 3});
 const at::Tensor kScale = at::linspace(0.5, 1.5, 6).reshape({2, 3});
@@ -88,35 +85,36 @@ TEST(Registry, KwargsReachTheDistribution) {
 
 TEST(Registry, ErrorsNameTheDistributionAndWhatItExpects) {
   // Other tests register more names in the global registry; the built-ins are always listed.
-  const std::string unknown = invalid_argument_of([] { make_distribution("nromal", {{"loc", kLoc}}); });
+  const std::string unknown = error_of<std::invalid_argument>([] { make_distribution("nromal", {{"loc", kLoc}}); });
   EXPECT_THAT(unknown, HasSubstr("unknown distribution 'nromal'; registered: {bernoulli, beta, "
                                  "categorical, delta, independent_normal, "));
   EXPECT_THAT(unknown, HasSubstr(" normal, one_hot_categorical, "));
   EXPECT_THAT(unknown, HasSubstr(" tanh_normal, "));
   EXPECT_THAT(unknown, HasSubstr(" truncated_normal, uniform"));
-  EXPECT_EQ(invalid_argument_of([] { make_distribution("normal", {{"loc", kLoc}}); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([] { make_distribution("normal", {{"loc", kLoc}}); }),
             "normal: expected parameters {loc, scale}, got {loc}");
-  EXPECT_EQ(invalid_argument_of([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               make_distribution("normal", {{"loc", kLoc}, {"scale", kScale}, {"shift", kLoc}});
             }),
             "normal: expected parameters {loc, scale}, got {loc, scale, shift}");
-  EXPECT_EQ(invalid_argument_of([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               make_distribution("categorical", {{"logits", kLoc}, {"probs", kScale}});
             }),
             "categorical: expected parameters {logits} or {probs}, got {logits, probs}");
-  EXPECT_EQ(invalid_argument_of([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               make_distribution("normal", {{"loc", kLoc}, {"scale", kScale}}, {{"upscale", 2.0}});
             }),
             "normal: unexpected kwarg 'upscale'; accepted kwargs: {validate_args}");
-  EXPECT_THAT(invalid_argument_of([] {
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
                 make_distribution("tanh_normal", {{"loc", kLoc}, {"scale", kScale}}, {{"tanh_loc", 2.5}});
               }),
               HasSubstr("tanh_normal: kwarg 'tanh_loc' must be a bool, got 2.5"));
-  EXPECT_EQ(invalid_argument_of([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               make_distribution("truncated_normal", {{"loc", kLoc}, {"scale", kScale}}, {{"a", -1.0}});
             }),
             "truncated_normal: missing bound 'b': pass it as a parameter tensor or a scalar kwarg");
-  EXPECT_EQ(invalid_argument_of([] { make_distribution("normal", {{"loc", kLoc}, {"scale", at::Tensor()}}); }),
+  EXPECT_EQ(error_of<std::invalid_argument>(
+                [] { make_distribution("normal", {{"loc", kLoc}, {"scale", at::Tensor()}}); }),
             "normal: parameter 'scale' is an undefined tensor");
 }
 
@@ -135,7 +133,7 @@ TEST(Registry, UsersRegisterTheirOwn) {
   EXPECT_TRUE(at::allclose(d->stddev(), kScale * 2));
   EXPECT_EQ(registry.signature("scaled_normal").params_to_string(), "{loc, scale}");
   EXPECT_EQ(registry.names(), std::vector<std::string>({"scaled_normal"}));
-  EXPECT_THAT(invalid_argument_of([&] {
+  EXPECT_THAT(error_of<std::invalid_argument>([&] {
                 registry.register_distribution("scaled_normal", {{{"loc"}}, {}},
                                                [](const Params&, const DistributionKwargs&) { return nullptr; });
               }),
@@ -147,7 +145,7 @@ TEST(Registry, UsersRegisterTheirOwn) {
                         at::ones_like(kLoc)));
   registry.replace("null", {{{"loc"}}, {}}, [](const Params&, const DistributionKwargs&) { return nullptr; });
   EXPECT_THROW(registry.make("null", {{"loc", kLoc}}), std::runtime_error);
-  EXPECT_THAT(invalid_argument_of([&] { registry.make("normal", {{"loc", kLoc}}); }),
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { registry.make("normal", {{"loc", kLoc}}); }),
               HasSubstr("unknown distribution 'normal'; registered: {null, scaled_normal}"));
 }
 

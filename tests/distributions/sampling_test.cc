@@ -1,7 +1,6 @@
 // Sampling: the reference classes' seeded draws (torch, tensordict, TorchRL) reproduced bit
 // for bit, moments of 100k seeded samples, reproducibility per generator, and gradients
 // through rsample.
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <c10/core/GradMode.h>
@@ -23,14 +22,13 @@
 #include "sdk/distributions/truncated_normal.h"
 #include "sdk/distributions/uniform.h"
 #include "tests/distributions/golden.h"
+#include "tests/testing/random.h"
 
 namespace tdp::dist {
 namespace {
 
-using testing::Golden;
 using testing::TensorsClose;
-
-at::Generator seeded(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+using test_util::seeded;
 
 at::Tensor f64(std::vector<double> values) { return at::tensor(values, at::kDouble); }
 
@@ -52,12 +50,7 @@ void expect_moments(const at::Tensor& samples, const at::Tensor& mean, const at:
 
 // ---- the reference classes' own seeded draws (torch, tensordict, TorchRL) ---------------------
 
-class GoldenSamplesTest : public ::testing::TestWithParam<std::string> {
- protected:
-  at::Tensor g(const std::string& case_name, const std::string& field) const {
-    return Golden::get().at(case_name, GetParam(), field);
-  }
-};
+class GoldenSamplesTest : public testing::GoldenDtypeTest {};
 
 TEST_P(GoldenSamplesTest, MatchPyTorchDrawsForTheSameSeed) {
   Normal normal(g("normal", "loc"), g("normal", "scale"));

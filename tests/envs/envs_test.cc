@@ -15,22 +15,13 @@
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
+#include "tests/testing/error_of.h"
 
 namespace tdp::envs {
 namespace {
 
 using ::testing::HasSubstr;
-
-template <typename Fn>
-std::string invalid_argument_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected std::invalid_argument";
-  return "";
-}
+using test_util::error_of;
 
 // Random actions that satisfy `env`'s action spec, from `gen`.
 TensorDict random_actions(const BatchedEnv& env, at::Generator& gen) {
@@ -118,20 +109,20 @@ TEST_P(AnyEnv, WrongActionsNameTheKeyExpectedAndActual) {
   const std::string key = spec.key.to_string();
 
   TensorDict missing = random_actions(*env, gen).exclude({spec.key});
-  std::string msg = invalid_argument_of([&] { env->step(missing); });
+  std::string msg = error_of<std::invalid_argument>([&] { env->step(missing); });
   EXPECT_THAT(msg, HasSubstr(env->name() + ".step: missing action " + key));
   EXPECT_THAT(msg, HasSubstr("expected " + std::string(c10::toString(spec.dtype))));
 
   TensorDict wrong_dtype = random_actions(*env, gen);
   wrong_dtype.set(spec.key, wrong_dtype.get(spec.key).to(at::kDouble));
-  msg = invalid_argument_of([&] { env->step(wrong_dtype); });
+  msg = error_of<std::invalid_argument>([&] { env->step(wrong_dtype); });
   EXPECT_THAT(msg, HasSubstr("action " + key + " must be " + c10::toString(spec.dtype)));
   EXPECT_THAT(msg, HasSubstr("got Double"));
 
   TensorDict wrong_shape({4});
   wrong_shape.update(random_actions(*env, gen));
   wrong_shape.set(spec.key, wrong_shape.get(spec.key).unsqueeze(-1));
-  msg = invalid_argument_of([&] { env->step(wrong_shape); });
+  msg = error_of<std::invalid_argument>([&] { env->step(wrong_shape); });
   EXPECT_THAT(msg, HasSubstr("action " + key + " must be"));
   EXPECT_THAT(msg, HasSubstr(spec.shape.empty() ? "of shape [4], got Long of shape [4, 1]"
                                                 : "of shape [4, 1], got Float of shape [4, 1, 1]"));
@@ -171,32 +162,32 @@ TEST(BatchedEnv, ExactErrorTexts) {
   CartPole env(EnvOptions(3));
   EXPECT_THROW(env.step(TensorDict({3})), std::logic_error);  // no reset yet
   env.reset(0);
-  EXPECT_EQ(invalid_argument_of([&] { env.step(TensorDict({{"act", at::zeros({3}, at::kLong)}}, {3})); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { env.step(TensorDict({{"act", at::zeros({3}, at::kLong)}}, {3})); }),
             "CartPole.step: missing action 'action' (expected Long of shape [3]); the "
             "TensorDict has keys ['act']");
-  EXPECT_EQ(invalid_argument_of([&] { env.step(TensorDict({{"action", at::zeros({3, 1})}}, {3})); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { env.step(TensorDict({{"action", at::zeros({3, 1})}}, {3})); }),
             "CartPole.step: action 'action' must be Long of shape [3], got Float of shape [3, 1]");
-  EXPECT_EQ(invalid_argument_of([&] {
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
               env.step(TensorDict({{"action", at::tensor({0, 2, -1}, at::kLong)}}, {3}));
             }),
             "CartPole.step: action 'action' must lie in [0, 2), got values from -1 to 2");
   Goal goal(EnvOptions(2));
   goal.reset(0);
-  EXPECT_EQ(invalid_argument_of([&] {
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
               goal.step(TensorDict({{"action_type", at::zeros({2}, at::kLong)},
                                     {"action_param", at::zeros({2}, at::kFloat)}},
                                    {2}));
             }),
             "Goal.step: action 'action_param' must be Float of shape [2, 1], got Float of "
             "shape [2]");
-  EXPECT_EQ(invalid_argument_of([&] { env.reset(at::ones({2}, at::kBool)); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { env.reset(at::ones({2}, at::kBool)); }),
             "CartPole.reset(env_mask): env_mask must be bool of shape [3], got Bool of shape [2]");
-  EXPECT_EQ(invalid_argument_of([&] { env.reset_to(at::zeros({3, 2})); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { env.reset_to(at::zeros({3, 2})); }),
             "CartPole.reset_to: state must be a floating tensor of shape [3, 4], got Float of "
             "shape [3, 2]");
-  EXPECT_EQ(invalid_argument_of([] { CartPole bad(EnvOptions(0)); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([] { CartPole bad(EnvOptions(0)); }),
             "EnvOptions: num_envs must be at least 1, got 0");
-  EXPECT_EQ(invalid_argument_of([] { CartPole bad(EnvOptions(1).dtype(at::kHalf)); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([] { CartPole bad(EnvOptions(1).dtype(at::kHalf)); }),
             "EnvOptions: dtype must be float32 or float64, got Half");
 }
 

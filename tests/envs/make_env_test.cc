@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tdp::envs {
 namespace {
 
@@ -12,7 +14,7 @@ TEST(MakeEnv, BuildsEachKnownEnvironmentWhateverTheCase) {
       {"cartpole", "CartPole"}, {"CartPole", "CartPole"}, {"PENDULUM", "Pendulum"}, {"goal", "Goal"}};
   for (const auto& [name, expected] : cases) {
     auto env = make_env(name, EnvOptions(3).max_episode_steps(7));
-    ASSERT_TRUE(env.ok()) << name << ": " << env.status();
+    ASSERT_OK(env) << name;
     EXPECT_EQ((*env)->name(), expected);
     EXPECT_EQ((*env)->num_envs(), 3);
     EXPECT_EQ((*env)->max_episode_steps(), 7);

@@ -4,8 +4,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include "sdk/log/log.h"
 #include "sdk/nn/nn.h"
-#include "tests/nn/test_util.h"
 
 namespace {
 

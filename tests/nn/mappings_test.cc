@@ -9,13 +9,13 @@
 #include "sdk/nn/biased_softplus.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/rand_one_hot.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
 
 namespace tdp::nn {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::ThrowMessage;
+using test_util::error_of;
 
 TEST(MappingsTest, BuiltIns) {
   at::Tensor x = torch::tensor({-2.0, 0.0, 3.0});
@@ -45,11 +45,11 @@ TEST(MappingsTest, UnknownNamesListTheKnownOnes) {
   }
   std::string listed;
   for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] { mappings("softmax"); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([] { mappings("softmax"); }),
             "Unknown mapping 'softmax'; known mappings: " + listed + ".");
-  EXPECT_THAT(ThrowMessage<std::invalid_argument>([] { mappings("biased_softplus_1_2_3"); }),
+  EXPECT_THAT(error_of<std::invalid_argument>([] { mappings("biased_softplus_1_2_3"); }),
               HasSubstr("Unknown mapping 'biased_softplus_1_2_3' (invalid number of args"));
-  EXPECT_THAT(ThrowMessage<std::invalid_argument>([] { mappings("biased_softplus_one"); }),
+  EXPECT_THAT(error_of<std::invalid_argument>([] { mappings("biased_softplus_one"); }),
               HasSubstr("(the bias and min_val must be numbers)"));
 }
 

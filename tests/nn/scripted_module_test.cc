@@ -6,19 +6,22 @@
 #include <torch/script.h>
 #include <torch/types.h>
 
-#include <cstdlib>
 #include <sstream>
 
 #include "sdk/nn/scripted_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/files.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::make_td;
-using testing::ThrowMessage;
+using test_util::error_of;
+using test_util::keys;
+using test_util::make_td;
 
 torch::jit::Module make_affine() {
   // Modules scripted in Python carry a "training" attribute; ones built in C++ need it added.
@@ -49,10 +52,6 @@ def maybe(self, x, y: Optional[Tensor]):
     return x + y
 )JIT");
   return m;
-}
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
 }
 
 TEST(ScriptedModuleTest, ForwardReadsAndWritesKeys) {
@@ -97,7 +96,7 @@ TEST(ScriptedModuleTest, OtherMethodsAndOutputForms) {
   EXPECT_EQ(td.get("c").item<float>(), 0.0f);
 
   auto bad_dict = scripted_module(make_affine(), keys({"a"}, {"z"}), "as_dict");
-  EXPECT_EQ(ThrowMessage<KeyError>([&] { bad_dict(make_td({{"a", torch::zeros({})}})); }),
+  EXPECT_EQ(error_of<KeyError>([&] { bad_dict(make_td({{"a", torch::zeros({})}})); }),
             "TensorDictModule(in_keys=['a'], out_keys=['z']): the TorchScript method returned a "
             "dict without the out_key 'z'; it has keys ['b', 'c'].");
 }
@@ -114,13 +113,10 @@ TEST(ScriptedModuleTest, KeywordArgumentsFromInKeysMap) {
       make_affine(),
       TensorDictModuleOptions().in_keys_map({{"x", "1"}, {"y", "2"}}).out_to_in_map(false).out_keys({"a"}),
       "combine");
-  try {
-    wrong(make_td({{"x", torch::ones({1})}, {"y", torch::ones({1})}}));
-    FAIL() << "did not throw";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("combine() is missing value for argument 'x'"));
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("TensorDictModule(in_keys=['x', 'y'], out_keys=['a'])"));
-  }
+  const std::string message =
+      error_of<c10::Error>([&] { wrong(make_td({{"x", torch::ones({1})}, {"y", torch::ones({1})}})); });
+  EXPECT_THAT(message, HasSubstr("combine() is missing value for argument 'x'"));
+  EXPECT_THAT(message, HasSubstr("TensorDictModule(in_keys=['x', 'y'], out_keys=['a'])"));
 }
 
 TEST(ScriptedModuleTest, MissingInputIsNoneWhenNotStrict) {
@@ -131,15 +127,14 @@ TEST(ScriptedModuleTest, MissingInputIsNoneWhenNotStrict) {
 }
 
 TEST(ScriptedModuleTest, UnknownMethodListsMethods) {
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>(
+  EXPECT_EQ(error_of<std::invalid_argument>(
                 [] { scripted_module(make_affine(), keys({"x"}, {"y"}), "nope"); }),
             "scripted_module: the TorchScript module __torch__.Affine has no method 'nope'; its "
             "methods are ['forward', 'split', 'combine', 'as_dict', 'maybe'].");
 }
 
 TEST(ScriptedModuleTest, LoadsASavedFileIntoASequence) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/affine.pt";
+  const std::string path = test_util::temp_path("affine.pt");
   make_affine().save(path);
   TensorDictSequential seq({load_scripted_module(path, keys({"x"}, {"y"})),
                             load_scripted_module(path, keys({"y"}, {"lo", "hi"}), "split")});

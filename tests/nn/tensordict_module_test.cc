@@ -13,19 +13,19 @@
 
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/log_capture.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::LogCapture;
-using testing::make_td;
-using testing::ThrowMessage;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::error_of;
+using test_util::keys;
+using test_util::LogCapture;
+using test_util::make_td;
 
 struct MyModule : TensorDictModuleBase {
   MyModule() : TensorDictModuleBase("MyModule", {"a"}, {"b"}) {
@@ -80,9 +80,9 @@ TEST(TensorDictModuleTest, VariadicFunctionTakesAllInputs) {
 TEST(TensorDictModuleTest, NestedKeysAreFlattened) {
   TensorDictModule mod([](const TensorList& x) { return x; },
                        keys({"a", {"b"}, {"c", {"d"}}}, {"e", {"f"}, {"g", {"h"}}}));
-  EXPECT_EQ(testing::key_strings(mod->in_keys()),
+  EXPECT_EQ(test_util::key_strings(mod->in_keys()),
             (std::vector<std::string>{"'a'", "'b'", "('c', 'd')"}));
-  EXPECT_EQ(testing::key_strings(mod->out_keys()),
+  EXPECT_EQ(test_util::key_strings(mod->out_keys()),
             (std::vector<std::string>{"'e'", "'f'", "('g', 'h')"}));
 }
 
@@ -105,7 +105,7 @@ TEST(TensorDictModuleTest, InputKeysMapKeyToArgument) {
           .in_keys_map({{"1", "a"}, {{"2", "smth"}, "b"}, {{"3", {"other", {"thing"}}}, "c"}})
           .out_to_in_map(false)
           .out_keys({"a"}));
-  EXPECT_EQ(testing::key_strings(mod->in_keys()),
+  EXPECT_EQ(test_util::key_strings(mod->in_keys()),
             (std::vector<std::string>{"'1'", "('2', 'smth')", "('3', 'other', 'thing')"}));
   EXPECT_EQ(mod->arg_names(), (std::vector<std::string>{"a", "b", "c"}));
   TensorDict td = make_td({{"1", torch::ones({1})},
@@ -152,7 +152,7 @@ TEST(TensorDictModuleTest, UnderscoreInputKeyWarns) {
 }
 
 TEST(TensorDictModuleTest, MapNeedsCallableTakingNames) {
-  const std::string message = ThrowMessage<std::invalid_argument>([] {
+  const std::string message = error_of<std::invalid_argument>([] {
     TensorDictModule(torch::nn::Linear(1, 1),
                      TensorDictModuleOptions().in_keys_map({{"x", "1"}}).out_keys({"a"}));
   });
@@ -160,13 +160,13 @@ TEST(TensorDictModuleTest, MapNeedsCallableTakingNames) {
             "TensorDictModule(in_keys=['1'], out_keys=['a']): in_keys_map passes inputs by name, "
             "but the wrapped callable takes positional tensors. Use in_keys, or wrap a callable "
             "taking tdp::nn::TensorKwargs or a TorchScript method.");
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               TensorDictModule([](const TensorKwargs& kw) { return kw.at("x"); }, keys({"x"}, {"a"}));
             }),
             "TensorDictModule(in_keys=['x'], out_keys=['a']): the wrapped callable takes its "
             "tensors by name (tdp::nn::TensorKwargs), so the inputs must be given with in_keys_map, "
             "which names the argument of each key.");
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               TensorDictModule([](const at::Tensor& x) { return x; },
                                TensorDictModuleOptions().in_keys({"y"}).in_keys_map({{"x", "y"}}));
             }),
@@ -175,20 +175,20 @@ TEST(TensorDictModuleTest, MapNeedsCallableTakingNames) {
 }
 
 TEST(TensorDictModuleTest, ArityMismatchIsReportedAtConstruction) {
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               TensorDictModule([](const at::Tensor& x, const at::Tensor& y) { return x + y; },
                                keys({"x"}, {"z"}));
             }),
             "TensorDictModule(in_keys=['x'], out_keys=['z']): the wrapped callable takes 2 tensor "
             "argument(s) but in_keys has 1 key(s).");
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>(
+  EXPECT_EQ(error_of<std::invalid_argument>(
                 [] { TensorDictModule(torch::nn::Linear(2, 2), keys({"x", "y"}, {"z"})); }),
             "TensorDictModule(in_keys=['x', 'y'], out_keys=['z']): the wrapped callable takes 1 "
             "tensor argument(s) but in_keys has 2 key(s).");
 }
 
 TEST(TensorDictModuleTest, EmptyModuleIsRejected) {
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([] {
+  EXPECT_EQ(error_of<std::invalid_argument>([] {
               TensorDictModule(torch::nn::Linear(nullptr), keys({"in"}, {"out"}));
             }),
             "TensorDictModule(in_keys=['in'], out_keys=['out']): the module to wrap is empty (a "
@@ -277,7 +277,7 @@ TEST(TensorDictModuleTest, StrictMissingInputThrowsKeyError) {
   };
   TensorDictModule strict(check, keys({"present", "missing"}, {"new_present"}).strict(true));
   TensorDict td = make_td({{"present", torch::zeros({})}});
-  EXPECT_EQ(ThrowMessage<KeyError>([&] { strict(td); }),
+  EXPECT_EQ(error_of<KeyError>([&] { strict(td); }),
             "TensorDictModule(in_keys=['present', 'missing'], out_keys=['new_present']): the input "
             "TensorDict has no entry 'missing' (strict=True); it has keys ['present'].");
 
@@ -289,7 +289,7 @@ TEST(TensorDictModuleTest, StrictMissingInputThrowsKeyError) {
 TEST(TensorDictModuleTest, MissingInputOfFailingModuleIsAKeyError) {
   TensorDictModule module(torch::nn::Linear(2, 3), keys({"a"}, {"b"}));
   const std::string message =
-      ThrowMessage<KeyError>([&] { module(make_td({{"c", torch::randn({})}})); });
+      error_of<KeyError>([&] { module(make_td({{"c", torch::randn({})}})); });
   EXPECT_THAT(message,
               HasSubstr("TensorDictModule(in_keys=['a'], out_keys=['b']): Some tensors that are "
                         "necessary for the module call may not have not been found in the input "
@@ -300,11 +300,11 @@ TEST(TensorDictModuleTest, MissingInputOfFailingModuleIsAKeyError) {
 TEST(TensorDictModuleTest, WrongNumberOfOutputs) {
   TensorDictModule too_many([](const at::Tensor& x) { return std::make_tuple(x, x); },
                             keys({"x"}, {"y"}));
-  EXPECT_EQ(ThrowMessage<std::runtime_error>([&] { too_many(make_td({{"x", torch::zeros({})}})); }),
+  EXPECT_EQ(error_of<std::runtime_error>([&] { too_many(make_td({{"x", torch::zeros({})}})); }),
             "TensorDictModule(in_keys=['x'], out_keys=['y']): the module returned 2 tensor(s) but "
             "out_keys has 1 key(s): ['y'].");
   TensorDictModule too_few([](const at::Tensor& x) { return x; }, keys({"x"}, {"y", "z"}));
-  EXPECT_EQ(ThrowMessage<std::runtime_error>([&] { too_few(make_td({{"x", torch::zeros({})}})); }),
+  EXPECT_EQ(error_of<std::runtime_error>([&] { too_few(make_td({{"x", torch::zeros({})}})); }),
             "TensorDictModule(in_keys=['x'], out_keys=['y', 'z']): the module returned 1 "
             "tensor(s) but out_keys has 2 key(s): ['y', 'z'].");
 }
@@ -335,7 +335,7 @@ TEST(TensorDictModuleTest, DictLikeOutputsAreReadAtOutKeys) {
   EXPECT_TRUE(out.get("b").equal(out.get("a")));
 
   TensorDictModule missing([](const at::Tensor& x) { return TensorKwargs{{"c", x}}; }, keys({"a"}, {"b"}));
-  EXPECT_EQ(ThrowMessage<KeyError>([&] { missing(make_td({{"a", torch::randn({3})}})); }),
+  EXPECT_EQ(error_of<KeyError>([&] { missing(make_td({{"a", torch::randn({3})}})); }),
             "TensorDictModule(in_keys=['a'], out_keys=['b']): the module returned a map without "
             "the out_key 'b'; it has keys ['c'].");
 }
@@ -392,12 +392,8 @@ TEST(TensorDictModuleTest, AnyModuleTupleOutputs) {
 
 TEST(TensorDictModuleTest, ModuleErrorsCarryTheModule) {
   TensorDictModule module(torch::nn::Linear(3, 4), keys({"x"}, {"y"}));
-  try {
-    module(make_td({{"x", torch::zeros({2, 5})}}, {2}));
-    FAIL() << "did not throw";
-  } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("TensorDictModule(in_keys=['x'], out_keys=['y'])"));
-  }
+  EXPECT_THAT(error_of<c10::Error>([&] { module(make_td({{"x", torch::zeros({2, 5})}}, {2})); }),
+              HasSubstr("TensorDictModule(in_keys=['x'], out_keys=['y'])"));
 }
 
 }  // namespace

@@ -8,20 +8,19 @@
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/wrap_module.h"
-#include "tests/nn/test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/module_keys.h"
+#include "tests/testing/tensordicts.h"
 
 namespace tdp::nn {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-using testing::key_strings;
-using testing::make_td;
-using testing::ThrowMessage;
-
-TensorDictModuleOptions keys(std::vector<NestedKey> in, std::vector<NestedKey> out) {
-  return TensorDictModuleOptions(std::move(in), std::move(out));
-}
+using test_util::error_of;
+using test_util::key_strings;
+using test_util::keys;
+using test_util::make_td;
 
 at::Tensor plus_one(const at::Tensor& x) { return x + 1; }
 at::Tensor add(const at::Tensor& x, const at::Tensor& y) { return x + y; }
@@ -83,7 +82,7 @@ TEST(TensorDictSequentialTest, NamedModules) {
   EXPECT_EQ((*seq)["layer0"], layer0.ptr());
   EXPECT_TRUE(seq->is_named());
   EXPECT_TRUE(seq->named_parameters().contains("module.layer0.module.weight"));
-  EXPECT_EQ(ThrowMessage<KeyError>([&] { (*seq)["layer9"]; }),
+  EXPECT_EQ(error_of<KeyError>([&] { (*seq)["layer9"]; }),
             "TensorDictSequential: no module named 'layer9'; the modules are ['layer0', 'layer1'].");
 }
 
@@ -165,7 +164,7 @@ TEST(TensorDictSequentialTest, KeyExclusionConstructorExec) {
 }
 
 TEST(TensorDictSequentialTest, SelectedOutKeysMustBeOutKeys) {
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>(
+  EXPECT_EQ(error_of<std::invalid_argument>(
                 [] { key_exclusion_seq(TensorDictSequentialOptions().selected_out_keys({"nope"})); }),
             "All keys in selected_out_keys must be in out_keys. TensorDictSequential(in_keys=["
             "'key1', 'key2', 'key3'], out_keys=['foo1', 'key1', 'key2']) has no out_key 'nope'.");
@@ -278,7 +277,7 @@ TEST(TensorDictSequentialTest, PartialTolerantSkipsModulesWithMissingInputs) {
   TensorDict td = make(true)(make_td({{"a", torch::zeros({})}}));
   EXPECT_TRUE(td.contains("b"));
   EXPECT_FALSE(td.contains("y"));
-  EXPECT_EQ(ThrowMessage<KeyError>([&] { make(false)(make_td({{"a", torch::zeros({})}})); }),
+  EXPECT_EQ(error_of<KeyError>([&] { make(false)(make_td({{"a", torch::zeros({})}})); }),
             "TensorDictSequential(in_keys=['a', 'x'], out_keys=['b', 'y']): failed while "
             "executing module '1': TensorDictModule(in_keys=['x'], out_keys=['y']): the input "
             "TensorDict has no entry 'x' (strict=True); it has keys ['a', 'b'].");
@@ -292,7 +291,7 @@ TEST(TensorDictSequentialTest, IndexingSliceAppendInsert) {
   EXPECT_EQ(seq->size(), 2u);
   EXPECT_EQ((*seq)[0], m0.ptr());
   EXPECT_EQ((*seq)[-1], m1.ptr());
-  EXPECT_EQ(ThrowMessage<std::out_of_range>([&] { (*seq)[2]; }),
+  EXPECT_EQ(error_of<std::out_of_range>([&] { (*seq)[2]; }),
             "TensorDictSequential: index 2 is out of range for 2 module(s).");
   seq->append(m2);
   EXPECT_EQ(seq->size(), 3u);
@@ -306,7 +305,7 @@ TEST(TensorDictSequentialTest, IndexingSliceAppendInsert) {
   EXPECT_EQ(tail->size(), 2u);
   EXPECT_EQ((*tail)[0], m0.ptr());
   EXPECT_EQ(key_strings(tail->in_keys()), (std::vector<std::string>{"'a'"}));
-  EXPECT_EQ(ThrowMessage<std::invalid_argument>([&] { seq->at<TensorDictSequentialImpl>(0); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { seq->at<TensorDictSequentialImpl>(0); }),
             "TensorDictSequential: module 0 is a TensorDictModule, not the type asked for.");
   EXPECT_EQ(seq->at<TensorDictModuleImpl>(1), m0.ptr());
 }

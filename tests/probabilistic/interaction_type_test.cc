@@ -7,6 +7,8 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/testing/error_of.h"
+
 namespace tdp::nn {
 namespace {
 
@@ -20,13 +22,8 @@ TEST(InteractionTypeTest, FromStrIsCaseInsensitive) {
                                InteractionType::kRandom, InteractionType::kDeterministic}) {
     EXPECT_EQ(interaction_type_from_str(to_string(type)), type);
   }
-  try {
-    interaction_type_from_str("greedy");
-    FAIL() << "expected an exception";
-  } catch (const std::invalid_argument& error) {
-    EXPECT_STREQ(error.what(),
-                 "unknown InteractionType 'greedy'; expected one of mode, median, mean, random, deterministic");
-  }
+  EXPECT_EQ(test_util::error_of<std::invalid_argument>([] { interaction_type_from_str("greedy"); }),
+            "unknown InteractionType 'greedy'; expected one of mode, median, mean, random, deterministic");
 }
 
 TEST(InteractionTypeTest, NoneOutsideAnyScope) { EXPECT_FALSE(interaction_type().has_value()); }

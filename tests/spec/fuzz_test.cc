@@ -10,6 +10,7 @@
 
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
@@ -27,24 +28,20 @@ const std::vector<std::string>& policy_files() {
 
 // Binary seeds: each policies/ spec as it is (init_seed) and a small one with embedded weights,
 // so that mutations land in module trees and in tensor messages alike.
-std::vector<std::string> binary_seeds() {
-  std::vector<std::string> seeds;
+// A failed read, build or export fails the test (call it under ASSERT_NO_FATAL_FAILURE).
+void binary_seeds(std::vector<std::string>* seeds) {
   for (const std::string& file : policy_files()) {
-    auto spec = read_spec(file);
-    EXPECT_TRUE(spec.ok()) << spec.status();
-    if (spec.ok()) seeds.push_back(spec->SerializeAsString());
+    ASSERT_OK_AND_ASSIGN(const tdpolicy::PolicySpec spec, read_spec(file));
+    seeds->push_back(spec.SerializeAsString());
   }
-  auto spec = read_spec("policies/cartpole_categorical.pbtxt");
-  auto* mlp = spec->mutable_module()->mutable_probabilistic_sequential()->mutable_modules(0)->mutable_network()
+  ASSERT_OK_AND_ASSIGN(tdpolicy::PolicySpec spec, read_spec("policies/cartpole_categorical.pbtxt"));
+  auto* mlp = spec.mutable_module()->mutable_probabilistic_sequential()->mutable_modules(0)->mutable_network()
                   ->mutable_network()->mutable_mlp();
   mlp->clear_hidden_sizes();
   mlp->add_hidden_sizes(3);
-  auto policy = build_policy(*spec, "small", ".");
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  auto exported = export_spec(*policy->module, policy->spec);
-  EXPECT_TRUE(exported.ok()) << exported.status();
-  seeds.push_back(exported->SerializeAsString());
-  return seeds;
+  ASSERT_OK_AND_ASSIGN(const Policy policy, build_policy(spec, "small", "."));
+  ASSERT_OK_AND_ASSIGN(const tdpolicy::PolicySpec exported, export_spec(*policy.module, policy.spec));
+  seeds->push_back(exported.SerializeAsString());
 }
 
 std::string mutate(std::string bytes, std::mt19937& rng) {
@@ -89,7 +86,8 @@ void load_and_maybe_run(const std::string& content, SpecFormat format, int* buil
 }
 
 TEST(Fuzz, MutatedBinarySpecsNeverCrashTheLoader) {
-  const std::vector<std::string> seeds = binary_seeds();
+  std::vector<std::string> seeds;
+  ASSERT_NO_FATAL_FAILURE(binary_seeds(&seeds));
   ASSERT_EQ(seeds.size(), 5u);
   std::mt19937 rng(20240611);
   int built = 0;
@@ -123,7 +121,8 @@ TEST(Fuzz, TruncatedAndCorruptedTextSpecsNeverCrashTheLoader) {
 
 TEST(Fuzz, MutatedFilesThroughLoadPolicy) {
   // The file path: extension-driven and sniffed formats, through load_policy itself.
-  const std::vector<std::string> seeds = binary_seeds();
+  std::vector<std::string> seeds;
+  ASSERT_NO_FATAL_FAILURE(binary_seeds(&seeds));
   std::mt19937 rng(99);
   for (int i = 0; i < 200; ++i) {
     const std::string path = temp_path(i % 2 == 0 ? "fuzz.pb" : "fuzz.unknown_extension");
@@ -135,9 +134,9 @@ TEST(Fuzz, MutatedFilesThroughLoadPolicy) {
   }
   for (const std::string& file : policy_files()) {
     auto spec = read_spec(file);
-    ASSERT_TRUE(spec.ok());
+    ASSERT_OK(spec);
     const std::string json_path = temp_path("fuzz_source.json");
-    ASSERT_TRUE(write_spec(*spec, json_path).ok());
+    ASSERT_OK(write_spec(*spec, json_path));
     const std::string json = read_file(json_path);
     for (int i = 0; i < 100; ++i) {
       const std::string path = temp_path("fuzz.json");

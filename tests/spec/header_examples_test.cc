@@ -14,15 +14,15 @@
 #include "sdk/spec/self_test.h"
 #include "sdk/spec/tensor_proto.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
 
-using testing::load_or_fail;
 using testing::temp_path;
 
 TEST(HeaderExamplesTest, Keys) {
-  const Policy policy = load_or_fail("policies/recurrent_gru.pbtxt");
+  ASSERT_OK_AND_ASSIGN(const Policy policy, load_policy("policies/recurrent_gru.pbtxt"));
 
   tdp::NestedKey key = tdp::spec::parse_key("next/observation").value();   // ('next', 'observation')
   std::string text = tdp::spec::key_string(key);                           // "next/observation"
@@ -53,7 +53,7 @@ TEST(HeaderExamplesTest, Policy) {
 }
 
 TEST(HeaderExamplesTest, SelfTest) {
-  Policy policy = load_or_fail("policies/pendulum_tanh_gaussian.pbtxt");
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/pendulum_tanh_gaussian.pbtxt"));
   at::manual_seed(3);
   const TensorDict example_inputs({{"observation", at::randn({4, 3})}}, {4});
   const TensorDict example_actions({{"action", at::rand({4, 1}) * 3.8 - 1.9}}, {4});

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
@@ -43,10 +45,12 @@ TEST(StateKeys, DeclaredInputsThatSomeModuleOverwritesInInputOrder) {
 }
 
 TEST(StateKeys, ThePoliciesThatShip) {
-  EXPECT_EQ(state_keys(testing::load_or_fail("policies/recurrent_gru.pbtxt").spec), std::vector<NestedKey>{"hidden"});
+  ASSERT_OK_AND_ASSIGN(const Policy recurrent, load_policy("policies/recurrent_gru.pbtxt"));
+  EXPECT_EQ(state_keys(recurrent.spec), std::vector<NestedKey>{"hidden"});
   for (const char* path : {"policies/cartpole_categorical.pbtxt", "policies/pendulum_tanh_gaussian.pbtxt",
                            "policies/goal_hybrid.pbtxt"}) {
-    EXPECT_TRUE(state_keys(testing::load_or_fail(path).spec).empty()) << path;
+    ASSERT_OK_AND_ASSIGN(const Policy policy, load_policy(path));
+    EXPECT_TRUE(state_keys(policy.spec).empty()) << path;
   }
 }
 

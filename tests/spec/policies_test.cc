@@ -12,12 +12,13 @@
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
 
 using nn::InteractionType;
-using testing::load_or_fail;
 using testing::run;
 
 struct Entry {
@@ -81,8 +82,7 @@ class PoliciesTest : public ::testing::TestWithParam<PolicyCase> {};
 
 TEST_P(PoliciesTest, LoadsAndDeclaresWhatItWrites) {
   const PolicyCase& c = GetParam();
-  Policy policy = load_or_fail(c.file);
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy(c.file));
   std::vector<std::string> declared(policy.spec.output_keys().begin(), policy.spec.output_keys().end());
   for (const std::string& key : declared) {
     bool documented = false;
@@ -99,8 +99,7 @@ TEST_P(PoliciesTest, LoadsAndDeclaresWhatItWrites) {
 
 TEST_P(PoliciesTest, WritesItsOutputsUnderEveryInteractionType) {
   const PolicyCase& c = GetParam();
-  Policy policy = load_or_fail(c.file);
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy(c.file));
   at::manual_seed(3);
   for (int64_t batch : {1, 16}) {
     const TensorDict inputs = inputs_for(c, batch);
@@ -112,17 +111,13 @@ TEST_P(PoliciesTest, WritesItsOutputsUnderEveryInteractionType) {
         if (t == type) unsupported = &text;
       }
       if (unsupported != nullptr) {
-        try {
-          run(policy, inputs, type);
-          ADD_FAILURE() << "expected an error";
-        } catch (const std::exception& error) {
-          EXPECT_THAT(error.what(), ::testing::HasSubstr(*unsupported));
-        }
+        EXPECT_THAT(test_util::error_of<std::exception>([&] { run(policy, inputs, type); }),
+                    ::testing::HasSubstr(*unsupported));
         continue;
       }
       TensorDict out = run(policy, inputs, type);
       for (const Entry& entry : c.outputs) {
-        const NestedKey key = *parse_key(entry.key);
+        ASSERT_OK_AND_ASSIGN(const NestedKey key, parse_key(entry.key));
         ASSERT_TRUE(out.contains(key)) << entry.key;
         at::Tensor value = out.get(key);
         EXPECT_EQ(value.sizes().vec(), with_batch(batch, entry.shape)) << entry.key;
@@ -135,8 +130,7 @@ TEST_P(PoliciesTest, WritesItsOutputsUnderEveryInteractionType) {
 
 TEST_P(PoliciesTest, DeterministicIsRepeatableAndRandomVaries) {
   const PolicyCase& c = GetParam();
-  Policy policy = load_or_fail(c.file);
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy(c.file));
   at::manual_seed(5);
   const TensorDict inputs = inputs_for(c, 256);
   TensorDict a = run(policy, inputs, InteractionType::kDeterministic);
@@ -145,7 +139,7 @@ TEST_P(PoliciesTest, DeterministicIsRepeatableAndRandomVaries) {
   TensorDict r2 = run(policy, inputs, InteractionType::kRandom);
   bool some_random_differs = false;
   for (const std::string& key : policy.spec.output_keys()) {
-    const NestedKey nested = *parse_key(key);
+    ASSERT_OK_AND_ASSIGN(const NestedKey nested, parse_key(key));
     EXPECT_TRUE(a.get(nested).equal(b.get(nested))) << key;
     if (key.find("log_prob") == std::string::npos && key != "hidden") {
       some_random_differs |= !r1.get(nested).equal(r2.get(nested));
@@ -161,8 +155,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, PoliciesTest, ::testing::ValuesIn(policy_case
                          });
 
 TEST(PoliciesValues, PendulumActionsStayInTheTorqueRange) {
-  Policy policy = load_or_fail("policies/pendulum_tanh_gaussian.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/pendulum_tanh_gaussian.pbtxt"));
   at::manual_seed(11);
   // Large observations push loc far out, where the squashing must still bound the action.
   TensorDict td({{"observation", at::randn({512, 3}) * 50}}, {512});
@@ -177,8 +170,7 @@ TEST(PoliciesValues, PendulumActionsStayInTheTorqueRange) {
 }
 
 TEST(PoliciesValues, CategoricalDeterministicIsTheArgmaxAndLogProbsAreLogSoftmax) {
-  Policy policy = load_or_fail("policies/cartpole_categorical.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/cartpole_categorical.pbtxt"));
   TensorDict td({{"observation", at::randn({64, 4})}}, {64});
   TensorDict out = run(policy, td, InteractionType::kDeterministic);
   at::Tensor logits = out.get("logits");
@@ -188,8 +180,7 @@ TEST(PoliciesValues, CategoricalDeterministicIsTheArgmaxAndLogProbsAreLogSoftmax
 }
 
 TEST(PoliciesValues, HybridPartsFollowTheirHeads) {
-  Policy policy = load_or_fail("policies/goal_hybrid.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/goal_hybrid.pbtxt"));
   TensorDict td({{"observation", at::randn({32, 4})}}, {32});
   TensorDict out = run(policy, td, InteractionType::kDeterministic);
   EXPECT_TRUE(out.get("action_type").equal(out.get({"params", "action_type", "logits"}).argmax(-1)));
@@ -203,8 +194,7 @@ TEST(PoliciesValues, HybridPartsFollowTheirHeads) {
 
 // The simulator feeds "hidden" back each step; batched envs must not see each other's state.
 TEST(PoliciesValues, RecurrentActorCarriesItsHiddenStatePerEnvironment) {
-  Policy policy = load_or_fail("policies/recurrent_gru.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/recurrent_gru.pbtxt"));
   constexpr int64_t kEnvs = 16;
   constexpr int kSteps = 4;
   at::manual_seed(17);

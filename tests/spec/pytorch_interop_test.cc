@@ -31,6 +31,7 @@
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
@@ -71,7 +72,7 @@ Tensors read_reference(const std::string& name) {
   Tensors tensors;
   for (const auto& named : reference.tensors()) {
     auto value = from_tensor_proto(named.tensor());
-    EXPECT_TRUE(value.ok()) << path << ": " << named.name() << ": " << value.status();
+    EXPECT_OK(value) << path << ": " << named.name();
     EXPECT_TRUE(tensors.count(named.name()) == 0) << path << ": " << named.name() << " twice";
     if (value.ok()) tensors[named.name()] = *value;
   }
@@ -100,7 +101,11 @@ TensorDict tensordict_of(const Tensors& tensors) {
   std::vector<int64_t> batch;
   if (!tensors.empty()) batch = {tensors.begin()->second.size(0)};
   TensorDict td(batch);
-  for (const auto& [key, value] : tensors) td.set(*parse_key(key), value);
+  for (const auto& [key, value] : tensors) {
+    auto parsed = parse_key(key);
+    EXPECT_OK(parsed) << "reference entry " << key;
+    if (parsed.ok()) td.set(*parsed, value);
+  }
   return td;
 }
 
@@ -179,8 +184,7 @@ TEST_P(PytorchInteropTest, MatchesTensordict) {
   LoadOptions options;
   // The spec's self test holds per-entry log-probs (the default mode's keys).
   options.run_self_tests = !c.mode.aggregate;
-  Policy policy = testing::load_or_fail(exports_dir() + "/" + c.actor + ".pbtxt", options);
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy(exports_dir() + "/" + c.actor + ".pbtxt", options));
 
   TensorDict out = testing::run(policy, tensordict_of(inputs), InteractionType::kDeterministic);
   expect_same_entries(leaves(out), outputs, "deterministic output");
@@ -212,13 +216,13 @@ INSTANTIATE_TEST_SUITE_P(Exports, PytorchInteropTest, ::testing::ValuesIn(cases(
 TEST(PytorchInterop, TheExportedParameterNamesAreTheLoadersOwn) {
   for (const std::string& name : actors()) {
     auto spec = read_spec(exports_dir() + "/" + name + ".pbtxt");
-    ASSERT_TRUE(spec.ok()) << spec.status();
+    ASSERT_OK(spec);
     tdpolicy::PolicySpec seeded;
     *seeded.mutable_module() = spec->module();
     *seeded.mutable_inputs() = spec->inputs();
     seeded.set_init_seed(0);
     auto policy = build_policy(seeded, name, exports_dir());
-    ASSERT_TRUE(policy.ok()) << policy.status();
+    ASSERT_OK(policy);
     std::vector<std::string> cpp_names;
     for (const auto& item : policy->module->named_parameters()) cpp_names.push_back(item.key());
     std::vector<std::string> python_names;

@@ -18,12 +18,12 @@
 #include <torch/nn/modules/activation.h>
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
 
 using nn::InteractionType;
-using testing::load_or_fail;
 using testing::run;
 using testing::temp_path;
 
@@ -79,13 +79,12 @@ class SaveLoadTest : public ::testing::TestWithParam<std::tuple<std::string, For
 
 TEST_P(SaveLoadTest, LoadOfSaveGivesTheSamePolicy) {
   const auto& [name, form] = GetParam();
-  Policy original = load_or_fail("policies/" + name + ".pbtxt");
-  ASSERT_NE(original.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy original, load_policy("policies/" + name + ".pbtxt"));
   const std::string path = temp_path(name + (form.embed ? "_embedded" : "_separate") + form.extension);
-  ASSERT_TRUE(save_policy(original, path, saving(form.embed)).ok());
+  ASSERT_OK(save_policy(original, path, saving(form.embed)));
 
   auto spec = read_spec(path);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   EXPECT_EQ(spec->name(), original.spec.name());
   EXPECT_FALSE(spec->has_init_seed()) << "a saved policy carries its parameters, not a seed";
   if (form.embed) {
@@ -98,16 +97,15 @@ TEST_P(SaveLoadTest, LoadOfSaveGivesTheSamePolicy) {
     EXPECT_TRUE(std::ifstream(path + ".params.pb").good());
   }
 
-  Policy loaded = load_or_fail(path);
-  ASSERT_NE(loaded.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy loaded, load_policy(path));
   expect_same_parameters(original, loaded);
   expect_same_outputs(original, loaded);
 
   // Saving the loaded policy again writes the same bytes: nothing drifts through a cycle.
   const std::string again = temp_path(name + "_again" + (form.embed ? "_embedded" : "_separate") + form.extension);
-  ASSERT_TRUE(save_policy(loaded, again, saving(form.embed)).ok());
+  ASSERT_OK(save_policy(loaded, again, saving(form.embed)));
   auto respec = read_spec(again);
-  ASSERT_TRUE(respec.ok());
+  ASSERT_OK(respec);
   // (Compared as messages: map fields such as distribution_kwargs serialize in any order.)
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(respec->module(), spec->module()));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(respec->parameters(), spec->parameters()));
@@ -141,7 +139,7 @@ TEST(SaveLoad, AModuleTreeBuiltInCppExportsAndLoadsBack) {
   built.spec.add_output_keys("act_log_prob");
 
   auto exported = export_spec(*built.module, built.spec);
-  ASSERT_TRUE(exported.ok()) << exported.status();
+  ASSERT_OK(exported);
   ASSERT_EQ(exported->module().sequential().modules_size(), 2);
   EXPECT_EQ(exported->module().sequential().modules(0).name(), "net");
   EXPECT_EQ(exported->module().sequential().modules(0).network().network().mlp().activation(), "relu");
@@ -155,16 +153,14 @@ TEST(SaveLoad, AModuleTreeBuiltInCppExportsAndLoadsBack) {
                                             "module.net.module.layers.3.weight", "module.net.module.layers.3.bias"));
 
   const std::string path = temp_path("built_in_cpp.pb");
-  ASSERT_TRUE(save_policy(built, path).ok());
-  Policy loaded = load_or_fail(path);
-  ASSERT_NE(loaded.module, nullptr);
+  ASSERT_OK(save_policy(built, path));
+  ASSERT_OK_AND_ASSIGN(Policy loaded, load_policy(path));
   expect_same_parameters(built, loaded);
   expect_same_outputs(built, loaded);
 }
 
 TEST(SaveLoad, ParameterNamesOfALoadedSpecAreLibTorchs) {
-  Policy policy = load_or_fail("policies/cartpole_categorical.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/cartpole_categorical.pbtxt"));
   std::vector<std::string> names;
   for (const auto& item : policy.module->named_parameters()) names.push_back(item.key());
   // probabilistic_sequential children are numbered; each network sits in its module's "module".
@@ -184,10 +180,9 @@ TEST(SaveLoad, UnexportableModulesAreErrorsNamingThem) {
 }
 
 TEST(SaveLoad, AMissingParametersFileIsAnErrorNamingIt) {
-  Policy policy = load_or_fail("policies/cartpole_categorical.pbtxt");
-  ASSERT_NE(policy.module, nullptr);
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/cartpole_categorical.pbtxt"));
   const std::string path = temp_path("orphan.pbtxt");
-  ASSERT_TRUE(save_policy(policy, path, saving(false)).ok());
+  ASSERT_OK(save_policy(policy, path, saving(false)));
   ASSERT_EQ(std::remove((path + ".params.pb").c_str()), 0);
   auto loaded = load_policy(path);
   ASSERT_FALSE(loaded.ok());

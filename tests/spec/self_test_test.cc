@@ -11,11 +11,11 @@
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
 
-using testing::load_or_fail;
 using testing::temp_path;
 
 LoadOptions checking() {
@@ -24,22 +24,22 @@ LoadOptions checking() {
   return options;
 }
 
-// The pendulum actor with one self test at batch 6, saved to `path`.
-Policy pendulum_with_self_test(const std::string& path) {
-  Policy policy = load_or_fail("policies/pendulum_tanh_gaussian.pbtxt");
-  EXPECT_NE(policy.module, nullptr);
+// The pendulum actor with one self test at batch 6, saved to `path` (and kept in `*out` when
+// given). A failed load, recording or save fails the test: call it under ASSERT_NO_FATAL_FAILURE.
+void pendulum_with_self_test(const std::string& path, Policy* out = nullptr) {
+  Policy local;
+  Policy& policy = out != nullptr ? *out : local;
+  ASSERT_OK_AND_ASSIGN(policy, load_policy("policies/pendulum_tanh_gaussian.pbtxt"));
   at::manual_seed(8);
   TensorDict inputs({{"observation", at::randn({6, 3})}}, {6});
   TensorDict actions({{"action", at::rand({6, 1}) * 3.8 - 1.9}}, {6});
-  auto test = make_self_test(policy, inputs, actions);
-  EXPECT_TRUE(test.ok()) << test.status();
-  *policy.spec.add_self_tests() = *test;
-  EXPECT_TRUE(save_policy(policy, path).ok());
-  return policy;
+  ASSERT_OK_AND_ASSIGN(*policy.spec.add_self_tests(), make_self_test(policy, inputs, actions));
+  ASSERT_OK(save_policy(policy, path));
 }
 
 TEST(SelfTest, RecordsInputsOutputsAndLogProbs) {
-  Policy policy = pendulum_with_self_test(temp_path("recorded.pb"));
+  Policy policy;
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(temp_path("recorded.pb"), &policy));
   ASSERT_EQ(policy.spec.self_tests_size(), 1);
   const tdpolicy::SelfTest& test = policy.spec.self_tests(0);
   ASSERT_EQ(test.inputs_size(), 1);
@@ -55,29 +55,28 @@ TEST(SelfTest, RecordsInputsOutputsAndLogProbs) {
 }
 
 TEST(SelfTest, PassesAfterSaveAndLoadInEveryForm) {
-  pendulum_with_self_test(temp_path("checked.pb"));
-  Policy loaded = load_or_fail(temp_path("checked.pb"), checking());
-  ASSERT_NE(loaded.module, nullptr);
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(temp_path("checked.pb")));
+  ASSERT_OK_AND_ASSIGN(Policy loaded, load_policy(temp_path("checked.pb"), checking()));
   ASSERT_EQ(loaded.spec.self_tests_size(), 1);
   for (const char* extension : {".pbtxt", ".json"}) {
     const std::string path = temp_path(std::string("checked") + extension);
-    ASSERT_TRUE(save_policy(loaded, path).ok());
-    EXPECT_TRUE(load_policy(path, checking()).ok()) << extension;
+    ASSERT_OK(save_policy(loaded, path));
+    EXPECT_OK(load_policy(path, checking())) << extension;
   }
 }
 
 TEST(SelfTest, ATamperedOutputFailsNamingTheField) {
   const std::string path = temp_path("tampered_output.pb");
-  pendulum_with_self_test(path);
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(path));
   auto spec = read_spec(path);
-  ASSERT_TRUE(spec.ok());
+  ASSERT_OK(spec);
   auto* expected = spec->mutable_self_tests(0)->mutable_expected_outputs(0);
-  at::Tensor value = *from_tensor_proto(expected->tensor());
+  ASSERT_OK_AND_ASSIGN(at::Tensor value, from_tensor_proto(expected->tensor()));
   value[3][0] += 0.01;
   *expected->mutable_tensor() = to_tensor_proto(value);
-  ASSERT_TRUE(write_spec(*spec, path).ok());
+  ASSERT_OK(write_spec(*spec, path));
 
-  EXPECT_TRUE(load_policy(path).ok()) << "without run_self_tests the spec loads";
+  EXPECT_OK(load_policy(path)) << "without run_self_tests the spec loads";
   auto policy = load_policy(path, checking());
   ASSERT_FALSE(policy.ok());
   EXPECT_EQ(policy.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -89,14 +88,14 @@ TEST(SelfTest, ATamperedOutputFailsNamingTheField) {
 
 TEST(SelfTest, ATamperedLogProbFailsNamingTheField) {
   const std::string path = temp_path("tampered_log_prob.pb");
-  pendulum_with_self_test(path);
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(path));
   auto spec = read_spec(path);
-  ASSERT_TRUE(spec.ok());
+  ASSERT_OK(spec);
   auto* expected = spec->mutable_self_tests(0)->mutable_expected_log_probs(0);
-  at::Tensor value = *from_tensor_proto(expected->tensor());
+  ASSERT_OK_AND_ASSIGN(at::Tensor value, from_tensor_proto(expected->tensor()));
   value[0] -= 1.0;
   *expected->mutable_tensor() = to_tensor_proto(value);
-  ASSERT_TRUE(write_spec(*spec, path).ok());
+  ASSERT_OK(write_spec(*spec, path));
   auto policy = load_policy(path, checking());
   ASSERT_FALSE(policy.ok());
   EXPECT_THAT(std::string(policy.status().message()),
@@ -107,9 +106,10 @@ TEST(SelfTest, ATamperedLogProbFailsNamingTheField) {
 TEST(SelfTest, DifferentWeightsFailTheTest) {
   // The self test of one seed's weights does not pass with another seed's.
   const std::string path = temp_path("reseeded.pbtxt");
-  Policy policy = pendulum_with_self_test(temp_path("reseed_source.pb"));
+  Policy policy;
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(temp_path("reseed_source.pb"), &policy));
   policy.spec.set_init_seed(12345);
-  ASSERT_TRUE(write_spec(policy.spec, path).ok());  // the header only: weights from the new seed
+  ASSERT_OK(write_spec(policy.spec, path));  // the header only: weights from the new seed
   auto loaded = load_policy(path, checking());
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()),
@@ -118,17 +118,17 @@ TEST(SelfTest, DifferentWeightsFailTheTest) {
 
 TEST(SelfTest, AMissingOutputAndABadShapeAreNamed) {
   const std::string path = temp_path("renamed.pb");
-  pendulum_with_self_test(path);
+  ASSERT_NO_FATAL_FAILURE(pendulum_with_self_test(path));
   auto spec = read_spec(path);
-  ASSERT_TRUE(spec.ok());
+  ASSERT_OK(spec);
   spec->mutable_self_tests(0)->mutable_expected_outputs(1)->set_name("value");
-  ASSERT_TRUE(write_spec(*spec, path).ok());
+  ASSERT_OK(write_spec(*spec, path));
   EXPECT_EQ(load_policy(path, checking()).status().message(),
             path + ": self_tests[0].expected_outputs[1] (\"value\"): the policy did not write this key");
 
   spec->mutable_self_tests(0)->mutable_expected_outputs(1)->set_name("action_log_prob");
   *spec->mutable_self_tests(0)->mutable_expected_outputs(0)->mutable_tensor() = to_tensor_proto(at::zeros({6}));
-  ASSERT_TRUE(write_spec(*spec, path).ok());
+  ASSERT_OK(write_spec(*spec, path));
   EXPECT_EQ(load_policy(path, checking()).status().message(),
             path + ": self_tests[0].expected_outputs[0] (\"action\"): computed shape [6, 1] but expected [6]");
 }

@@ -1,5 +1,6 @@
-// Helpers shared by the //tests/spec test files: reading and writing scratch files, loading a
-// spec that must load, and running a policy under an interaction type.
+// Helpers shared by the //tests/spec test files: reading and writing scratch files, parsing a
+// text spec that must parse, and running a policy under an interaction type. (A policy that must
+// load: ASSERT_OK_AND_ASSIGN(Policy policy, load_policy(path)), tests/testing/status_matchers.h.)
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,13 +18,6 @@ namespace tdp::spec::testing {
 using test_util::read_file;
 using test_util::temp_path;
 using test_util::write_file;
-
-// The policy, or a test failure that shows the loader's Status.
-inline Policy load_or_fail(const std::string& path, const LoadOptions& options = {}) {
-  auto policy = load_policy(path, options);
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  return policy.ok() ? *std::move(policy) : Policy{};
-}
 
 inline tdpolicy::PolicySpec parse_text_or_fail(const std::string& text) {
   auto spec = parse_spec(text, SpecFormat::kText, "test.pbtxt");

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/status_matchers.h"
+
 namespace tdp::spec {
 namespace {
 
@@ -25,7 +27,7 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 
 at::Tensor round_trip(const at::Tensor& t) {
   auto back = from_tensor_proto(to_tensor_proto(t));
-  EXPECT_TRUE(back.ok()) << back.status();
+  EXPECT_OK(back);
   return back.ok() ? *back : at::Tensor();
 }
 

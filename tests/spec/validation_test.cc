@@ -10,6 +10,7 @@
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 #include "tests/spec/spec_test_util.h"
+#include "tests/testing/status_matchers.h"
 
 namespace tdp::spec {
 namespace {
@@ -52,8 +53,8 @@ tdpolicy::Module& module_at(tdpolicy::PolicySpec& spec, int i) {
 }
 
 TEST(Validation, TheBaseSpecIsValidAndBuilds) {
-  EXPECT_TRUE(validate_spec(valid(), "t.pbtxt").ok());
-  EXPECT_TRUE(build_policy(valid(), "t.pbtxt", ".").ok());
+  EXPECT_OK(validate_spec(valid(), "t.pbtxt"));
+  EXPECT_OK(build_policy(valid(), "t.pbtxt", "."));
 }
 
 TEST(Validation, UnknownDistribution) {
@@ -80,7 +81,7 @@ TEST(Validation, UnknownCompositePartDistribution) {
               ::testing::StartsWith("t.pbtxt: module.sequential.modules[1].probabilistic.composite.parts[0]"
                                     ".distribution: unknown distribution \"gaussian\" (hint: one of "));
   part->set_distribution("categorical");
-  EXPECT_TRUE(validate_spec(spec, "t.pbtxt").ok()) << "reading the \"params\" sub-TensorDict is fine";
+  EXPECT_OK(validate_spec(spec, "t.pbtxt")) << "reading the \"params\" sub-TensorDict is fine";
 }
 
 TEST(Validation, UnknownActivation) {
@@ -143,12 +144,12 @@ TEST(Validation, AKeyWrittenTwiceNeedsOverwriteKeys) {
             "module.sequential.modules[0].network.out_keys[0] (hint: list it in this module's overwrite_keys if "
             "overwriting it is intended)");
   module_at(spec, 1).add_overwrite_keys("logits");
-  EXPECT_TRUE(validate_spec(spec, "t.pbtxt").ok());
+  EXPECT_OK(validate_spec(spec, "t.pbtxt"));
 }
 
 TEST(Validation, OverwritingADeclaredInputNeedsOverwriteKeys) {
   auto spec = parse_text_or_fail(testing::read_file("policies/recurrent_gru.pbtxt"));
-  ASSERT_TRUE(validate_spec(spec, "gru.pbtxt").ok());
+  ASSERT_OK(validate_spec(spec, "gru.pbtxt"));
   module_at(spec, 0).clear_overwrite_keys();
   absl::Status status = validate_spec(spec, "gru.pbtxt");
   EXPECT_EQ(status.message(),
@@ -157,16 +158,14 @@ TEST(Validation, OverwritingADeclaredInputNeedsOverwriteKeys) {
 }
 
 // Parameters: exported from a loaded policy, then broken.
-tdpolicy::PolicySpec with_parameters() {
+absl::StatusOr<tdpolicy::PolicySpec> with_parameters() {
   auto policy = build_policy(valid(), "t.pbtxt", ".");
-  EXPECT_TRUE(policy.ok()) << policy.status();
-  auto spec = export_spec(*policy->module, policy->spec);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
+  if (!policy.ok()) return policy.status();
+  return export_spec(*policy->module, policy->spec);
 }
 
 TEST(Validation, ParameterShapeMismatch) {
-  auto spec = with_parameters();
+  ASSERT_OK_AND_ASSIGN(auto spec, with_parameters());
   ASSERT_EQ(spec.parameters().tensors(0).name(), "module.0.module.layers.0.weight");
   *spec.mutable_parameters()->mutable_tensors(0)->mutable_tensor() = to_tensor_proto(at::zeros({8, 5}));
   auto policy = build_policy(spec, "t.pbtxt", ".");
@@ -177,7 +176,7 @@ TEST(Validation, ParameterShapeMismatch) {
 }
 
 TEST(Validation, MissingParameter) {
-  auto spec = with_parameters();
+  ASSERT_OK_AND_ASSIGN(auto spec, with_parameters());
   const int last = spec.parameters().tensors_size() - 1;
   ASSERT_EQ(spec.parameters().tensors(last).name(), "module.0.module.layers.2.bias");
   spec.mutable_parameters()->mutable_tensors()->RemoveLast();
@@ -187,7 +186,7 @@ TEST(Validation, MissingParameter) {
 }
 
 TEST(Validation, UnknownAndDuplicateParameters) {
-  auto spec = with_parameters();
+  ASSERT_OK_AND_ASSIGN(auto spec, with_parameters());
   spec.mutable_parameters()->mutable_tensors(1)->set_name("module.0.module.layers.9.bias");
   auto policy = build_policy(spec, "t.pbtxt", ".");
   ASSERT_FALSE(policy.ok());
@@ -196,7 +195,7 @@ TEST(Validation, UnknownAndDuplicateParameters) {
             "(it has: module.0.module.layers.0.bias, module.0.module.layers.0.weight, "
             "module.0.module.layers.2.bias, module.0.module.layers.2.weight)");
 
-  spec = with_parameters();
+  ASSERT_OK_AND_ASSIGN(spec, with_parameters());
   *spec.mutable_parameters()->add_tensors() = spec.parameters().tensors(0);
   policy = build_policy(spec, "t.pbtxt", ".");
   ASSERT_FALSE(policy.ok());
@@ -217,7 +216,7 @@ TEST(Validation, ErrorsFromAFileNameTheFile) {
   auto spec = valid();
   module_at(spec, 1).mutable_probabilistic()->set_default_interaction_type("greedy");
   const std::string path = temp_path("bad_interaction.pbtxt");
-  ASSERT_TRUE(write_spec(spec, path).ok());
+  ASSERT_OK(write_spec(spec, path));
   auto policy = load_policy(path);
   ASSERT_FALSE(policy.ok());
   EXPECT_THAT(std::string(policy.status().message()),
