@@ -2,7 +2,7 @@
 // their returns and the stepping speed: the evaluation loop of an agent, and of `rollout`.
 //
 //   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/16));
-//   auto actor = tdp::actor::Actor::Load("policies/cartpole_categorical.pbtxt");
+//   auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt");
 //   tdp::agents::EpisodeStats stats = tdp::agents::run_episodes(
 //       env, **actor, tdp::nn::InteractionType::kDeterministic, /*num_episodes=*/100, /*seed=*/0);
 //   std::printf("return %.1f at %.0f steps/s\n", stats.mean_return(), stats.steps_per_second());

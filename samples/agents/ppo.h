@@ -3,7 +3,7 @@
 // distribution that scores actions (log-prob and entropy from the SDK's distributions); the
 // critic is a TensorDictModule over an Mlp writing "state_value"; advantages come from GAE;
 // one Adam optimizer updates both. Training leaves the trained parameters in the policy's
-// module, so spec::save_policy writes a spec that Actor::Load (and the `rollout` sample) runs.
+// module, so spec::save_policy writes a spec that Actor::load (and the `rollout` sample) runs.
 //
 //   tdp::envs::CartPole env(tdp::envs::EnvOptions(8));
 //   auto policy = tdp::spec::load_policy("policies/cartpole_categorical.pbtxt");

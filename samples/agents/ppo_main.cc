@@ -111,7 +111,7 @@ absl::Status write_text(const std::string& path, const std::string& text) {
 
 absl::StatusOr<EpisodeStats> evaluate(const std::string& policy_path, const std::string& env_name,
                                       int64_t episodes, uint64_t seed) {
-  auto actor = actor::Actor::Load(policy_path, actor::ActorOptions().seed(seed));
+  auto actor = actor::Actor::load(policy_path, actor::ActorOptions().seed(seed));
   if (!actor.ok()) return actor.status();
   // One environment per episode (up to 100): every episode starts together, and the whole
   // evaluation is a few hundred batched steps.

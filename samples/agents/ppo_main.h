@@ -1,7 +1,7 @@
 // run_ppo_main: the body shared by the PPO sample binaries (ppo_cartpole, ppo_pendulum,
 // ppo_goal). It parses the common flags, trains a policy spec's architecture from scratch with
 // train_ppo, prints a live progress line on stderr, then saves the trained policy (spec +
-// parameters, one file), reloads it with Actor::Load and evaluates it deterministically with
+// parameters, one file), reloads it with Actor::load and evaluates it deterministically with
 // run_episodes: the figure it prints is what `rollout` sees for the same file.
 //
 //   int main(int argc, char** argv) {

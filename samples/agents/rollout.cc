@@ -166,7 +166,7 @@ absl::StatusOr<std::string> rollout(const char* argv0) {
   if (!name.ok()) return name.status();
   auto env = tdp::envs::make_env(*name, tdp::envs::EnvOptions(num_envs));
   if (!env.ok()) return absl::InvalidArgumentError(absl::StrCat("--env: ", env.status().message()));
-  auto actor = tdp::actor::Actor::Load(*path, tdp::actor::ActorOptions().seed(seed).interaction_type(interaction));
+  auto actor = tdp::actor::Actor::load(*path, tdp::actor::ActorOptions().seed(seed).interaction_type(interaction));
   if (!actor.ok()) return actor.status();
   if (absl::Status compatible = check_compatible(*path, **actor, **env); !compatible.ok()) return compatible;
 

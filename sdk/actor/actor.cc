@@ -14,6 +14,7 @@
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/generator_scope.h"
+#include "sdk/probabilistic/probabilistic_module_interface.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
 #include "tdpolicy/spec.pb.h"
@@ -52,7 +53,8 @@ class Actor::Impl {
         options(std::move(actor_options)),
         lp_aggregate(options.composite_lp_aggregate() ? *options.composite_lp_aggregate() : nn::composite_lp_aggregate()),
         generator(make_generator(options.device(), options.seed())),
-        state_keys(spec::state_keys(checked(policy).spec)) {
+        state_keys(spec::state_keys(checked(policy).spec)),
+        probabilistic(dynamic_cast<nn::ProbabilisticModuleInterface*>(policy.module.get())) {
     policy.module->to(options.device());
     policy.module->eval();
     for (const std::string& key : policy.spec.output_keys()) {
@@ -75,12 +77,15 @@ class Actor::Impl {
   at::Generator generator;
   std::vector<NestedKey> output_keys;
   std::vector<NestedKey> state_keys;
+  // The root as a probabilistic module (resolved once, here), which act() calls with the
+  // per-call choices as an argument; null for other roots, which read them from the scopes.
+  nn::ProbabilisticModuleInterface* probabilistic;
   std::vector<std::vector<int64_t>> state_shapes;
   std::mutex state_mutex;
   std::optional<TensorDict> state;
 };
 
-absl::StatusOr<std::unique_ptr<Actor>> Actor::Load(const std::string& spec_path, ActorOptions options) {
+absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options) {
   spec::LoadOptions load;
   load.run_self_tests = options.run_self_tests();
   // The policy is built (and its self tests run) under the actor's aggregation mode.
@@ -108,9 +113,8 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
                       std::optional<at::Generator> generator) {
   Impl& self = *impl_;
   c10::InferenceMode inference;
-  nn::InteractionTypeGuard scope(type, /*thread_local_only=*/true);
   nn::CompositeLpAggregateGuard aggregate(self.lp_aggregate, /*thread_local_only=*/true);
-  nn::GeneratorGuard stream(generator.value_or(self.generator));
+  const nn::SampleRequest request{type, generator.value_or(self.generator)};
   // to() builds a new TensorDict (sharing tensors already on the device), as clone does: one
   // copy of the structure, not two, when the observation does not carry the actor's device.
   const c10::Device& device = self.options.device();
@@ -138,7 +142,15 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
     }
     for (const NestedKey& key : self.state_keys) td.set(key, self.state->get(key));
   }
-  TensorDict out = self.policy.module->forward(td);
+  TensorDict out;
+  if (self.probabilistic != nullptr) {
+    out = self.probabilistic->forward_with_request(td, request);
+  } else {
+    // A root that is not probabilistic (a plain sequence around one) reads the choices from scopes.
+    nn::InteractionTypeGuard scope(request.type, /*thread_local_only=*/true);
+    nn::GeneratorGuard stream(*request.generator);
+    out = self.policy.module->forward(td);
+  }
   if (uses_kept_state) {
     std::lock_guard<std::mutex> lock(self.state_mutex);
     for (const NestedKey& key : self.state_keys) self.state->set(key, out.get(key));

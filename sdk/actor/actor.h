@@ -4,7 +4,7 @@
 // c10::InferenceMode, on the device it was asked to use. `tdp run` and `tdp bench` call a policy
 // through this class too, so the command line runs and times exactly what simulators call.
 //
-//   auto actor = tdp::actor::Actor::Load("policies/cartpole_categorical.pbtxt",
+//   auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt",
 //                                        tdp::actor::ActorOptions().seed(0));
 //   if (!actor.ok()) return fail(actor.status());
 //   tdp::TensorDict action = (*actor)->act(env.reset(0));                    // exploring
@@ -74,7 +74,7 @@ struct ActorOptions {
   TORCH_ARG(bool, run_self_tests) = true;
   // Whether a composite distribution sums its parts' log-probs into one entry (true; written to
   // "sample_log_prob", as tensordict does) or keeps one per part (false). Probabilistic modules
-  // fix their log-prob keys by this mode when they are built, so Load() builds the policy under
+  // fix their log-prob keys by this mode when they are built, so load() builds the policy under
   // it and every act() runs under it, whatever the calling thread's setting. Empty: the mode in
   // force (tdp::nn::composite_lp_aggregate(): a scope, else COMPOSITE_LP_AGGREGATE, else false)
   // when the actor is made. The constructor that takes a built Policy expects one built under
@@ -88,7 +88,7 @@ struct ActorOptions {
 
 class Actor {
  public:
-  static absl::StatusOr<std::unique_ptr<Actor>> Load(const std::string& spec_path, ActorOptions options = {});
+  static absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& spec_path, ActorOptions options = {});
   // An actor over an already loaded policy (sdk/spec/policy.h). Throws std::invalid_argument
   // when it has no module or the device cannot be used.
   Actor(spec::Policy policy, ActorOptions options = {});

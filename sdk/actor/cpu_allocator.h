@@ -4,7 +4,7 @@
 //   int main() {
 //     absl::Status tuned = tdp::actor::tune_cpu_allocator();   // once, before the loop
 //     if (!tuned.ok()) std::cerr << tuned << "\n";               // not glibc: nothing changed
-//     auto actor = tdp::actor::Actor::Load("policies/pendulum_tanh_gaussian.pbtxt");
+//     auto actor = tdp::actor::Actor::load("policies/pendulum_tanh_gaussian.pbtxt");
 //     tdp::TensorDict obs = env.reset(/*seed=*/0);
 //     for (int step = 0; step < steps; ++step) obs = env.step((*actor)->act(obs));
 //   }
@@ -15,7 +15,7 @@
 // back in: measured at 2-4x the compute of a batch-1024 Gaussian actor. A trim threshold far
 // above one step's working set and a fixed mmap threshold keep those pages mapped. The
 // setting is process-wide, which is why it is a call the program makes and not something
-// Actor::Load does behind its back.
+// Actor::load does behind its back.
 #pragma once
 
 #include <absl/status/status.h>

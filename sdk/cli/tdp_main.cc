@@ -170,7 +170,7 @@ struct RunFlags {
 // tests are `validate`'s job (they hold per-part log-probs, whatever --lp_aggregate says).
 absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string& path, const RunFlags& flags,
                                                                bool return_all_entries) {
-  return tdp::actor::Actor::Load(path, tdp::actor::ActorOptions()
+  return tdp::actor::Actor::load(path, tdp::actor::ActorOptions()
                                            .interaction_type(flags.interaction)
                                            .seed(flags.seed.value_or(0))
                                            .composite_lp_aggregate(flags.lp_aggregate)
@@ -220,14 +220,14 @@ int validate(const std::string& path) {
   // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
   // module fixes its log-prob keys by the mode in force when it is built: build under that mode
   // too, whatever COMPOSITE_LP_AGGREGATE says.
-  auto actor = tdp::actor::Actor::Load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true));
+  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true));
   if (!actor.ok()) return failed(actor.status());
   std::cout << "OK: " << (*actor)->spec().name() << " " << (*actor)->spec().version() << "\n";
   return kOk;
 }
 
 int describe(const std::string& path) {
-  auto actor = tdp::actor::Actor::Load(path, tdp::actor::ActorOptions().run_self_tests(false));
+  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().run_self_tests(false));
   if (!actor.ok()) return failed(actor.status());
   const tdpolicy::PolicySpec& spec = (*actor)->spec();
   const std::shared_ptr<tdp::nn::TensorDictModuleBase>& module = (*actor)->module();

@@ -33,7 +33,7 @@ const c10::Device kCuda("cuda:0");
 
 // The actor of policies/`policy`, or the loader's Status.
 absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& policy, ActorOptions options) {
-  return Actor::Load(test_util::runfile("policies/" + policy), options);
+  return Actor::load(test_util::runfile("policies/" + policy), options);
 }
 
 // A batch of observations for the actor's declared float inputs (recurrent state excluded).
@@ -72,7 +72,7 @@ void expect_same_entries(const TensorDict& cpu, const TensorDict& cuda, double t
 
 TEST(ActorCudaTest, ACudaDeviceWithoutAGpuIsALoadErrorNamingTheDevice) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible here";
-  auto actor = Actor::Load(test_util::runfile("policies/cartpole_categorical.pbtxt"), ActorOptions().device(kCuda));
+  auto actor = Actor::load(test_util::runfile("policies/cartpole_categorical.pbtxt"), ActorOptions().device(kCuda));
   ASSERT_FALSE(actor.ok());
   EXPECT_THAT(std::string(actor.status().message()), HasSubstr("cuda:0"));
 }

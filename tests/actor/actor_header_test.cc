@@ -59,7 +59,7 @@ TEST(ActorHeaderTest, TheWholeApiThroughActorHAlone) {
   const std::string path = ::testing::TempDir() + "/header_gru.pbtxt";
   std::ofstream(path) << kRecurrent;
   absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> loaded =
-      tdp::actor::Actor::Load(path, tdp::actor::ActorOptions()
+      tdp::actor::Actor::load(path, tdp::actor::ActorOptions()
                                         .seed(3)
                                         .interaction_type(tdp::nn::InteractionType::kMode)
                                         .composite_lp_aggregate(false)

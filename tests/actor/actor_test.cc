@@ -59,7 +59,7 @@ std::string write_spec(const std::string& name, const char* text) {
 
 // The actor of the spec `text`, or the loader's Status.
 absl::StatusOr<std::unique_ptr<Actor>> load(const char* text, ActorOptions options = {}) {
-  return Actor::Load(write_spec("actor", text), options);
+  return Actor::load(write_spec("actor", text), options);
 }
 
 TensorDict observations(int64_t n, int seed = 0) {
@@ -139,7 +139,7 @@ TEST(ActorTest, OneActorPerThreadGivesEachThreadTheSameSeededStream) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      ASSERT_OK_AND_ASSIGN(auto actor, Actor::Load(path, ActorOptions().seed(42)));
+      ASSERT_OK_AND_ASSIGN(auto actor, Actor::load(path, ActorOptions().seed(42)));
       for (int step = 0; step < 10; ++step) runs[t].push_back(actor->act(obs).get("action"));
     });
   }
@@ -209,9 +209,9 @@ TEST(ActorTest, AnEmptyInteractionTypeLeavesEachModuleItsDefault) {
 
 TEST(ActorTest, TheAggregationModeIsTheActorsAtLoadAndAtEveryCall) {
   TensorDict obs = observations(5);
-  auto summed = Actor::Load("policies/goal_hybrid.pbtxt",
+  auto summed = Actor::load("policies/goal_hybrid.pbtxt",
                             ActorOptions().composite_lp_aggregate(true).return_all_entries(true));
-  auto per_part = Actor::Load("policies/goal_hybrid.pbtxt",
+  auto per_part = Actor::load("policies/goal_hybrid.pbtxt",
                               ActorOptions().composite_lp_aggregate(false).return_all_entries(true));
   ASSERT_TRUE(summed.ok()) << summed.status();
   ASSERT_TRUE(per_part.ok()) << per_part.status();
@@ -228,7 +228,7 @@ TEST(ActorTest, TheAggregationModeIsTheActorsAtLoadAndAtEveryCall) {
   // Unset: the mode in force when the actor is made.
   {
     nn::CompositeLpAggregateGuard at_load(true);
-    auto from_scope = Actor::Load("policies/goal_hybrid.pbtxt", ActorOptions().return_all_entries(true));
+    auto from_scope = Actor::load("policies/goal_hybrid.pbtxt", ActorOptions().return_all_entries(true));
     ASSERT_TRUE(from_scope.ok()) << from_scope.status();
     nn::CompositeLpAggregateGuard at_call(false);
     EXPECT_TRUE((*from_scope)->act(obs).contains("sample_log_prob"));
@@ -288,9 +288,9 @@ TEST(ActorTest, StateKeysAreTheSpecsAndComeWholeOrNotAtAll) {
 }
 
 TEST(ActorTest, LoadErrorsAreStatuses) {
-  auto missing = Actor::Load("/nonexistent/policy.pbtxt");
+  auto missing = Actor::load("/nonexistent/policy.pbtxt");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  auto broken = Actor::Load(write_spec("broken", "name: \"x\" module { network { in_keys: [\"nope\"] } }"));
+  auto broken = Actor::load(write_spec("broken", "name: \"x\" module { network { in_keys: [\"nope\"] } }"));
   EXPECT_FALSE(broken.ok());
   EXPECT_NE(std::string(broken.status().message()).find("module.network.in_keys[0]"), std::string::npos)
       << broken.status();

@@ -23,7 +23,7 @@ int actor_example(tdp::TensorDict& action, tdp::TensorDict& greedy) {
   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/8));
   const tdp::TensorDict obs = env.reset(/*seed=*/1);
 
-  auto actor = tdp::actor::Actor::Load("policies/cartpole_categorical.pbtxt",
+  auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt",
                                        tdp::actor::ActorOptions().seed(0));
   if (!actor.ok()) return fail(actor.status());
   action = (*actor)->act(env.reset(0));                    // exploring
@@ -46,7 +46,7 @@ int cpu_allocator_example() {
 
   absl::Status tuned = tdp::actor::tune_cpu_allocator();   // once, before the loop
   if (!tuned.ok()) std::cerr << tuned << "\n";               // not glibc: nothing changed
-  auto actor = tdp::actor::Actor::Load("policies/pendulum_tanh_gaussian.pbtxt");
+  auto actor = tdp::actor::Actor::load("policies/pendulum_tanh_gaussian.pbtxt");
   tdp::TensorDict obs = env.reset(/*seed=*/0);
   for (int step = 0; step < steps; ++step) obs = env.step((*actor)->act(obs));
   return obs.get("observation").size(0) == 4 ? 0 : 1;
@@ -59,7 +59,7 @@ int readme_example() {
   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/3));
   const tdp::TensorDict observation_td = env.reset(/*seed=*/2);
 
-  auto actor = tdp::actor::Actor::Load("policies/cartpole_categorical.pbtxt",
+  auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt",
                                        tdp::actor::ActorOptions().seed(0));   // absl::StatusOr
   if (!actor.ok()) { std::cerr << actor.status() << "\n"; return 1; }
   tdp::TensorDict action = (*actor)->act(observation_td);                        // RANDOM: explore

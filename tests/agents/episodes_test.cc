@@ -175,13 +175,13 @@ TEST(RunEpisodes, EmptyStatsHaveNanReturnsAndNoSpeed) {
 // loop that carries the state by hand (the stateless form) and zeroes it at episode ends.
 TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
   constexpr int64_t kEnvs = 4, kEpisodes = 8, kSeed = 5;
-  auto actor = actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
+  auto actor = actor::Actor::load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
   ASSERT_OK(actor);
   CartPole env{EnvOptions(kEnvs)};
   const EpisodeStats stats = run_episodes(env, **actor, nn::InteractionType::kRandom, kEpisodes, kSeed);
 
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<actor::Actor> by_hand,
-                       actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11)));
+                       actor::Actor::load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11)));
   auto run_by_hand = [&]() {
     at::Tensor hidden = at::zeros({kEnvs, 32});
     CartPole hand_env{EnvOptions(kEnvs)};
@@ -205,7 +205,7 @@ TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
 
   // A second run starts from zeros again, not from the state the first one left.
   CartPole again{EnvOptions(kEnvs)};
-  auto fresh = actor::Actor::Load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
+  auto fresh = actor::Actor::load("policies/recurrent_gru.pbtxt", actor::ActorOptions().seed(11));
   ASSERT_OK(fresh);
   const EpisodeStats first = run_episodes(again, **fresh, nn::InteractionType::kDeterministic, kEpisodes, kSeed);
   const EpisodeStats second = run_episodes(again, **fresh, nn::InteractionType::kDeterministic, kEpisodes, kSeed);
@@ -215,7 +215,7 @@ TEST(RunEpisodes, RecurrentActorStateIsResetWhereEpisodesEnd) {
 // The returns above barely depend on the hidden state of an untrained GRU, so this looks at the
 // state itself: when every episode ends on the last step, the actor is left holding zeros.
 TEST(RunEpisodes, RecurrentActorIsLeftWithZeroStateWhenEveryEpisodeEndsOnTheLastStep) {
-  auto actor = actor::Actor::Load("policies/recurrent_gru.pbtxt");
+  auto actor = actor::Actor::load("policies/recurrent_gru.pbtxt");
   ASSERT_OK(actor);
   CartPole env{EnvOptions(2).max_episode_steps(3)};
   const EpisodeStats stats = run_episodes(env, **actor, nn::InteractionType::kDeterministic, 2, /*seed=*/0);

@@ -1,5 +1,5 @@
 // PPO: a few iterations on CartPole improve the deterministic return over the untrained
-// policy; a trained policy saved with save_policy and reloaded with Actor::Load acts and scores
+// policy; a trained policy saved with save_policy and reloaded with Actor::load acts and scores
 // exactly as the trained module (categorical, hybrid and Gaussian policies); bad configs and
 // policies PPO cannot train give errors that name the problem.
 #include "samples/agents/ppo.h"
@@ -93,7 +93,7 @@ TEST(PpoTest, SameSeedSameTraining) {
   for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(at::equal(params[0][i], params[1][i]));
 }
 
-// Trains briefly, saves, reloads with Actor::Load and compares deterministic outputs (actions
+// Trains briefly, saves, reloads with Actor::load and compares deterministic outputs (actions
 // and log-probs) on random observations.
 void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedEnv& env, PpoConfig config,
                                     const std::vector<std::string>& keys) {
@@ -105,7 +105,7 @@ void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedE
   const std::string saved = temp_path(policy.spec.name() + ".pb");
   ASSERT_OK(spec::save_policy(policy, saved));
 
-  auto actor = actor::Actor::Load(saved, actor::ActorOptions().seed(3));
+  auto actor = actor::Actor::load(saved, actor::ActorOptions().seed(3));
   ASSERT_OK(actor);
   at::manual_seed(11);
   const int64_t obs_dim = env.observation_spec()[0].numel();
@@ -124,7 +124,7 @@ void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedE
     }
   }
   // The trained parameters travelled: the untrained spec acts differently.
-  auto untrained = actor::Actor::Load(spec_path);
+  auto untrained = actor::Actor::load(spec_path);
   ASSERT_OK(untrained);
   const at::Tensor key_out = (*untrained)->act(observation, InteractionType::kDeterministic).get(keys.back());
   EXPECT_FALSE(at::allclose(key_out.to(at::kDouble), reloaded.get(keys.back()).to(at::kDouble), 0, 1e-6));

@@ -43,7 +43,7 @@ using tdp::nn::InteractionType;
 constexpr uint64_t kSeed = 0;
 
 std::unique_ptr<tdp::actor::Actor> load(const std::string& spec) {
-  auto actor = tdp::actor::Actor::Load(spec, tdp::actor::ActorOptions().seed(kSeed));
+  auto actor = tdp::actor::Actor::load(spec, tdp::actor::ActorOptions().seed(kSeed));
   if (!actor.ok()) return nullptr;
   return std::move(*actor);
 }

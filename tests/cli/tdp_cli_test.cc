@@ -313,7 +313,7 @@ TEST(TdpCli, Bench) {
 
 // What tdp::actor::Actor prints for `input_json` with `options`, as `tdp run` prints it.
 std::string actor_json(const std::string& spec, const std::string& input_json, tdp::actor::ActorOptions options) {
-  auto actor = tdp::actor::Actor::Load(spec, options.run_self_tests(false).return_all_entries(true));
+  auto actor = tdp::actor::Actor::load(spec, options.run_self_tests(false).return_all_entries(true));
   EXPECT_TRUE(actor.ok()) << actor.status();
   if (!actor.ok()) return "";
   auto td = tdp::cli::tensordict_from_json(input_json, (*actor)->spec().inputs(), (*actor)->state_keys());

@@ -4,7 +4,7 @@
 //   ASSERT_OK(tdp::spec::save_policy(policy, path));
 //   EXPECT_OK(validate_spec(spec, "t.pbtxt")) << "with the params sub-TensorDict";
 //   ASSERT_OK_AND_ASSIGN(tdp::spec::Policy policy, tdp::spec::load_policy(path));
-//   ASSERT_OK_AND_ASSIGN(auto actor, tdp::actor::Actor::Load(path));  // std::unique_ptr<Actor>
+//   ASSERT_OK_AND_ASSIGN(auto actor, tdp::actor::Actor::load(path));  // std::unique_ptr<Actor>
 //
 // ASSERT_OK and ASSERT_OK_AND_ASSIGN return from the current function, which must return void
 // (as every gtest ASSERT_ does); ASSERT_OK_AND_ASSIGN declares or assigns `lhs` in the
