@@ -86,7 +86,12 @@ class Actor::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options) {
-  spec::LoadOptions load;
+  return load(spec_path, std::move(options), spec::LoadOptions{});
+}
+
+absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options,
+                                                   const spec::LoadOptions& load_options) {
+  spec::LoadOptions load = load_options;
   load.run_self_tests = options.run_self_tests();
   // The policy is built (and its self tests run) under the actor's aggregation mode.
   std::optional<nn::CompositeLpAggregateGuard> mode;

@@ -57,6 +57,7 @@ class TensorDictModuleBase;
 }  // namespace tdp::nn
 
 namespace tdp::spec {
+struct LoadOptions;
 struct Policy;
 }  // namespace tdp::spec
 
@@ -89,6 +90,10 @@ struct ActorOptions {
 class Actor {
  public:
   static absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& spec_path, ActorOptions options = {});
+  // The same, with the loader's limits and file rules (sdk/spec/policy.h: LoadOptions; its
+  // run_self_tests is replaced by options.run_self_tests()).
+  static absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& spec_path, ActorOptions options,
+                                                     const spec::LoadOptions& load_options);
   // An actor over an already loaded policy (sdk/spec/policy.h). Throws std::invalid_argument
   // when it has no module or the device cannot be used.
   Actor(spec::Policy policy, ActorOptions options = {});

@@ -139,18 +139,20 @@ class TensorReader {
     return index;
   }
 
+  // Linear in the number of values: the index is one vector extended and shrunk in place, and
+  // the reference index ([0][0]...) is only built for an error message.
   absl::Status visit(const Value& value, std::vector<int64_t>& index) {
     const size_t depth = index.size();
-    const std::vector<int64_t> reference(depth, 0);
+    const auto reference = [depth] { return std::vector<int64_t>(depth, 0); };
     if (depth < shape_.size()) {
       if (value.kind_case() != Value::kListValue) {
         return error(index, absl::StrCat("ragged nested list: expected a list of ", shape_[depth], " (as at ",
-                                         index_str(reference), "), got ", describe_value(value)));
+                                         index_str(reference()), "), got ", describe_value(value)));
       }
       const auto& list = value.list_value();
       if (list.values_size() != shape_[depth]) {
         return error(index, absl::StrCat("ragged nested list: has ", list.values_size(), " elements where ",
-                                         depth == 0 ? "the shape says" : index_str(reference) + " has", " ",
+                                         depth == 0 ? "the shape says" : index_str(reference()) + " has", " ",
                                          shape_[depth]));
       }
       for (int i = 0; i < list.values_size(); ++i) {
@@ -162,7 +164,7 @@ class TensorReader {
       return absl::OkStatus();
     }
     if (value.kind_case() == Value::kListValue) {
-      return error(index, absl::StrCat("ragged nested list: expected a number (as at ", index_str(reference),
+      return error(index, absl::StrCat("ragged nested list: expected a number (as at ", index_str(reference()),
                                        "), got ", describe_value(value)));
     }
     absl::StatusOr<double> number = leaf(value);
@@ -370,7 +372,7 @@ absl::Status append_tensordict(std::string& out, const TensorDict& td, const std
 
 absl::StatusOr<TensorDict> tensordict_from_json(
     const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys) {
+    const std::vector<NestedKey>& optional_keys, const spec::Limits& limits) {
   std::vector<Declared> declared;
   std::set<std::vector<std::string>> leaves;
   std::set<std::vector<std::string>> parents;
@@ -395,6 +397,15 @@ absl::StatusOr<TensorDict> tensordict_from_json(
     declared.push_back(std::move(entry));
   }
 
+  // protobuf's JSON parser gives up past ~48 nested lists with a message about its own
+  // transcoder, and deep nesting costs it time: the depth is counted first, without parsing.
+  // It reads at most kMaxJsonDepth levels whatever the limit says.
+  const int64_t max_depth = std::min(limits.max_json_depth, kMaxJsonDepth);
+  const int64_t depth = spec::nesting_depth(json, /*angle_brackets=*/false, /*hash_comments=*/false, max_depth);
+  if (depth > max_depth) {
+    return absl::InvalidArgumentError(
+        spec::limit_exceeded("the input's JSON nesting", depth, "levels (or more)", max_depth, "max_json_depth"));
+  }
   Value root;
   const auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
   if (!parsed.ok()) {

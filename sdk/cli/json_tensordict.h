@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sdk/spec/limits.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
@@ -33,10 +34,16 @@ namespace tdp::cli {
 // what was expected: a missing or undeclared key, a ragged list, a shape that does not end with
 // the declared one, batch dims that differ between inputs, a value that is not a number (or not
 // an integer / boolean / in range for the dtype). Declared inputs named in `optional_keys` may
-// be left out (a recurrent policy's state keys, which the actor supplies when absent).
+// be left out (a recurrent policy's state keys, which the actor supplies when absent). JSON
+// nested deeper than limits.max_json_depth (arrays and objects together) is an error before
+// anything is parsed; the conversion is linear in the input's size.
+// The deepest JSON protobuf's parser reads (objects and arrays together); a larger
+// max_json_depth is treated as this.
+inline constexpr int64_t kMaxJsonDepth = 50;
+
 absl::StatusOr<TensorDict> tensordict_from_json(
     const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys = {});
+    const std::vector<NestedKey>& optional_keys = {}, const spec::Limits& limits = {});
 
 // Writes every entry of `td` in insertion order: tensors as nested lists (a 0-dim tensor as a
 // bare number), nested TensorDicts as nested objects. Floats print as the shortest decimal that

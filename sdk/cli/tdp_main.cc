@@ -40,8 +40,11 @@
 #include "sdk/cli/json_tensordict.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/nn/tensordict_sequential.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/spec/keys.h"
+#include "sdk/spec/limits.h"
+#include "sdk/spec/policy.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -57,6 +60,18 @@ ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
 ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
 ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
 ABSL_FLAG(int32_t, threads, 0, "run, bench: intra-op threads (0: LibTorch's default)");
+// The loader's limits and file rules (tdp::spec::LoadOptions), for every command.
+ABSL_FLAG(int64_t, max_spec_bytes, tdp::spec::Limits().max_spec_bytes, "bytes of a spec file or a parameters file");
+ABSL_FLAG(int64_t, max_input_bytes, tdp::spec::Limits().max_input_bytes, "run: bytes of the JSON input");
+ABSL_FLAG(int64_t, max_nesting_depth, tdp::spec::Limits().max_nesting_depth, "message nesting of a spec");
+ABSL_FLAG(int64_t, max_tensor_elements, tdp::spec::Limits().max_tensor_elements,
+          "elements of one tensor (a parameter, a layer's weights, a self-test tensor, an input's per-env shape)");
+ABSL_FLAG(int64_t, max_total_elements, tdp::spec::Limits().max_total_elements,
+          "declared elements of a spec in all (layers, parameters, self tests, inputs)");
+ABSL_FLAG(int64_t, max_json_depth, tdp::spec::Limits().max_json_depth, "run: nesting of the JSON input");
+ABSL_FLAG(bool, allow_outside_files, false,
+          "let parameters_file and torchscript.file name files outside the spec's folder");
+ABSL_FLAG(bool, allow_non_finite_parameters, false, "load NaN or infinite parameter values, with a warning");
 
 namespace {
 
@@ -81,6 +96,9 @@ constexpr const char* kUsageText =
     "                  times calls on random inputs of the declared shapes at batch B\n"
     "\n"
     "flags: --threads=N sets LibTorch's intra-op threads (run, bench).\n"
+    "limits (every command; see the README's Limits table): --max_spec_bytes --max_input_bytes\n"
+    "  --max_nesting_depth --max_tensor_elements --max_total_elements --max_json_depth\n"
+    "  --allow_outside_files --allow_non_finite_parameters\n"
     "SPEC is a tdpolicy.PolicySpec in text (.pbtxt), binary (.pb) or JSON (.json) form.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
 
@@ -166,16 +184,46 @@ struct RunFlags {
   }
 };
 
+// The limit flags, checked before anything loads.
+absl::StatusOr<tdp::spec::LoadOptions> load_flags() {
+  tdp::spec::LoadOptions options;
+  tdp::spec::Limits& limits = options.limits;
+  limits.max_spec_bytes = absl::GetFlag(FLAGS_max_spec_bytes);
+  limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+  limits.max_nesting_depth = absl::GetFlag(FLAGS_max_nesting_depth);
+  limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
+  limits.max_total_elements = absl::GetFlag(FLAGS_max_total_elements);
+  limits.max_json_depth = absl::GetFlag(FLAGS_max_json_depth);
+  for (const auto& [name, value] : {std::pair{"max_spec_bytes", limits.max_spec_bytes},
+                                    std::pair{"max_input_bytes", limits.max_input_bytes},
+                                    std::pair{"max_nesting_depth", limits.max_nesting_depth},
+                                    std::pair{"max_tensor_elements", limits.max_tensor_elements},
+                                    std::pair{"max_total_elements", limits.max_total_elements},
+                                    std::pair{"max_json_depth", limits.max_json_depth}}) {
+    if (value <= 0) return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected 1 or more, got ", value));
+  }
+  if (limits.max_json_depth > tdp::cli::kMaxJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_json_depth: ", limits.max_json_depth, " is more than ",
+                                                   tdp::cli::kMaxJsonDepth, ", the deepest protobuf's JSON parser reads"));
+  }
+  options.allow_outside_files = absl::GetFlag(FLAGS_allow_outside_files);
+  options.allow_non_finite_parameters = absl::GetFlag(FLAGS_allow_non_finite_parameters);
+  return options;
+}
+
 // The actor `run` and `bench` call: what the flags ask for, as ActorOptions. The spec's self
 // tests are `validate`'s job (they hold per-part log-probs, whatever --lp_aggregate says).
 absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string& path, const RunFlags& flags,
+                                                               const tdp::spec::LoadOptions& load,
                                                                bool return_all_entries) {
-  return tdp::actor::Actor::load(path, tdp::actor::ActorOptions()
-                                           .interaction_type(flags.interaction)
-                                           .seed(flags.seed.value_or(0))
-                                           .composite_lp_aggregate(flags.lp_aggregate)
-                                           .run_self_tests(false)
-                                           .return_all_entries(return_all_entries));
+  return tdp::actor::Actor::load(path,
+                                 tdp::actor::ActorOptions()
+                                     .interaction_type(flags.interaction)
+                                     .seed(flags.seed.value_or(0))
+                                     .composite_lp_aggregate(flags.lp_aggregate)
+                                     .run_self_tests(false)
+                                     .return_all_entries(return_all_entries),
+                                 load);
 }
 
 std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
@@ -216,18 +264,18 @@ std::vector<std::pair<std::string, std::shared_ptr<tdp::nn::TensorDictModuleBase
   return named;
 }
 
-int validate(const std::string& path) {
+int validate(const std::string& path, const tdp::spec::LoadOptions& load) {
   // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
   // module fixes its log-prob keys by the mode in force when it is built: build under that mode
   // too, whatever COMPOSITE_LP_AGGREGATE says.
-  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true));
+  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true), load);
   if (!actor.ok()) return failed(actor.status());
   std::cout << "OK: " << (*actor)->spec().name() << " " << (*actor)->spec().version() << "\n";
   return kOk;
 }
 
-int describe(const std::string& path) {
-  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().run_self_tests(false));
+int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
+  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().run_self_tests(false), load);
   if (!actor.ok()) return failed(actor.status());
   const tdpolicy::PolicySpec& spec = (*actor)->spec();
   const std::shared_ptr<tdp::nn::TensorDictModuleBase>& module = (*actor)->module();
@@ -248,30 +296,19 @@ int describe(const std::string& path) {
   return kOk;
 }
 
-absl::StatusOr<std::string> read_input(const std::string& input) {
-  std::ostringstream content;
-  if (input == "-") {
-    content << std::cin.rdbuf();
-  } else {
-    std::ifstream in(input, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(input, ": cannot open the input file"));
-    content << in.rdbuf();
-  }
-  return content.str();
-}
-
-int run(const std::string& path) {
+int run(const std::string& path, const tdp::spec::LoadOptions& load) {
   const std::string input = absl::GetFlag(FLAGS_input);
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
-  auto actor = load_actor(path, *flags, /*return_all_entries=*/true);
+  auto actor = load_actor(path, *flags, load, /*return_all_entries=*/true);
   if (!actor.ok()) return failed(actor.status());
-  auto json = read_input(input);
+  auto json = tdp::spec::read_bounded_file(input, load.limits.max_input_bytes, "max_input_bytes",
+                                               input == "-" ? "the input" : "the input file");
   if (!json.ok()) return failed(json.status());
   // The recurrent state may be left out: the actor starts it from zeros, as at a simulator's
   // first step.
-  auto td = tdp::cli::tensordict_from_json(*json, (*actor)->spec().inputs(), (*actor)->state_keys());
+  auto td = tdp::cli::tensordict_from_json(*json, (*actor)->spec().inputs(), (*actor)->state_keys(), load.limits);
   if (!td.ok()) {
     return failed(absl::InvalidArgumentError(
         absl::StrCat(input == "-" ? "stdin" : input, ": ", td.status().message())));
@@ -320,7 +357,7 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
   return td;
 }
 
-int bench(const std::string& path) {
+int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t iterations = absl::GetFlag(FLAGS_iterations);
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
@@ -338,7 +375,7 @@ int bench(const std::string& path) {
   }
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
-  auto actor = load_actor(path, *flags, /*return_all_entries=*/false);
+  auto actor = load_actor(path, *flags, load, /*return_all_entries=*/false);
   if (!actor.ok()) return failed(actor.status());
   if (flags->threads > 0) at::set_num_threads(flags->threads);
 
@@ -401,8 +438,16 @@ int main(int argc, char** argv) {
                                                             positional.size() - 2, " arguments"));
   }
   const std::string spec = positional[2];
-  if (command == "validate") return validate(spec);
-  if (command == "describe") return describe(spec);
-  if (command == "run") return run(spec);
-  return bench(spec);
+  auto load = load_flags();
+  if (!load.ok()) return usage_error(std::string(load.status().message()), /*show_usage=*/false);
+  try {
+    if (command == "validate") return validate(spec, *load);
+    if (command == "describe") return describe(spec, *load);
+    if (command == "run") return run(spec, *load);
+    return bench(spec, *load);
+  } catch (const std::bad_alloc&) {
+    return failed(absl::ResourceExhaustedError(absl::StrCat(spec, ": out of memory")));
+  } catch (const std::exception& error) {
+    return failed(absl::InternalError(absl::StrCat(spec, ": ", error.what())));
+  }
 }

@@ -3,14 +3,18 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/modules/linear.h>
 
+#include <algorithm>
+#include <climits>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 
+#include "sdk/log/log.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/scripted_module.h"
 #include "sdk/nn/tensordict_module.h"
@@ -128,7 +132,7 @@ struct Builder {
 };
 
 absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::string& where,
-                             torch::nn::Module& module) {
+                             torch::nn::Module& module, const LoadOptions& options) {
   std::map<std::string, at::Tensor> targets;
   for (const auto& item : module.named_parameters()) targets.emplace(item.key(), item.value());
   for (const auto& item : module.named_buffers()) targets.emplace(item.key(), item.value());
@@ -149,12 +153,26 @@ absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::
     if (!loaded.insert(named.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": given twice"));
     }
+    // The declared shape must be the layer's before anything is allocated: the layer's size is
+    // bounded by the validator, a file's declared shape by nothing.
+    const std::vector<int64_t> shape(named.tensor().shape().begin(), named.tensor().shape().end());
+    if (at::IntArrayRef(shape) != target->second.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": has shape [", absl::StrJoin(shape, ", "), "] but the layer's is [",
+          absl::StrJoin(target->second.sizes(), ", "), "] (hint: the layer sizes in the spec and the trained weights disagree)"));
+    }
     auto value = from_tensor_proto(named.tensor());
     if (!value.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", value.status().message()));
-    if (value->sizes() != target->second.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": has shape [", absl::StrJoin(value->sizes(), ", "), "] but the layer's is [",
-          absl::StrJoin(target->second.sizes(), ", "), "] (hint: the layer sizes in the spec and the trained weights disagree)"));
+    if (value->is_floating_point() && !at::isfinite(*value).all().item<bool>()) {
+      const int64_t bad = (~at::isfinite(*value)).sum().item<int64_t>();
+      const std::string message = absl::StrCat(field, ": ", bad, " of its ", value->numel(),
+                                               " values are NaN or infinite");
+      if (!options.allow_non_finite_parameters) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            message, " (hint: a diverged training run? allow them with LoadOptions.allow_non_finite_parameters or "
+                     "the tdp flag --allow_non_finite_parameters)"));
+      }
+      tdp::logger()->warn("{} (allowed by allow_non_finite_parameters)", message);
     }
     copies.emplace_back(target->second, *value);
   }
@@ -169,11 +187,9 @@ absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
-                                    const std::string& base_dir, const LoadOptions& options) {
-  if (absl::Status valid = validate_spec(spec, source); !valid.ok()) return valid;
+absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, const std::string& source,
+                                             const std::string& base_dir, const LoadOptions& options) {
+  if (absl::Status valid = validate_spec(spec, source, options); !valid.ok()) return valid;
   Policy policy;
   policy.spec = spec;
   policy.spec.clear_parameters();
@@ -204,21 +220,27 @@ absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std:
     return absl::InvalidArgumentError(absl::StrCat(source, ": module: cannot build the policy: ", error.what()));
   }
   if (spec.has_parameters()) {
-    if (auto status = load_parameters(spec.parameters(), absl::StrCat(source, ": parameters"), *policy.module);
+    if (auto status =
+            load_parameters(spec.parameters(), absl::StrCat(source, ": parameters"), *policy.module, options);
         !status.ok()) {
       return status;
     }
   } else if (!spec.parameters_file().empty()) {
     const std::string file = join_path(base_dir, spec.parameters_file());
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(source, ": parameters_file: cannot open ", file));
-    std::ostringstream content;
-    content << in.rdbuf();
-    tdpolicy::Parameters parameters;
-    if (!parameters.ParseFromString(content.str())) {
-      return absl::InvalidArgumentError(absl::StrCat(file, ": not a binary tdpolicy.Parameters file"));
+    auto content = read_bounded_file(file, options.limits.max_spec_bytes, "max_spec_bytes", "the parameters file");
+    if (!content.ok()) {
+      return absl::Status(content.status().code(),
+                          absl::StrCat(source, ": parameters_file: ", content.status().message()));
     }
-    if (auto status = load_parameters(parameters, file, *policy.module); !status.ok()) return status;
+    tdpolicy::Parameters parameters;
+    google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(content->data()),
+                                                static_cast<int>(std::min<size_t>(content->size(), INT32_MAX)));
+    input.SetRecursionLimit(static_cast<int>(std::min<int64_t>(options.limits.max_nesting_depth, 1 << 20)));
+    if (content->size() > INT32_MAX || !parameters.ParseFromCodedStream(&input)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": not a binary tdpolicy.Parameters file (", content->size(), " bytes)"));
+    }
+    if (auto status = load_parameters(parameters, file, *policy.module, options); !status.ok()) return status;
   } else if (!spec.has_init_seed()) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": the spec has no parameters, no parameters_file and no init_seed",
@@ -231,12 +253,36 @@ absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std:
   return policy;
 }
 
+}  // namespace
+
+// The Status boundary: nothing LibTorch, protobuf or the SDK throws gets past it.
+absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
+                                    const std::string& base_dir, const LoadOptions& options) {
+  try {
+    return build_policy_unguarded(spec, source, base_dir, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory while loading the policy"));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": cannot load the policy: ", error.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(source, ": cannot load the policy: an unknown exception"));
+  }
+}
+
 absl::StatusOr<Policy> load_policy(const std::string& path, const LoadOptions& options) {
-  auto spec = read_spec(path);
-  if (!spec.ok()) return spec.status();
-  const size_t slash = path.find_last_of('/');
-  const std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  return build_policy(*spec, path, base_dir, options);
+  try {
+    auto spec = read_spec(path, options.limits);
+    if (!spec.ok()) return spec.status();
+    const size_t slash = path.find_last_of('/');
+    const std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    return build_policy(*spec, path, base_dir, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory while reading the spec"));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read the spec: ", error.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(path, ": cannot read the spec: an unknown exception"));
+  }
 }
 
 }  // namespace tdp::spec

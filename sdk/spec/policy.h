@@ -21,6 +21,7 @@
 #include <string>
 
 #include "sdk/nn/tensordict_module_base.h"
+#include "sdk/spec/limits.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::spec {
@@ -37,25 +38,40 @@ struct Policy {
 // binary; anything else is guessed from the content.
 SpecFormat format_for_path(const std::string& path);
 
-// Parses `content`; `source` names it in errors (a file name).
+// Parses `content`; `source` names it in errors (a file name). Nesting deeper than
+// limits.max_nesting_depth is an error before the parser runs.
 absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, SpecFormat format,
-                                               const std::string& source);
-absl::StatusOr<tdpolicy::PolicySpec> read_spec(const std::string& path);
+                                               const std::string& source, const Limits& limits = {});
+// Reads a regular file of at most limits.max_spec_bytes (read_bounded_file) and parses it in
+// the format its extension names (else the one its content shows).
+absl::StatusOr<tdpolicy::PolicySpec> read_spec(const std::string& path, const Limits& limits = {});
 // Writes `spec` in the format the path names.
 absl::Status write_spec(const tdpolicy::PolicySpec& spec, const std::string& path);
-
-// The checks that need no tensors: unknown names (distributions, activations, mappings,
-// interaction types), keys read before anything writes them, declared shapes that do not fit a
-// layer, keys written twice without overwrite_keys, declared outputs nobody writes.
-absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source);
 
 struct LoadOptions {
   // Recompute the spec's self_tests and fail when an output differs.
   bool run_self_tests = false;
+  // File sizes, nesting and element counts, checked before anything is allocated (limits.h).
+  Limits limits;
+  // parameters_file and torchscript.file name files inside the spec's folder: an absolute path
+  // or a ".." level is an error unless this is set (`tdp --allow_outside_files`).
+  bool allow_outside_files = false;
+  // A NaN or infinite parameter value is an error naming the parameter unless this is set; then
+  // it is a warning on the SDK logger (`tdp --allow_non_finite_parameters`).
+  bool allow_non_finite_parameters = false;
 };
 
+// The checks that need no tensors: unknown names (distributions, activations, mappings,
+// interaction types, distribution kwargs), keys read before anything writes them, declared shapes
+// that do not fit a layer, keys written twice without overwrite_keys, declared outputs nobody
+// writes, values out of their domain (scale_lb <= 0, low >= high, non-finite mapping biases),
+// file paths outside the spec's folder, and options.limits on declared element counts.
+absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source,
+                           const LoadOptions& options = {});
+
 // read_spec + validate_spec + build_policy; relative files (parameters_file, TorchScript files)
-// are read next to the spec.
+// are read next to the spec. Never throws: every failure, from LibTorch and protobuf included,
+// is a Status naming the file.
 absl::StatusOr<Policy> load_policy(const std::string& path, const LoadOptions& options = {});
 // Builds the module tree and loads its parameters (embedded, from parameters_file under
 // `base_dir`, or initialized from init_seed). Validates first.

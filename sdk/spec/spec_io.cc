@@ -2,11 +2,15 @@
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <climits>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "sdk/spec/policy.h"
@@ -25,9 +29,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string first_;
 };
 
-}  // namespace
-
-SpecFormat format_for_path(const std::string& path) {
+std::optional<SpecFormat> format_for_extension(const std::string& path) {
   const std::string lower = absl::AsciiStrToLower(path);
   for (const char* ext : {".pbtxt", ".textproto", ".txtpb", ".txt"}) {
     if (absl::EndsWith(lower, ext)) return SpecFormat::kText;
@@ -36,11 +38,12 @@ SpecFormat format_for_path(const std::string& path) {
   for (const char* ext : {".pb", ".binpb", ".bin"}) {
     if (absl::EndsWith(lower, ext)) return SpecFormat::kBinary;
   }
-  // Unknown extension: JSON starts with '{'; text is printable; the rest is binary.
-  std::ifstream in(path, std::ios::binary);
-  std::string head(256, '\0');
-  in.read(head.data(), head.size());
-  head.resize(in.gcount());
+  return std::nullopt;
+}
+
+// Unknown extension: JSON starts with '{'; text is printable; the rest is binary.
+SpecFormat format_for_content(absl::string_view head) {
+  head = head.substr(0, 256);
   const absl::string_view trimmed = absl::StripLeadingAsciiWhitespace(head);
   if (!trimmed.empty() && trimmed.front() == '{') return SpecFormat::kJson;
   for (char c : head) {
@@ -51,12 +54,37 @@ SpecFormat format_for_path(const std::string& path) {
   return SpecFormat::kText;
 }
 
+}  // namespace
+
+SpecFormat format_for_path(const std::string& path) {
+  if (auto format = format_for_extension(path)) return *format;
+  std::ifstream in(path, std::ios::binary);
+  std::string head(256, '\0');
+  in.read(head.data(), head.size());
+  head.resize(in.gcount());
+  return format_for_content(head);
+}
+
 absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, SpecFormat format,
-                                               const std::string& source) {
+                                               const std::string& source, const Limits& limits) {
   tdpolicy::PolicySpec spec;
+  // protobuf's text parser recurses once per level with no limit of its own that stops it
+  // before the stack does (~3,000 levels), so the depth is counted first, without parsing.
+  if (format != SpecFormat::kBinary) {
+    const bool text = format == SpecFormat::kText;
+    const int64_t depth = nesting_depth(content, /*angle_brackets=*/text, /*hash_comments=*/text,
+                                        limits.max_nesting_depth);
+    if (depth > limits.max_nesting_depth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": ", limit_exceeded("the spec's nesting", depth, "levels (or more)", limits.max_nesting_depth,
+                                       "max_nesting_depth")));
+    }
+  }
+  const int recursion_limit = static_cast<int>(std::min<int64_t>(limits.max_nesting_depth, 1 << 20));
   switch (format) {
     case SpecFormat::kText: {
       google::protobuf::TextFormat::Parser parser;
+      parser.SetRecursionLimit(recursion_limit);
       ErrorCollector errors;
       parser.RecordErrorsTo(&errors);
       if (!parser.ParseFromString(content, &spec)) {
@@ -72,21 +100,29 @@ absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, Spec
       }
       break;
     }
-    case SpecFormat::kBinary:
-      if (!spec.ParseFromString(content)) {
-        return absl::InvalidArgumentError(absl::StrCat(source, ": not a valid binary PolicySpec"));
+    case SpecFormat::kBinary: {
+      google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(content.data()),
+                                                  static_cast<int>(std::min<size_t>(content.size(), INT32_MAX)));
+      input.SetRecursionLimit(recursion_limit);
+      if (content.size() > INT32_MAX || !spec.ParseFromCodedStream(&input)) {
+        // The wire format says nothing about where it went wrong; say what was read.
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": not a valid binary PolicySpec (", content.size(),
+            " bytes: malformed wire data, a field of the wrong type, or messages nested more than ",
+            limits.max_nesting_depth, " deep (max_nesting_depth: raise it with LoadOptions.limits.max_nesting_depth "
+            "or the tdp flag --max_nesting_depth))"));
       }
       break;
+    }
   }
   return spec;
 }
 
-absl::StatusOr<tdpolicy::PolicySpec> read_spec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the spec file"));
-  std::ostringstream content;
-  content << in.rdbuf();
-  return parse_spec(content.str(), format_for_path(path), path);
+absl::StatusOr<tdpolicy::PolicySpec> read_spec(const std::string& path, const Limits& limits) {
+  auto content = read_bounded_file(path, limits.max_spec_bytes, "max_spec_bytes", "the spec file");
+  if (!content.ok()) return content.status();
+  const SpecFormat format = format_for_extension(path).value_or(format_for_content(*content));
+  return parse_spec(*content, format, path, limits);
 }
 
 absl::Status write_spec(const tdpolicy::PolicySpec& spec, const std::string& path) {

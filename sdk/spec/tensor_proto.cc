@@ -55,21 +55,31 @@ absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto)
         absl::StrCat("dtype ", tdpolicy::DType_Name(proto.dtype()), " is not a tensor dtype"));
   }
   std::vector<int64_t> shape(proto.shape().begin(), proto.shape().end());
-  int64_t numel = 1;
+  // The byte count is checked against the data before anything is allocated, so the declared
+  // shape can never allocate more than the bytes the proto already holds.
+  constexpr uint64_t kTooLarge = uint64_t{1} << 60;  // elements; the bytes then fit in int64
+  uint64_t numel = 1;
   for (int64_t size : shape) {
     if (size < 0) return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] has a negative dim"));
-    if (size > 0 && numel > (int64_t{1} << 40) / size) {
-      return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] is too large"));
-    }
-    numel *= size;
   }
-  at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(dtype->scalar));
-  const size_t expected = static_cast<size_t>(numel) * tensor.element_size();
+  for (int64_t size : shape) {
+    if (size == 0) {
+      numel = 0;
+      break;
+    }
+    if (numel > kTooLarge / static_cast<uint64_t>(size)) numel = kTooLarge + 1;
+    else numel *= static_cast<uint64_t>(size);
+  }
+  if (numel > kTooLarge) {
+    return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] is too large"));
+  }
+  const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype->scalar);
   if (proto.data().size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("data has ", proto.data().size(), " bytes but shape [",
                                                    absl::StrJoin(shape, ", "), "] of ",
                                                    tdpolicy::DType_Name(proto.dtype()), " needs ", expected));
   }
+  at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(dtype->scalar));
   if (expected > 0) std::memcpy(tensor.data_ptr(), proto.data().data(), expected);
   return tensor;
 }

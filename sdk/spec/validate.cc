@@ -1,9 +1,13 @@
 // validate_spec: walks the module tree in execution order, tracking which keys exist and, where
 // it can tell, their per-environment shapes, so that wiring mistakes surface with the field
 // that causes them before anything is built.
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,7 +28,8 @@ using Shape = std::optional<std::vector<int64_t>>;  // empty: not known statical
 
 class Validator {
  public:
-  explicit Validator(std::string source) : source_(std::move(source)) {}
+  Validator(std::string source, const LoadOptions& options)
+      : source_(std::move(source)), options_(options), limits_(options.limits) {}
 
   absl::Status run(const tdpolicy::PolicySpec& spec) {
     for (int i = 0; i < spec.inputs_size(); ++i) {
@@ -35,6 +40,7 @@ class Validator {
       for (int64_t size : input.shape()) {
         if (size < 0) return failed(path + ".shape", absl::StrCat("negative size ", size));
       }
+      if (!declared(input.shape(), path + ".shape", "the per-env shape")) return error_;
       if (written_.count(*key)) return failed(path + ".key", absl::StrCat("input \"", input.key(), "\" is declared twice"));
       written_[*key] = {path, std::vector<int64_t>(input.shape().begin(), input.shape().end())};
     }
@@ -52,6 +58,15 @@ class Validator {
     if (spec.has_parameters() && !spec.parameters_file().empty()) {
       return failed("parameters_file", "parameters are both embedded and in a file", "keep one of the two");
     }
+    if (!spec.parameters_file().empty() && !inside_folder(spec.parameters_file(), "parameters_file")) return error_;
+    // Declared tensor sizes, before anything reads their bytes or allocates them.
+    for (int i = 0; i < spec.parameters().tensors_size(); ++i) {
+      const auto& named = spec.parameters().tensors(i);
+      if (!declared(named.tensor().shape(), absl::StrCat("parameters.tensors[", i, "] (\"", named.name(), "\").tensor.shape"),
+                    "the parameter")) {
+        return error_;
+      }
+    }
     // Self-test entries are keys of the policy's TensorDicts (inputs, outputs, samples,
     // log-probs): each must parse before the self test reads it.
     for (int t = 0; t < spec.self_tests_size(); ++t) {
@@ -62,6 +77,10 @@ class Validator {
             std::pair{".actions", &test.actions()}, std::pair{".expected_log_probs", &test.expected_log_probs()}}) {
         for (int i = 0; i < entries->size(); ++i) {
           if (!key_at(entries->Get(i).name(), absl::StrCat(path, field, "[", i, "].name"))) return error_;
+          if (!declared(entries->Get(i).tensor().shape(), absl::StrCat(path, field, "[", i, "].tensor.shape"),
+                        "the tensor")) {
+            return error_;
+          }
         }
       }
     }
@@ -165,13 +184,108 @@ class Validator {
   }
 
   // Sizes come from untrusted files: a layer too large to allocate must be an error, not an
-  // allocation that the kernel kills the process for. 2^28 weights (1 GiB of float32) per
-  // network is far beyond any policy.
+  // allocation that the kernel kills the process for. One network's weights count as one tensor
+  // against limits.max_tensor_elements, and every declared element against max_total_elements.
   bool allocatable(double weights, const std::string& path) {
-    constexpr double kMaxWeights = double(int64_t{1} << 28);
-    if (weights <= kMaxWeights) return true;
-    fail(path, absl::StrCat("the layer sizes make ", weights, " weights, more than the limit of ", kMaxWeights));
-    return false;
+    return count(weights, path, "the layer sizes make a network that", "weights");
+  }
+
+  // Counts `elements` (a double: products of untrusted sizes overflow int64) against both limits.
+  bool count(double elements, const std::string& path, const std::string& what, const std::string& unit) {
+    const auto as_int = [](double value) {
+      return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
+    };
+    if (elements > static_cast<double>(limits_.max_tensor_elements)) {
+      fail(path, limit_exceeded(what, as_int(elements), unit, limits_.max_tensor_elements, "max_tensor_elements"));
+      return false;
+    }
+    total_ += elements;
+    if (total_ > static_cast<double>(limits_.max_total_elements)) {
+      fail(path, limit_exceeded("the spec (layers, parameters, self tests, inputs)", as_int(total_),
+                                "declared elements", limits_.max_total_elements, "max_total_elements"));
+      return false;
+    }
+    return true;
+  }
+
+  bool declared(const google::protobuf::RepeatedField<int64_t>& shape, const std::string& path, const std::string& what) {
+    double elements = 1;
+    for (int64_t size : shape) {
+      if (size < 0) return fail(path, absl::StrCat("negative size ", size));
+      elements *= static_cast<double>(size);
+    }
+    return count(elements, path, absl::StrCat(what, " ", shape_to_string({shape.data(), static_cast<size_t>(shape.size())})),
+                 "elements");
+  }
+
+  // A file named by the spec must stay in the spec's folder: a spec from someone else must not
+  // read /etc/passwd or ../../secrets into a tensor.
+  bool inside_folder(const std::string& file, const std::string& path) {
+    if (options_.allow_outside_files) return true;
+    const std::string hint = "name a file in the spec's folder, or allow outside files with "
+                             "LoadOptions.allow_outside_files or the tdp flag --allow_outside_files";
+    if (!file.empty() && file[0] == '/') return fail(path, absl::StrCat("\"", file, "\" is an absolute path"), hint);
+    for (absl::string_view level : absl::StrSplit(file, '/')) {
+      if (level == "..") return fail(path, absl::StrCat("\"", file, "\" leaves the spec's folder (\"..\")"), hint);
+    }
+    return true;
+  }
+
+  bool finite(double value, const std::string& path) {
+    if (std::isfinite(value)) return true;
+    return fail(path, absl::StrCat("must be a finite number, got ", value));
+  }
+
+  // A NormalParamExtractor's or AddStateIndependentNormalScale's lower bound on the scale.
+  bool scale_lower_bound(bool has, double value, const std::string& path) {
+    if (!has || (std::isfinite(value) && value > 0)) return true;
+    return fail(path, absl::StrCat("the scale's lower bound must be a finite number > 0, got ", value),
+                "leave it unset for 1e-4");
+  }
+
+  // Distribution kwargs: known to the distribution (its kwargs, validate_args and, for a
+  // module's own distribution_kwargs, its parameter names, which become constant tensors),
+  // with a value, finite, and low < high / a < b where both are given.
+  bool kwargs_known(const google::protobuf::Map<std::string, tdpolicy::Scalar>& kwargs, const std::string& distribution,
+                    bool params_allowed, const std::string& path) {
+    if (kwargs.empty() || !dist::DistributionRegistry::global().contains(distribution)) return true;
+    const dist::DistributionSignature signature = dist::DistributionRegistry::global().signature(distribution);
+    std::set<std::string> accepted(signature.kwargs.begin(), signature.kwargs.end());
+    accepted.insert("validate_args");
+    if (params_allowed) {
+      for (const auto& names : signature.param_sets) accepted.insert(names.begin(), names.end());
+    }
+    std::map<std::string, double> numbers;
+    std::set<std::string> names;  // sorted: the first error does not depend on the map's order
+    for (const auto& [name, value] : kwargs) names.insert(name);
+    for (const std::string& name : names) {
+      const tdpolicy::Scalar& value = kwargs.at(name);
+      const std::string field = absl::StrCat(path, "[\"", name, "\"]");
+      if (!accepted.count(name)) {
+        return fail(field, absl::StrCat("distribution \"", distribution, "\" takes no kwarg \"", name, "\""),
+                    absl::StrCat("it takes ", absl::StrJoin(accepted, ", ")));
+      }
+      switch (value.value_case()) {
+        case tdpolicy::Scalar::kDoubleValue:
+          if (!finite(value.double_value(), field)) return false;
+          numbers[name] = value.double_value();
+          break;
+        case tdpolicy::Scalar::kIntValue:
+          numbers[name] = static_cast<double>(value.int_value());
+          break;
+        case tdpolicy::Scalar::kBoolValue:
+          break;
+        case tdpolicy::Scalar::VALUE_NOT_SET:
+          return fail(field, "the kwarg has no value", "set double_value, int_value or bool_value");
+      }
+    }
+    for (const auto& [low, high] : {std::pair{"low", "high"}, std::pair{"a", "b"}}) {
+      if (numbers.count(low) && numbers.count(high) && !(numbers[low] < numbers[high])) {
+        return fail(absl::StrCat(path, "[\"", low, "\"]"),
+                    absl::StrCat(low, " (", numbers[low], ") must be less than ", high, " (", numbers[high], ")"));
+      }
+    }
+    return true;
   }
 
   bool network(const tdpolicy::NetworkModule& spec, const std::string& path, const std::set<NestedKey>& overwrites) {
@@ -247,6 +361,7 @@ class Validator {
           fail(net_path + ".torchscript.file", "no file given", "a file saved with torch.jit.save, next to the spec");
           return false;
         }
+        if (!inside_folder(net.torchscript().file(), net_path + ".torchscript.file")) return false;
         outputs.assign(spec.out_keys_size(), std::nullopt);
         break;
       case tdpolicy::Network::kMapping:
@@ -259,6 +374,10 @@ class Validator {
         const auto& extractor = net.normal_param_extractor();
         if (!extractor.scale_mapping().empty() &&
             !mapping_known(extractor.scale_mapping(), net_path + ".normal_param_extractor.scale_mapping")) {
+          return false;
+        }
+        if (!scale_lower_bound(extractor.has_scale_lb(), extractor.scale_lb(),
+                               net_path + ".normal_param_extractor.scale_lb")) {
           return false;
         }
         Shape half = inputs[0];
@@ -278,6 +397,11 @@ class Validator {
         const auto& scale = net.add_state_independent_normal_scale();
         if (!scale.scale_mapping().empty() &&
             !mapping_known(scale.scale_mapping(), net_path + ".add_state_independent_normal_scale.scale_mapping")) {
+          return false;
+        }
+        if (!scale_lower_bound(scale.has_scale_lb(), scale.scale_lb(),
+                               net_path + ".add_state_independent_normal_scale.scale_lb") ||
+            !finite(scale.init_value(), net_path + ".add_state_independent_normal_scale.init_value")) {
           return false;
         }
         for (int i = 0; i < scale.scale_shape_size(); ++i) {
@@ -309,11 +433,23 @@ class Validator {
   bool mapping_known(const std::string& name, const std::string& path) {
     try {
       nn::mappings(name);
-      return true;
     } catch (const std::exception& error) {
       fail(path, error.what());
       return false;
     }
+    // biased_softplus_<bias>[_<min_val>] parses "nan" and "inf" as numbers: a mapping that
+    // would turn every scale into NaN.
+    const std::string prefix = "biased_softplus_";
+    if (name.rfind(prefix, 0) == 0) {
+      for (absl::string_view part : absl::StrSplit(name.substr(prefix.size()), '_')) {
+        double value = 0;
+        if (absl::SimpleAtod(part, &value) && !std::isfinite(value)) {
+          return fail(path, absl::StrCat("unknown mapping \"", name, "\": the bias and min_val must be finite numbers"),
+                      "e.g. biased_softplus_1.0 or biased_softplus_1.0_0.01");
+        }
+      }
+    }
+    return true;
   }
 
   bool distribution_known(const std::string& name, const std::string& path) {
@@ -397,11 +533,16 @@ class Validator {
         const std::string field = absl::StrCat(path, ".composite.parts[", i, "]");
         if (!key_at(part.key(), field + ".key")) return false;
         if (!distribution_known(part.distribution(), field + ".distribution")) return false;
+        if (!kwargs_known(part.kwargs(), part.distribution(), /*params_allowed=*/false, field + ".kwargs")) return false;
         samples.emplace_back(part.sample_key().empty() ? part.key() : part.sample_key(), std::nullopt);
       }
     } else {
       const std::string distribution = spec.distribution().empty() ? "delta" : spec.distribution();
       if (!distribution_known(distribution, path + ".distribution")) return false;
+      if (!kwargs_known(spec.distribution_kwargs(), distribution, /*params_allowed=*/true,
+                        path + ".distribution_kwargs")) {
+        return false;
+      }
       if (spec.out_keys_size() == 0) {
         fail(path + ".out_keys", "no out_keys", "name where the sample goes, e.g. out_keys: \"action\"");
         return false;
@@ -501,6 +642,9 @@ class Validator {
   }
 
   std::string source_;
+  const LoadOptions& options_;
+  const Limits& limits_;
+  double total_ = 0;  // declared elements so far
   absl::Status error_;
   std::map<NestedKey, Written> written_;
   int depth_ = 0;
@@ -508,8 +652,8 @@ class Validator {
 
 }  // namespace
 
-absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source) {
-  return Validator(source).run(spec);
+absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& source, const LoadOptions& options) {
+  return Validator(source, options).run(spec);
 }
 
 }  // namespace tdp::spec

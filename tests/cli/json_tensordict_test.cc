@@ -282,5 +282,24 @@ TEST(TensorDictJson, RoundTripsBitExactly) {
   }
 }
 
+// Deep nesting was quadratic and then a protobuf "transcoder" error; now it is a limit.
+TEST(TensorDictFromJson, NestingDeeperThanTheLimitIsAnError) {
+  const std::string deep = "{\"observation\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto td = tensordict_from_json(deep, inputs(kObsAndReward));
+  ASSERT_FALSE(td.ok());
+  EXPECT_EQ(td.status().message(),
+            "the input's JSON nesting has 33 levels (or more), more than the limit of 32 (max_json_depth: raise it "
+            "with LoadOptions.limits.max_json_depth or the tdp flag --max_json_depth)");
+  spec::Limits limits;
+  limits.max_json_depth = 4;
+  auto shallow = tensordict_from_json(R"({"observation": [[1, 2, 3]], "next": {"reward": [[0]]}})",
+                                      inputs(kObsAndReward), {}, limits);
+  EXPECT_TRUE(shallow.ok()) << shallow.status();
+  limits.max_json_depth = 3;
+  EXPECT_THAT(std::string(tensordict_from_json(R"({"observation": [[1, 2, 3]], "next": {"reward": [[0]]}})",
+                                               inputs(kObsAndReward), {}, limits).status().message()),
+              HasSubstr("has 4 levels (or more), more than the limit of 3"));
+}
+
 }  // namespace
 }  // namespace tdp::cli

@@ -280,6 +280,73 @@ TEST(TdpCli, RunRejectsBadInputOnStderr) {
   EXPECT_THAT(no_file.err, HasSubstr("absent.json: cannot open the input file"));
 }
 
+// Issue 16's hostile inputs: each ends in exit status 1 (2 for a bad flag) and a message that
+// names the file and the limit, without a crash, a hang or an unbounded allocation.
+TEST(TdpCli, HostileFilesEndInClearErrors) {
+  Result zero = tdp({"validate", "/dev/zero"});
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_EQ(zero.err, "tdp: INVALID_ARGUMENT: /dev/zero: the spec file is a character device, not a regular file\n");
+
+  const std::string dir = temp_path("");
+  Result directory = tdp({"describe", dir});
+  EXPECT_EQ(directory.exit_code, 1);
+  EXPECT_THAT(directory.err, HasSubstr(": the spec file is a directory, not a regular file"));
+
+  Result input_zero = tdp({"run", kActor, "--input=/dev/zero"});
+  EXPECT_EQ(input_zero.exit_code, 1);
+  EXPECT_EQ(input_zero.err, "tdp: INVALID_ARGUMENT: /dev/zero: the input file is a character device, not a regular file\n");
+
+  Result too_big = tdp({"run", kActor, "--input=" + kInput, "--max_input_bytes=10"});
+  EXPECT_EQ(too_big.exit_code, 1);
+  EXPECT_THAT(too_big.err, HasSubstr("more than the limit of 10 (max_input_bytes: raise it with "
+                                     "LoadOptions.limits.max_input_bytes or the tdp flag --max_input_bytes)"));
+  Result stdin_too_big = tdp({"run", kActor, "--input=-", "--max_input_bytes=10"}, read_file(kInput));
+  EXPECT_EQ(stdin_too_big.exit_code, 1);
+  EXPECT_THAT(stdin_too_big.err, HasSubstr("stdin: the input (read so far) has "));
+
+  // 100,000 nested lists (200 KB) never finished; now the depth is counted before parsing.
+  const std::string deep = temp_path("deep.json");
+  write_file(deep, "{\"observation\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  Result deep_run = tdp({"run", kActor, "--input=" + deep});
+  EXPECT_EQ(deep_run.exit_code, 1);
+  EXPECT_THAT(deep_run.err, HasSubstr("deep.json: the input's JSON nesting has 33 levels (or more), more than the "
+                                      "limit of 32 (max_json_depth: raise it with"));
+  Result too_deep_flag = tdp({"run", kActor, "--input=" + deep, "--max_json_depth=51"});
+  EXPECT_EQ(too_deep_flag.exit_code, 2);
+  EXPECT_EQ(too_deep_flag.err, "tdp: --max_json_depth: 51 is more than 50, the deepest protobuf's JSON parser reads\n");
+  Result bad_limit = tdp({"validate", kActor, "--max_total_elements=0"});
+  EXPECT_EQ(bad_limit.exit_code, 2);
+  EXPECT_EQ(bad_limit.err, "tdp: --max_total_elements: expected 1 or more, got 0\n");
+
+  // A text spec nested 3,300 deep crashed protobuf's parser.
+  const std::string nested = temp_path("nested.pbtxt");
+  std::string text = "name: \"x\" module { ";
+  for (int i = 0; i < 3300; ++i) text += "sequential { modules { ";
+  for (int i = 0; i < 3300; ++i) text += "} } ";
+  write_file(nested, text + "}");
+  Result nested_validate = tdp({"validate", nested});
+  EXPECT_EQ(nested_validate.exit_code, 1);
+  EXPECT_THAT(nested_validate.err, HasSubstr("nested.pbtxt: the spec's nesting has 101 levels (or more), more than "
+                                             "the limit of 100 (max_nesting_depth"));
+
+  // parameters_file: "/dev/zero" is outside the spec's folder, and not a regular file when allowed.
+  std::string spec = read_file(kActor);
+  const size_t seed = spec.find("\ninit_seed: 7\n");
+  ASSERT_NE(seed, std::string::npos);
+  spec.replace(seed, std::string("\ninit_seed: 7\n").size(), "\nparameters_file: \"/dev/zero\"\n");
+  const std::string zero_params = temp_path("zero_params.pbtxt");
+  write_file(zero_params, spec);
+  Result outside = tdp({"validate", zero_params});
+  EXPECT_EQ(outside.exit_code, 1);
+  EXPECT_THAT(outside.err, HasSubstr("zero_params.pbtxt: parameters_file: \"/dev/zero\" is an absolute path (hint: "
+                                     "name a file in the spec's folder, or allow outside files with "
+                                     "LoadOptions.allow_outside_files or the tdp flag --allow_outside_files)"));
+  Result allowed = tdp({"validate", zero_params, "--allow_outside_files"});
+  EXPECT_EQ(allowed.exit_code, 1);
+  EXPECT_THAT(allowed.err, HasSubstr("zero_params.pbtxt: parameters_file: /dev/zero: the parameters file is a "
+                                     "character device, not a regular file"));
+}
+
 TEST(TdpCli, MeanIsNotAnActionOfACategoricalPolicy) {
   const std::string spec = temp_path("categorical.pbtxt");
   write_file(spec, R"pb(

@@ -187,7 +187,7 @@ TEST(SaveLoad, AMissingParametersFileIsAnErrorNamingIt) {
   auto loaded = load_policy(path);
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().message(),
-            path + ": parameters_file: cannot open " + path + ".params.pb");
+            path + ": parameters_file: " + path + ".params.pb: cannot open the parameters file: no such file");
 }
 
 }  // namespace

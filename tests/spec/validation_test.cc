@@ -241,8 +241,9 @@ TEST(Validation, LayersTooLargeToAllocate) {
   mlp->add_hidden_sizes(32768);
   mlp->add_hidden_sizes(32768);
   EXPECT_EQ(error_of(spec),
-            "t.pbtxt: module.sequential.modules[0].network.network.mlp: the layer sizes make 1.074e+09 weights, more "
-            "than the limit of 2.68435e+08");
+            "t.pbtxt: module.sequential.modules[0].network.network.mlp: the layer sizes make a network that has "
+            "1074003970 weights, more than the limit of 268435456 (max_tensor_elements: raise it with "
+            "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
   auto policy = build_policy(spec, "t.pbtxt", ".");
   EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -1,0 +1,317 @@
+// Hostile specs and parameter files (issue 16): each case ends in a Status that names the file,
+// the field or the limit, and how to raise it, before anything large is allocated: no crash, no
+// hang, no unbounded allocation.
+#include <absl/strings/str_cat.h>
+#include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <limits>
+#include <string>
+
+#include "sdk/spec/limits.h"
+#include "sdk/spec/policy.h"
+#include "sdk/spec/tensor_proto.h"
+#include "tests/spec/spec_test_util.h"
+#include "tests/testing/log_capture.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tdp::spec {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::parse_text_or_fail;
+using testing::temp_path;
+using testing::write_file;
+
+// A linear layer and a categorical head; each test breaks it in one place.
+constexpr char kValid[] = R"pb(
+  name: "t"
+  inputs { key: "observation" shape: 4 }
+  output_keys: "action"
+  module {
+    sequential {
+      modules { network { in_keys: "observation" out_keys: "logits" network { linear { in_features: 4 out_features: 2 } } } }
+      modules { probabilistic { in_keys: "logits" out_keys: "action" distribution: "categorical" } }
+    }
+  }
+  init_seed: 1
+)pb";
+
+tdpolicy::PolicySpec valid() { return parse_text_or_fail(kValid); }
+
+std::string message_of(const absl::Status& status) {
+  EXPECT_FALSE(status.ok());
+  return std::string(status.message());
+}
+
+// A folder of its own under the test's scratch folder.
+std::string folder(const std::string& name) {
+  const std::string path = temp_path(name);
+  ::mkdir(path.c_str(), 0755);
+  return path;
+}
+
+TEST(Limits, TheBoundedReaderTakesRegularFilesOnly) {
+  const std::string dir = folder("a_directory");
+  EXPECT_EQ(message_of(read_bounded_file(dir, 100, "max_spec_bytes", "the spec file").status()),
+            dir + ": the spec file is a directory, not a regular file");
+  EXPECT_EQ(message_of(read_bounded_file("/dev/zero", 100, "max_spec_bytes", "the spec file").status()),
+            "/dev/zero: the spec file is a character device, not a regular file");
+  EXPECT_EQ(read_bounded_file(temp_path("missing"), 100, "max_spec_bytes", "the spec file").status().code(),
+            absl::StatusCode::kNotFound);
+  const std::string big = temp_path("big.pbtxt");
+  write_file(big, std::string(101, ' '));
+  EXPECT_EQ(message_of(read_bounded_file(big, 100, "max_spec_bytes", "the spec file").status()),
+            big + ": the spec file has 101 bytes, more than the limit of 100 (max_spec_bytes: raise it with "
+                  "LoadOptions.limits.max_spec_bytes or the tdp flag --max_spec_bytes)");
+  ASSERT_OK_AND_ASSIGN(std::string content, read_bounded_file(big, 101, "max_spec_bytes", "the spec file"));
+  EXPECT_EQ(content.size(), 101u);
+}
+
+TEST(Limits, SpecFilesThatAreNotFilesOrTooLarge) {
+  const std::string dir = folder("spec_dir.pbtxt");
+  EXPECT_EQ(message_of(load_policy(dir).status()), dir + ": the spec file is a directory, not a regular file");
+  EXPECT_EQ(message_of(load_policy("/dev/zero").status()),
+            "/dev/zero: the spec file is a character device, not a regular file");
+  const std::string path = temp_path("small.pbtxt");
+  write_file(path, kValid);
+  LoadOptions options;
+  options.limits.max_spec_bytes = 10;
+  EXPECT_THAT(message_of(load_policy(path, options).status()),
+              HasSubstr("more than the limit of 10 (max_spec_bytes: raise it with"));
+  EXPECT_OK(load_policy(path));
+}
+
+// protobuf's text parser recursed ~3,250 levels into a SIGSEGV; every format stops at the limit.
+TEST(Limits, NestingDepthInEveryFormat) {
+  const int n = 3300;
+  std::string deep = "name: \"x\" module { ";
+  for (int i = 0; i < n; ++i) deep += "sequential { modules { ";
+  for (int i = 0; i < n; ++i) deep += "} } ";
+  deep += "}";
+  EXPECT_EQ(message_of(parse_spec(deep, SpecFormat::kText, "deep.pbtxt").status()),
+            "deep.pbtxt: the spec's nesting has 101 levels (or more), more than the limit of 100 "
+            "(max_nesting_depth: raise it with LoadOptions.limits.max_nesting_depth or the tdp flag "
+            "--max_nesting_depth)");
+  // Braces inside strings and comments do not count.
+  EXPECT_OK(parse_spec("name: \"{{{{{{\" # {{{{{{{{{\n description: '}}}{'", SpecFormat::kText, "ok.pbtxt",
+                       Limits{.max_nesting_depth = 2}));
+  std::string json = "{\"module\": ";
+  for (int i = 0; i < n; ++i) json += "{\"sequential\": {\"modules\": [";
+  json += std::string(n, ']');
+  EXPECT_THAT(message_of(parse_spec(json, SpecFormat::kJson, "deep.json").status()),
+              StartsWith("deep.json: the spec's nesting has 101 levels (or more), more than the limit of 100"));
+  // Binary: a message built 120 deep serializes, and is refused when read back.
+  tdpolicy::PolicySpec nested;
+  tdpolicy::Module* module = nested.mutable_module();
+  for (int i = 0; i < 120; ++i) module = module->mutable_sequential()->add_modules();
+  const std::string bytes = nested.SerializeAsString();
+  EXPECT_EQ(message_of(parse_spec(bytes, SpecFormat::kBinary, "deep.pb").status()),
+            absl::StrCat("deep.pb: not a valid binary PolicySpec (", bytes.size(),
+                         " bytes: malformed wire data, a field of the wrong type, or messages nested more than 100 "
+                         "deep (max_nesting_depth: raise it with LoadOptions.limits.max_nesting_depth or the tdp "
+                         "flag --max_nesting_depth))"));
+  EXPECT_OK(parse_spec(bytes, SpecFormat::kBinary, "deep.pb", Limits{.max_nesting_depth = 300}));
+}
+
+TEST(Limits, BinaryParseErrorsNameTheFileAndTheByteCount) {
+  const std::string path = temp_path("garbage.pb");
+  write_file(path, "\xff\xff\xff\xff garbage");
+  EXPECT_THAT(message_of(load_policy(path).status()),
+              StartsWith(path + ": not a valid binary PolicySpec (12 bytes: malformed wire data"));
+}
+
+// A parameter declared 2^40 elements with no data aborted in the allocator.
+TEST(Limits, AHugeDeclaredParameterFailsBeforeAllocation) {
+  auto spec = valid();
+  spec.clear_init_seed();
+  auto* tensor = spec.mutable_parameters()->add_tensors();
+  tensor->set_name("module.0.module.weight");
+  tensor->mutable_tensor()->set_dtype(tdpolicy::FLOAT32);
+  tensor->mutable_tensor()->add_shape(int64_t{1} << 40);
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", ".").status()),
+            "t.pbtxt: parameters.tensors[0] (\"module.0.module.weight\").tensor.shape: the parameter [1099511627776] "
+            "has 1099511627776 elements, more than the limit of 268435456 (max_tensor_elements: raise it with "
+            "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
+  // Raised, the limit lets it through to the byte count check, still before allocating.
+  LoadOptions options;
+  options.limits.max_tensor_elements = options.limits.max_total_elements = int64_t{1} << 41;
+  EXPECT_THAT(message_of(build_policy(spec, "t.pbtxt", ".", options).status()),
+              HasSubstr("has shape [1099511627776] but the layer's is [2, 4]"));
+  EXPECT_EQ(message_of(from_tensor_proto(tensor->tensor()).status()),
+            "data has 0 bytes but shape [1099511627776] of FLOAT32 needs 4398046511104");
+  tensor->mutable_tensor()->add_shape(int64_t{1} << 40);  // 2^80 overflows int64
+  EXPECT_EQ(message_of(from_tensor_proto(tensor->tensor()).status()),
+            "shape [1099511627776, 1099511627776] is too large");
+}
+
+TEST(Limits, ATooLargeParameterInAFileFailsBeforeAllocation) {
+  const std::string dir = folder("huge_parameters_file");
+  tdpolicy::Parameters parameters;
+  auto* tensor = parameters.add_tensors();
+  tensor->set_name("module.0.module.weight");
+  tensor->mutable_tensor()->set_dtype(tdpolicy::FLOAT32);
+  tensor->mutable_tensor()->add_shape(int64_t{1} << 40);
+  write_file(dir + "/weights.pb", parameters.SerializeAsString());
+  auto spec = valid();
+  spec.clear_init_seed();
+  spec.set_parameters_file("weights.pb");
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", dir).status()),
+            dir + "/weights.pb.tensors[0] (\"module.0.module.weight\"): has shape [1099511627776] but the layer's is "
+                  "[2, 4] (hint: the layer sizes in the spec and the trained weights disagree)");
+}
+
+// Five 2^28-weight layers ran 13 s into an OOM: the total is bounded before anything is built.
+TEST(Limits, TheTotalOfAllDeclaredElements) {
+  std::string text = "name: \"t\" inputs { key: \"x\" shape: 16383 } module { sequential { ";
+  for (int i = 0; i < 5; ++i) {
+    text += absl::StrCat("modules { network { in_keys: \"x\" out_keys: \"x\" network { linear { in_features: 16383 "
+                         "out_features: 16383 } } } overwrite_keys: \"x\" } ");
+  }
+  text += "} } init_seed: 1";
+  auto spec = parse_text_or_fail(text);
+  EXPECT_EQ(message_of(validate_spec(spec, "big.pbtxt")),
+            "big.pbtxt: module.sequential.modules[4].network.network.linear: the spec (layers, parameters, self tests, "
+            "inputs) has 1342111743 declared elements, more than the limit of 1073741824 (max_total_elements: raise it with LoadOptions.limits.max_total_elements "
+            "or the tdp flag --max_total_elements)");
+  LoadOptions options;
+  options.limits.max_total_elements = int64_t{1} << 31;
+  EXPECT_OK(validate_spec(spec, "big.pbtxt", options));
+  options.limits.max_tensor_elements = 1000;
+  EXPECT_THAT(message_of(validate_spec(spec, "big.pbtxt", options)),
+              StartsWith("big.pbtxt: inputs[0].shape: the per-env shape [16383] has 16383 elements, more than the "
+                         "limit of 1000 (max_tensor_elements"));
+}
+
+TEST(Limits, FilesStayInTheSpecsFolder) {
+  const std::string hint =
+      " (hint: name a file in the spec's folder, or allow outside files with LoadOptions.allow_outside_files or the "
+      "tdp flag --allow_outside_files)";
+  auto spec = valid();
+  spec.clear_init_seed();
+  spec.set_parameters_file("/dev/zero");
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")), "t.pbtxt: parameters_file: \"/dev/zero\" is an absolute path" + hint);
+  LoadOptions outside;
+  outside.allow_outside_files = true;
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", ".", outside).status()),
+            "t.pbtxt: parameters_file: /dev/zero: the parameters file is a character device, not a regular file");
+  spec.set_parameters_file("weights/../../secret.pb");
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: parameters_file: \"weights/../../secret.pb\" leaves the spec's folder (\"..\")" + hint);
+  EXPECT_EQ(build_policy(spec, "t.pbtxt", ".", outside).status().code(), absl::StatusCode::kNotFound);
+
+  const std::string dir = folder("parameters_dir");
+  folder("parameters_dir/weights.pb");
+  spec.set_parameters_file("weights.pb");
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", dir).status()),
+            "t.pbtxt: parameters_file: " + dir + "/weights.pb: the parameters file is a directory, not a regular file");
+
+  spec = valid();
+  auto* net = spec.mutable_module()->mutable_sequential()->mutable_modules(0)->mutable_network();
+  net->mutable_network()->mutable_torchscript()->set_file("../actor.pt");
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: module.sequential.modules[0].network.network.torchscript.file: \"../actor.pt\" leaves the spec's "
+            "folder (\"..\")" + hint);
+  // Allowed, the file is looked for (and is not there): a Status, not an exception.
+  EXPECT_THAT(message_of(build_policy(spec, "t.pbtxt", ".", outside).status()), HasSubstr("../actor.pt"));
+}
+
+TEST(Limits, NonFiniteParametersAreAnErrorUnlessAllowed) {
+  auto spec = valid();
+  spec.clear_init_seed();
+  at::Tensor weight = at::zeros({2, 4});
+  weight[1][2] = std::numeric_limits<float>::quiet_NaN();
+  weight[0][0] = std::numeric_limits<float>::infinity();
+  auto* w = spec.mutable_parameters()->add_tensors();
+  w->set_name("module.0.module.weight");
+  *w->mutable_tensor() = to_tensor_proto(weight);
+  auto* b = spec.mutable_parameters()->add_tensors();
+  b->set_name("module.0.module.bias");
+  *b->mutable_tensor() = to_tensor_proto(at::zeros({2}));
+  const std::string message = "t.pbtxt: parameters.tensors[0] (\"module.0.module.weight\"): 2 of its 8 values are NaN or infinite";
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", ".").status()),
+            message + " (hint: a diverged training run? allow them with LoadOptions.allow_non_finite_parameters or the "
+                      "tdp flag --allow_non_finite_parameters)");
+  LoadOptions allow;
+  allow.allow_non_finite_parameters = true;
+  test_util::LogCapture log;
+  EXPECT_OK(build_policy(spec, "t.pbtxt", ".", allow));
+  EXPECT_THAT(log.text(), HasSubstr(message + " (allowed by allow_non_finite_parameters)"));
+}
+
+TEST(Limits, ValuesOutOfTheirDomain) {
+  auto spec = valid();
+  auto* net = spec.mutable_module()->mutable_sequential()->mutable_modules(0)->mutable_network();
+  net->mutable_network()->mutable_mapping()->set_name("biased_softplus_nan");
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: module.sequential.modules[0].network.network.mapping.name: unknown mapping "
+            "\"biased_softplus_nan\": the bias and min_val must be finite numbers (hint: e.g. biased_softplus_1.0 or "
+            "biased_softplus_1.0_0.01)");
+  net->mutable_network()->mutable_mapping()->set_name("biased_softplus_1.0_inf");
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt")), HasSubstr("must be finite numbers"));
+
+  auto gaussian = parse_text_or_fail(R"pb(
+    name: "g"
+    inputs { key: "observation" shape: 4 }
+    output_keys: "action"
+    module { sequential {
+      modules { network { in_keys: "observation" out_keys: "params" network { linear { in_features: 4 out_features: 4 } } } }
+      modules { network { in_keys: "params" out_keys: "loc" out_keys: "scale" network { normal_param_extractor { scale_lb: -1 } } } }
+      modules { probabilistic { in_keys: "loc" in_keys: "scale" out_keys: "action" distribution: "tanh_normal"
+                                distribution_kwargs { key: "low" value { double_value: 2 } }
+                                distribution_kwargs { key: "high" value { double_value: -2 } } } }
+    } }
+    init_seed: 1
+  )pb");
+  EXPECT_EQ(message_of(validate_spec(gaussian, "g.pbtxt")),
+            "g.pbtxt: module.sequential.modules[1].network.network.normal_param_extractor.scale_lb: the scale's lower "
+            "bound must be a finite number > 0, got -1 (hint: leave it unset for 1e-4)");
+  auto* extractor = gaussian.mutable_module()->mutable_sequential()->mutable_modules(1)->mutable_network()
+                        ->mutable_network()->mutable_normal_param_extractor();
+  extractor->set_scale_lb(0.01);
+  EXPECT_EQ(message_of(validate_spec(gaussian, "g.pbtxt")),
+            "g.pbtxt: module.sequential.modules[2].probabilistic.distribution_kwargs[\"low\"]: low (2) must be less "
+            "than high (-2)");
+  auto* head = gaussian.mutable_module()->mutable_sequential()->mutable_modules(2)->mutable_probabilistic();
+  (*head->mutable_distribution_kwargs())["low"].set_double_value(-2);
+  (*head->mutable_distribution_kwargs())["high"].set_double_value(2);
+  EXPECT_OK(validate_spec(gaussian, "g.pbtxt"));
+  (*head->mutable_distribution_kwargs())["hihg"].set_double_value(2);
+  EXPECT_EQ(message_of(validate_spec(gaussian, "g.pbtxt")),
+            "g.pbtxt: module.sequential.modules[2].probabilistic.distribution_kwargs[\"hihg\"]: distribution "
+            "\"tanh_normal\" takes no kwarg \"hihg\" (hint: it takes event_dims, high, loc, low, safe_tanh, scale, "
+            "tanh_loc, upscale, validate_args)");
+
+  // A composite part's kwargs go to its distribution as kwargs only.
+  auto composite = valid();
+  auto* part = composite.mutable_module()->mutable_sequential()->mutable_modules(1)->mutable_probabilistic();
+  part->clear_distribution();
+  auto* p = part->mutable_composite()->add_parts();
+  p->set_key("logits");
+  p->set_distribution("categorical");
+  (*p->mutable_kwargs())["temperature"].set_double_value(1);
+  EXPECT_EQ(message_of(validate_spec(composite, "c.pbtxt")),
+            "c.pbtxt: module.sequential.modules[1].probabilistic.composite.parts[0].kwargs[\"temperature\"]: "
+            "distribution \"categorical\" takes no kwarg \"temperature\" (hint: it takes validate_args)");
+}
+
+// Nothing from LibTorch or protobuf escapes the loader: a TorchScript file that is not one.
+TEST(Limits, NoExceptionEscapesTheLoader) {
+  const std::string dir = folder("bad_torchscript");
+  write_file(dir + "/actor.pt", "not a zip archive");
+  auto spec = valid();
+  auto* net = spec.mutable_module()->mutable_sequential()->mutable_modules(0)->mutable_network();
+  net->mutable_network()->mutable_torchscript()->set_file("actor.pt");
+  std::string text;
+  ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(spec, &text));
+  write_file(dir + "/spec.pbtxt", text);
+  absl::StatusOr<Policy> policy;
+  EXPECT_NO_THROW(policy = load_policy(dir + "/spec.pbtxt"));
+  EXPECT_THAT(message_of(policy.status()), StartsWith(dir + "/spec.pbtxt: "));
+}
+
+}  // namespace
+}  // namespace tdp::spec
