@@ -4,12 +4,16 @@
 #include <absl/strings/str_cat.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <climits>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -17,6 +21,15 @@
 
 namespace tdp::spec {
 namespace {
+
+// Map fields (distribution kwargs) in key order, so the same policy always saves the same bytes
+// (text output sorts maps by itself).
+bool serialize_deterministic(const tdpolicy::PolicySpec& spec, std::string* out) {
+  google::protobuf::io::StringOutputStream stream(out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  return spec.SerializeToCodedStream(&coded) && !coded.HadError();
+}
 
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
@@ -134,15 +147,23 @@ absl::Status write_spec(const tdpolicy::PolicySpec& spec, const std::string& pat
       }
       break;
     case SpecFormat::kJson: {
+      // MessageToJsonString prints maps in the message's own (per-map) order; converting the
+      // deterministic binary form keeps its key order instead.
+      std::string binary;
+      if (!serialize_deterministic(spec, &binary)) return absl::InternalError(absl::StrCat(path, ": cannot serialize"));
+      static const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+          google::protobuf::util::NewTypeResolverForDescriptorPool(
+              "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool()));
       google::protobuf::util::JsonPrintOptions options;
       options.add_whitespace = true;
       options.preserve_proto_field_names = true;
-      auto status = google::protobuf::util::MessageToJsonString(spec, &content, options);
+      auto status = google::protobuf::util::BinaryToJsonString(
+          resolver.get(), "type.googleapis.com/" + spec.GetDescriptor()->full_name(), binary, &content, options);
       if (!status.ok()) return absl::InternalError(absl::StrCat(path, ": ", std::string(status.message())));
       break;
     }
     case SpecFormat::kBinary:
-      if (!spec.SerializeToString(&content)) return absl::InternalError(absl::StrCat(path, ": cannot serialize"));
+      if (!serialize_deterministic(spec, &content)) return absl::InternalError(absl::StrCat(path, ": cannot serialize"));
       break;
   }
   // Write to a temporary name and rename, so a failed write never leaves half a spec behind.

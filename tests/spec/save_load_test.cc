@@ -5,6 +5,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
 
 #include <fstream>
 #include <string>
@@ -15,7 +16,6 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
-#include <torch/nn/modules/activation.h>
 #include "sdk/spec/policy.h"
 #include "tests/spec/spec_test_util.h"
 #include "tests/testing/status_matchers.h"
@@ -121,6 +121,33 @@ INSTANTIATE_TEST_SUITE_P(
       const Form& form = std::get<1>(info.param);
       return std::get<0>(info.param) + "_" + form.extension.substr(1) + (form.embed ? "_embedded" : "_file");
     });
+
+// Map fields (distribution kwargs) iterate in a per-map order; written specs sort them, so one
+// policy always saves the same bytes, in every format.
+TEST(SaveLoad, TheSameSpecAlwaysWritesTheSameBytes) {
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f", "g", "h", "low", "high", "upscale"};
+  for (const char* extension : {".pb", ".pbtxt", ".json"}) {
+    std::string first;
+    for (int copy = 0; copy < 16; ++copy) {
+      tdpolicy::PolicySpec spec;
+      spec.set_name("deterministic");
+      auto* kwargs = spec.mutable_module()->mutable_probabilistic()->mutable_distribution_kwargs();
+      // Insert in a different rotation each time, so insertion order cannot make the bytes agree.
+      for (size_t i = 0; i < names.size(); ++i) {
+        const size_t name = (i + copy) % names.size();
+        (*kwargs)[names[name]].set_double_value(static_cast<double>(name));
+      }
+      const std::string path = temp_path("deterministic" + std::to_string(copy) + extension);
+      ASSERT_OK(write_spec(spec, path));
+      const std::string bytes = testing::read_file(path);
+      if (copy == 0) {
+        first = bytes;
+      } else {
+        ASSERT_EQ(bytes, first) << extension << " copy " << copy;
+      }
+    }
+  }
+}
 
 TEST(SaveLoad, AModuleTreeBuiltInCppExportsAndLoadsBack) {
   torch::manual_seed(4);
