@@ -128,7 +128,7 @@ class Actor::Impl {
   // act() on the plan, or nothing when this call takes the LibTorch path.
   std::optional<TensorDict> try_fused(const TensorDict& observation, std::optional<nn::InteractionType> type,
                                       bool has_generator) {
-    if (!plan || has_generator || options.return_all_entries() || observation.batch_size().size() != 1) {
+    if (!plan || has_generator || observation.batch_size().size() != 1) {
       return std::nullopt;
     }
     const int64_t batch = observation.batch_size()[0];
@@ -140,7 +140,14 @@ class Actor::Impl {
     }
     c10::InferenceMode inference;
     obs = obs.contiguous();
-    const auto& slots = plan->output_slots();
+    // return_all_entries: the observation's entries, then every entry the modules write.
+    std::vector<int> slots = plan->output_slots();
+    if (options.return_all_entries()) {
+      slots.clear();
+      for (int s = 0; s < plan->slot_count(); ++s) {
+        if (s != plan->input_slot() && plan->slot(s).key != NestedKey("_")) slots.push_back(s);
+      }
+    }
     std::vector<at::Tensor> outs;
     std::vector<fused::FusedPlan::Destination> destinations;
     for (int s : slots) {
@@ -152,7 +159,7 @@ class Actor::Impl {
     }
     plan->run(obs.data_ptr<float>(), batch, fused_type(type), {options.seed(), fused_calls.fetch_add(1)},
               destinations.data(), static_cast<int>(destinations.size()));
-    TensorDict out({batch});
+    TensorDict out = options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
     for (size_t i = 0; i < slots.size(); ++i) {
       const auto& slot = plan->slot(slots[i]);
       out.set(slot.key, slot.integer ? outs[i].to(at::kLong) : outs[i]);

@@ -34,7 +34,7 @@
 // the same keys and shapes; deterministic types the same values to 1e-5. The plan's draws come
 // from a counter-based Philox stream seeded by ActorOptions::seed: which values a call draws
 // depends on the seed and the call's index only, so a seeded actor repeats its draws on any
-// number of threads. Calls given an explicit generator, return_all_entries, recurrent
+// number of threads. Calls given an explicit generator, observations with several batch dims, recurrent
 // policies and interaction types without a closed form (categorical MEAN, tanh_normal MODE...)
 // run on LibTorch.
 //

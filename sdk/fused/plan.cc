@@ -374,7 +374,7 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": the distribution '", head.name, "' has no fused kernel"));
     }
     head.sample = add_slot(sample_keys[0], sample_width, sample_shape, integer);
-    NestedKey lp_key("_log_prob_");
+    NestedKey lp_key("_");  // computed on request (the flat API), not an entry, without return_log_prob
     for (const NestedKey& key : module.out_keys()) {
       if (key != sample_keys[0]) lp_key = key;
     }
@@ -681,6 +681,8 @@ nn::InteractionType FusedPlan::default_interaction_type() const { return impl_->
 const NestedKey& FusedPlan::input_key() const { return impl_->slots[impl_->input].key; }
 int64_t FusedPlan::observation_size() const { return impl_->slots[impl_->input].width; }
 const std::vector<int>& FusedPlan::output_slots() const { return impl_->outputs; }
+int FusedPlan::slot_count() const { return static_cast<int>(impl_->slots.size()); }
+int FusedPlan::input_slot() const { return impl_->input; }
 const FusedPlan::Slot& FusedPlan::slot(int index) const { return impl_->slots[index]; }
 int FusedPlan::action_slot() const { return impl_->action; }
 int FusedPlan::log_prob_slot() const { return impl_->head.kind == HeadKind::kNone ? -1 : impl_->head.log_prob; }

@@ -88,6 +88,9 @@ class FusedPlan {
   // The slots of the spec's output_keys, in their order.
   const std::vector<int>& output_slots() const;
   const Slot& slot(int index) const;
+  // Every slot, in the order the modules write them (temporaries are keyed "_").
+  int slot_count() const;
+  int input_slot() const;
   // The flat API's action (the head's sample, else the first output key) and log-prob slots.
   int action_slot() const;
   int log_prob_slot() const;  // -1 without a probabilistic head
