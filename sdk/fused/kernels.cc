@@ -12,23 +12,47 @@ namespace tdp::fused {
 #define TDP_FUSED_CLONES
 #endif
 
+namespace {
+
+// Rows [r, r + R) times columns [o0, o0 + C) of the output, accumulated in registers: the
+// weights are read once per R rows and the outputs stored once (C and R are constants, so the
+// accumulators are vector registers).
+template <int R, int C>
+inline void block(const float* __restrict x, int64_t in, const float* __restrict wt, const float* __restrict bias,
+                  int64_t out, int64_t o0, float* __restrict y) {
+  float acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = bias != nullptr ? bias[o0 + c] : 0.0f;
+  }
+  for (int64_t i = 0; i < in; ++i) {
+    const float* w = wt + i * out + o0;
+    for (int r = 0; r < R; ++r) {
+      const float xi = x[r * in + i];
+      for (int c = 0; c < C; ++c) acc[r][c] += xi * w[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) y[r * out + o0 + c] = acc[r][c];
+  }
+}
+
+template <int R>
+inline void rows_block(const float* __restrict x, int64_t in, const float* __restrict wt,
+                       const float* __restrict bias, int64_t out, float* __restrict y) {
+  int64_t o = 0;
+  for (; o + 16 <= out; o += 16) block<R, 16>(x, in, wt, bias, out, o, y);
+  for (; o + 4 <= out; o += 4) block<R, 4>(x, in, wt, bias, out, o, y);
+  for (; o < out; ++o) block<R, 1>(x, in, wt, bias, out, o, y);
+}
+
+}  // namespace
+
 TDP_FUSED_CLONES
 void linear(const float* __restrict x, int64_t rows, int64_t in, const float* __restrict wt,
             const float* __restrict bias, int64_t out, float* __restrict y) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * in;
-    float* yr = y + r * out;
-    if (bias != nullptr) {
-      for (int64_t o = 0; o < out; ++o) yr[o] = bias[o];
-    } else {
-      for (int64_t o = 0; o < out; ++o) yr[o] = 0.0f;
-    }
-    for (int64_t i = 0; i < in; ++i) {
-      const float xi = xr[i];
-      const float* w = wt + i * out;
-      for (int64_t o = 0; o < out; ++o) yr[o] += xi * w[o];
-    }
-  }
+  // One row at a time: blocking 2 or 4 rows (weights read once per block) measured slower here,
+  // the accumulators spilling out of the 16 vector registers.
+  for (int64_t r = 0; r < rows; ++r) rows_block<1>(x + r * in, in, wt, bias, out, y + r * out);
 }
 
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {
