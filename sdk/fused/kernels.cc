@@ -40,6 +40,9 @@ template <int R>
 inline void rows_block(const float* __restrict x, int64_t in, const float* __restrict wt,
                        const float* __restrict bias, int64_t out, float* __restrict y) {
   int64_t o = 0;
+  // 64 outputs: 8 independent AVX2 accumulators hide the add latency (16 measured 25% slower
+  // on a 64-wide hidden layer; the baseline SSE clone spills some of them, and stays correct).
+  for (; o + 64 <= out; o += 64) block<R, 64>(x, in, wt, bias, out, o, y);
   for (; o + 16 <= out; o += 16) block<R, 16>(x, in, wt, bias, out, o, y);
   for (; o + 4 <= out; o += 4) block<R, 4>(x, in, wt, bias, out, o, y);
   for (; o < out; ++o) block<R, 1>(x, in, wt, bias, out, o, y);
