@@ -19,6 +19,7 @@
 #include "sdk/fused/math.h"
 #include "sdk/fused/philox.h"
 #include "sdk/fused/plan.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/spec/policy.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
@@ -253,6 +254,56 @@ TEST(FusedSampling, NormalDrawsHaveTheHeadsLocAndScale) {
   auto [m, s] = stats(fused->act(obs, InteractionType::kRandom).get("action"));
   EXPECT_TRUE(((m - loc).abs() <= 5 * scale / std::sqrt(double(n))).all().item<bool>()) << m << loc;
   EXPECT_TRUE(((s - scale).abs() <= 0.02 * scale).all().item<bool>()) << s << scale;
+}
+
+// The log-probs the plan writes beside its random samples are LibTorch's log_prob of those
+// samples (tanh_normal: the plan scores the pre-tanh value, LibTorch the action through atanh,
+// so they agree where the action is not saturated).
+void expect_sampled_log_probs_match(const std::function<std::unique_ptr<Actor>(ActorOptions)>& make,
+                                    int64_t obs_size, const std::string& name, double tolerance) {
+  auto fused = make(ActorOptions().backend(Backend::kFused).seed(4));
+  auto reference = make(ActorOptions().backend(Backend::kLibTorch));
+  ASSERT_TRUE(fused && reference);
+  at::manual_seed(17);
+  const int64_t batch = 1000;
+  TensorDict obs({{"observation", at::randn({batch, obs_size})}}, {batch});
+  TensorDict sampled = fused->act(obs, InteractionType::kRandom);
+  auto* seq = dynamic_cast<nn::ProbabilisticTensorDictSequentialImpl*>(reference->module().get());
+  ASSERT_NE(seq, nullptr) << name;
+  TensorDict given({{"observation", obs.get("observation")}, {"action", sampled.get("action")}}, {batch});
+  at::Tensor expected;
+  {
+    c10::InferenceMode inference;
+    expected = std::get<at::Tensor>(seq->log_prob(given));
+  }
+  at::Tensor got = sampled.get("action_log_prob");
+  ASSERT_EQ(got.sizes(), expected.sizes()) << name;
+  at::Tensor ok = (got - expected).abs().le(tolerance + tolerance * expected.abs()).logical_or(got.eq(expected));
+  if (name == "tanh_normal" || name == "pendulum") {
+    // Only where LibTorch's atanh(action) is well conditioned.
+    at::Tensor y = sampled.get("action").abs();
+    at::Tensor interior = (y < 1.9).all(-1);  // away from -2/2 (pendulum) and -3 (the test head; its +1 bound is kept)
+    ok = ok.logical_or(interior.logical_not());
+    EXPECT_GT(interior.to(at::kFloat).mean().item<float>(), 0.5) << name;
+  }
+  EXPECT_TRUE(ok.all().item<bool>()) << name << ": max diff " << (got - expected).abs().max().item<double>();
+}
+
+TEST(FusedSampling, LogProbsOfSampledActionsEqualLibTorchsLogProbOfThoseActions) {
+  expect_sampled_log_probs_match(
+      [](ActorOptions o) { return *Actor::Load(policy_path("cartpole_categorical.pbtxt"), o); }, 4, "cartpole", 1e-5);
+  expect_sampled_log_probs_match(
+      [](ActorOptions o) { return *Actor::Load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3, "pendulum",
+      1e-4);
+  const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
+      {"normal", {kNormalHead, 6}}, {"independent_normal", {kIndependentNormalHead, 4}},
+      {"tanh_normal", {kTanhNormalHead, 4}}, {"delta", {kDeltaHead, 3}}};
+  uint64_t seed = 200;
+  for (const auto& [name, head] : heads) {
+    const std::string text = mlp_spec("relu", true, head.first, head.second, seed++);
+    expect_sampled_log_probs_match([&](ActorOptions o) { return load_spec_text(text, o); }, 5, name,
+                                   name == "tanh_normal" ? 1e-4 : 1e-5);
+  }
 }
 
 TEST(FusedSampling, SaturatedTanhNormalSamplesHaveFiniteLogProbs) {
