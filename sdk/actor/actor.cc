@@ -150,19 +150,35 @@ class Actor::Impl {
     }
     std::vector<at::Tensor> outs;
     std::vector<fused::FusedPlan::Destination> destinations;
+    // Integer entries (categorical samples) go through a per-thread float buffer and are
+    // converted in a loop: cheaper at batch 1 than a dispatched .to(kLong).
+    thread_local std::vector<float> integers;
+    int64_t integer_floats = 0;
+    for (int s : slots) integer_floats += plan->slot(s).integer ? batch * plan->slot(s).width : 0;
+    if (static_cast<int64_t>(integers.size()) < integer_floats) integers.resize(integer_floats);
+    int64_t integer_offset = 0;
     for (int s : slots) {
       std::vector<int64_t> shape = {batch};
       const auto& slot = plan->slot(s);
       shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
-      outs.push_back(at::empty(shape, at::kFloat));
-      destinations.push_back({s, outs.back().data_ptr<float>()});
+      outs.push_back(at::empty(shape, slot.integer ? at::kLong : at::kFloat));
+      if (slot.integer) {
+        destinations.push_back({s, integers.data() + integer_offset});
+        integer_offset += batch * slot.width;
+      } else {
+        destinations.push_back({s, outs.back().data_ptr<float>()});
+      }
     }
     plan->run(obs.data_ptr<float>(), batch, fused_type(type), {options.seed(), fused_calls.fetch_add(1)},
               destinations.data(), static_cast<int>(destinations.size()));
     TensorDict out = options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
     for (size_t i = 0; i < slots.size(); ++i) {
       const auto& slot = plan->slot(slots[i]);
-      out.set(slot.key, slot.integer ? outs[i].to(at::kLong) : outs[i]);
+      if (slot.integer) {
+        int64_t* to = outs[i].data_ptr<int64_t>();
+        for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
+      }
+      out.set(slot.key, outs[i]);
     }
     return out;
   }
