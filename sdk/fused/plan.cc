@@ -46,7 +46,7 @@ struct Op {
   float lb = 0, eps = 1e-5f;
 };
 
-enum class HeadKind { kNone, kCategorical, kNormal, kIndependentNormal, kTanhNormal, kDelta };
+enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
 
 struct Head {
   HeadKind kind = HeadKind::kNone;
@@ -329,17 +329,25 @@ struct FusedPlan::Impl {
     int64_t sample_width = 0;
     std::vector<int64_t> sample_shape, lp_shape;
     bool integer = false;
-    if (head.name == "categorical") {
-      head.kind = HeadKind::kCategorical;
+    if (head.name == "categorical" || head.name == "one_hot_categorical" || head.name == "bernoulli") {
+      head.kind = head.name == "categorical" ? HeadKind::kCategorical
+                  : head.name == "bernoulli" ? HeadKind::kBernoulli : HeadKind::kOneHotCategorical;
       head.p0 = param("logits");
       if (head.p0 < 0) {
         head.p0 = param("probs");
         head.from_probs = true;
       }
-      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": categorical without logits or probs"));
+      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": ", head.name, " without logits or probs"));
       head.width = slots[head.p0].width;
-      sample_width = 1;
-      integer = true;
+      if (head.kind == HeadKind::kCategorical) {
+        sample_width = 1;
+        integer = true;
+      } else {
+        sample_width = head.width;
+        sample_shape = {head.width};
+        integer = head.kind == HeadKind::kOneHotCategorical;  // one-hot int64; Bernoulli floats
+        if (head.kind == HeadKind::kBernoulli) lp_shape = {head.width};  // one event per element
+      }
     } else if (head.name == "normal" || head.name == "independent_normal" || head.name == "tanh_normal") {
       head.kind = head.name == "normal" ? HeadKind::kNormal
                   : head.name == "tanh_normal" ? HeadKind::kTanhNormal : HeadKind::kIndependentNormal;
@@ -517,6 +525,45 @@ struct FusedPlan::Impl {
     float* sample = at(head.sample);
     float* lp = at(head.log_prob);
     switch (head.kind) {
+      case HeadKind::kBernoulli: {
+        const float* p = at(head.p0);
+        for (int64_t r = 0; r < rows; ++r) {
+          Philox4x32::Counter bits{};
+          for (int64_t j = 0; j < d; ++j) {
+            const float given = p[r * d + j];
+            // Bernoulli keeps both: probs as given (or sigmoid(logits)), logits as given (or
+            // log(p) - log1p(-p) of p clamped inside (0, 1)).
+            float logit = given, prob = given;
+            if (head.from_probs) {
+              const float eps = std::numeric_limits<float>::epsilon();
+              const float c = std::min(std::max(given, eps), 1.0f - eps);
+              logit = std::log(c) - std::log1p(-c);
+            } else {
+              prob = 1.0f / (1.0f + std::exp(-given));
+            }
+            float value;
+            if (random) {
+              if (j % 4 == 0) {
+                bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
+                            static_cast<uint32_t>(first_row + r), static_cast<uint32_t>(j / 4)});
+              }
+              value = uniform01(bits[j % 4]) < prob ? 1.0f : 0.0f;
+            } else if (type == nn::InteractionType::kMean) {
+              value = prob;
+            } else {  // mode (and deterministic: the mode, its support being discrete)
+              value = prob == 0.5f ? std::numeric_limits<float>::quiet_NaN() : (prob >= 0.5f ? 1.0f : 0.0f);
+            }
+            sample[r * d + j] = value;
+            if (want_log_prob) {
+              const double l = logit;
+              const double sp = std::max(l, 0.0) + std::log1p(std::exp(-std::abs(l)));
+              lp[r * d + j] = static_cast<float>(value * l - sp);
+            }
+          }
+        }
+        return;
+      }
+      case HeadKind::kOneHotCategorical:
       case HeadKind::kCategorical: {
         const float* p = at(head.p0);
         for (int64_t r = 0; r < rows; ++r) {
@@ -555,12 +602,15 @@ struct FusedPlan::Impl {
             if (choice < 0) choice = 0;
           } else {
             // argmax of the probabilities: the first maximal logit.
-            const float* src = head.from_probs ? row : row;
             for (int64_t k = 1; k < k_max; ++k) {
-              if (src[k] > src[choice]) choice = k;
+              if (row[k] > row[choice]) choice = k;
             }
           }
-          sample[r] = static_cast<float>(choice);
+          if (head.kind == HeadKind::kOneHotCategorical) {
+            for (int64_t k = 0; k < d; ++k) sample[r * d + k] = k == choice ? 1.0f : 0.0f;
+          } else {
+            sample[r] = static_cast<float>(choice);
+          }
           if (want_log_prob) lp[r] = logits[choice];
         }
         return;
@@ -662,7 +712,11 @@ absl::Status FusedPlan::check(nn::InteractionType type) const {
       ok = type != T::kMedian;
       break;
     case HeadKind::kCategorical:
+    case HeadKind::kOneHotCategorical:  // its mean (the probabilities) is not a one-hot action
       ok = type != T::kMean && type != T::kMedian;
+      break;
+    case HeadKind::kBernoulli:
+      ok = type != T::kMedian;
       break;
     case HeadKind::kTanhNormal:
       ok = type == T::kRandom || type == T::kDeterministic;

@@ -13,11 +13,12 @@
 // ProbabilisticTensorDictSequential; TensorDictModules around Mlp (every activation, layer_norm),
 // torch::nn::Linear, MappingModule (the built-in mappings), NormalParamExtractor,
 // AddStateIndependentNormalScale; at most one ProbabilisticTensorDictModule, last, with
-// categorical, normal, independent_normal, tanh_normal or delta (no num_samples, no own
-// generator). Anything else is "not lowerable": lower() returns an error naming the module's
-// path in the spec and why. Interaction types a head has no closed form for (what LibTorch
-// throws for, or estimates by drawing: categorical mean/median, independent_normal median,
-// tanh_normal mode/median/mean, delta median) are reported by check(); the actor runs those on LibTorch.
+// categorical, one_hot_categorical, bernoulli, normal, independent_normal, tanh_normal or delta
+// (no num_samples, no own generator). Anything else is "not lowerable": lower() returns an
+// error naming the module's path in the spec and why. Interaction types a head has no closed
+// form for (what LibTorch throws for, or estimates by drawing: (one-hot) categorical
+// mean/median, bernoulli, independent_normal and delta median, tanh_normal mode/median/mean)
+// are reported by check(); the actor runs those on LibTorch.
 //
 // Randomness: Philox4x32-10 keyed by the stream's seed, counter (call, row, block): a call's
 // draws depend on (seed, call, row) only. Normals by Box-Muller, categorical by inverse CDF.

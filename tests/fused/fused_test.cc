@@ -75,6 +75,14 @@ const char* kCategoricalHead =
     "modules { probabilistic { in_keys_map { name: 'logits' key: 'params' } out_keys: 'action' distribution: "
     "'categorical' return_log_prob: true "
     "log_prob_key: 'action_log_prob' } }";
+const char* kOneHotHead =
+    "modules { probabilistic { in_keys_map { name: 'logits' key: 'params' } out_keys: 'action' distribution: "
+    "'one_hot_categorical' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+const char* kBernoulliHead =
+    "modules { network { in_keys: 'params' out_keys: 'probs' network { mapping { name: 'biased_softplus_0.3_0.1' } } } }\n"
+    "modules { network { in_keys: 'probs' out_keys: 'p' network { linear { in_features: 3 out_features: 3 } } } }\n"
+    "modules { probabilistic { in_keys_map { name: 'logits' key: 'p' } out_keys: 'action' distribution: "
+    "'bernoulli' return_log_prob: true log_prob_key: 'action_log_prob' } }";
 const char* kNormalHead =
     "modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { normal_param_extractor { "
     "scale_mapping: 'softplus' } } } }\n"
@@ -194,6 +202,8 @@ TEST(FusedParity, EveryActivationWithAndWithoutLayerNormEqualsLibTorch) {
 TEST(FusedParity, EveryHeadEqualsLibTorch) {
   const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
       {"categorical", {kCategoricalHead, 4}},
+      {"one_hot_categorical", {kOneHotHead, 4}},
+      {"bernoulli", {kBernoulliHead, 3}},
       {"normal", {kNormalHead, 6}},
       {"independent_normal", {kIndependentNormalHead, 4}},
       {"tanh_normal", {kTanhNormalHead, 4}},
@@ -296,6 +306,7 @@ TEST(FusedSampling, LogProbsOfSampledActionsEqualLibTorchsLogProbOfThoseActions)
       [](ActorOptions o) { return *Actor::Load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3, "pendulum",
       1e-4);
   const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
+      {"one_hot_categorical", {kOneHotHead, 4}}, {"bernoulli", {kBernoulliHead, 3}},
       {"normal", {kNormalHead, 6}}, {"independent_normal", {kIndependentNormalHead, 4}},
       {"tanh_normal", {kTanhNormalHead, 4}}, {"delta", {kDeltaHead, 3}}};
   uint64_t seed = 200;
@@ -303,6 +314,33 @@ TEST(FusedSampling, LogProbsOfSampledActionsEqualLibTorchsLogProbOfThoseActions)
     const std::string text = mlp_spec("relu", true, head.first, head.second, seed++);
     expect_sampled_log_probs_match([&](ActorOptions o) { return load_spec_text(text, o); }, 5, name,
                                    name == "tanh_normal" ? 1e-4 : 1e-5);
+  }
+}
+
+TEST(FusedSampling, BernoulliAndOneHotFrequenciesOver1e5DrawsAreTheProbabilities) {
+  const int64_t n = 100000;
+  at::Tensor row = at::linspace(-1, 1, 5).to(at::kFloat);
+  TensorDict one({{"observation", row.unsqueeze(0)}}, {1});
+  TensorDict obs({{"observation", row.expand({n, 5}).contiguous()}}, {n});
+  {
+    const std::string text = mlp_spec("tanh", false, kBernoulliHead, 3, 77);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+    at::Tensor probs = reference->act(one, InteractionType::kMean).get("action")[0].to(at::kDouble);
+    at::Tensor freq = fused->act(obs, InteractionType::kRandom).get("action").to(at::kDouble).mean(0);
+    EXPECT_TRUE(((freq - probs).abs() <= 5 * (probs * (1 - probs) / n).sqrt() + 1e-9).all().item<bool>())
+        << freq << probs;
+  }
+  {
+    const std::string text = mlp_spec("tanh", false, kOneHotHead, 4, 78);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).return_all_entries(true));
+    at::Tensor probs = reference->act(one, InteractionType::kMode).get("params")[0].to(at::kDouble).softmax(-1);
+    at::Tensor action = fused->act(obs, InteractionType::kRandom).get("action");
+    EXPECT_TRUE(action.sum(-1).eq(1).all().item<bool>());  // one-hot rows
+    at::Tensor freq = action.to(at::kDouble).mean(0);
+    EXPECT_TRUE(((freq - probs).abs() <= 5 * (probs * (1 - probs) / n).sqrt() + 1e-9).all().item<bool>())
+        << freq << probs;
   }
 }
 
