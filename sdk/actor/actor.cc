@@ -8,9 +8,11 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <stdexcept>
 
+#include "sdk/fused/plan.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/generator_scope.h"
@@ -55,6 +57,7 @@ class Actor::Impl {
         generator(make_generator(options.device(), options.seed())),
         state_keys(spec::state_keys(checked(policy).spec)),
         probabilistic(dynamic_cast<nn::ProbabilisticModuleInterface*>(policy.module.get())) {
+    lower_fused();
     policy.module->to(options.device());
     policy.module->eval();
     for (const std::string& key : policy.spec.output_keys()) {
@@ -83,6 +86,107 @@ class Actor::Impl {
   std::vector<std::vector<int64_t>> state_shapes;
   std::mutex state_mutex;
   std::optional<TensorDict> state;
+
+  // ---- the fused CPU plan (sdk/fused) ----
+  std::shared_ptr<const fused::FusedPlan> plan;
+  absl::Status plan_status = absl::OkStatus();
+  // Calls on the plan so far: the Philox counter of the next one.
+  std::atomic<uint64_t> fused_calls{0};
+
+  void lower_fused() {
+    if (options.backend() == Backend::kLibTorch) {
+      plan_status = absl::FailedPreconditionError("the actor's backend is kLibTorch");
+      return;
+    }
+    if (!options.device().is_cpu()) {
+      plan_status = absl::FailedPreconditionError(absl::StrCat("the fused plan runs on the CPU, the actor on ",
+                                                               options.device().str()));
+    } else if (!state_keys.empty()) {
+      plan_status = absl::UnimplementedError("recurrent policies are not lowered to the fused plan yet");
+    }
+    if (plan_status.ok()) {
+      auto lowered = fused::FusedPlan::lower(policy);
+      if (lowered.ok()) {
+        plan = *std::move(lowered);
+      } else {
+        plan_status = lowered.status();
+      }
+    }
+    if (!plan && options.backend() == Backend::kFused) {
+      // The recurrent check comes first, but a module-level reason names the module: prefer it.
+      auto lowered = fused::FusedPlan::lower(policy);
+      const std::string why = lowered.ok() ? std::string(plan_status.message()) : std::string(lowered.status().message());
+      throw std::invalid_argument(absl::StrCat("backend kFused: ", why));
+    }
+  }
+
+  nn::InteractionType fused_type(std::optional<nn::InteractionType> type) const {
+    return type.value_or(plan->default_interaction_type());
+  }
+
+  bool fused_for(int64_t batch, std::optional<nn::InteractionType> type) const {
+    if (!plan) return false;
+    if (options.backend() == Backend::kAuto && batch > options.fused_max_batch()) return false;
+    return plan->check(fused_type(type)).ok();
+  }
+
+  // act() on the plan, or nothing when this call takes the LibTorch path.
+  std::optional<TensorDict> try_fused(const TensorDict& observation, std::optional<nn::InteractionType> type,
+                                      bool has_generator) {
+    if (!plan || has_generator || observation.batch_size().size() != 1) {
+      return std::nullopt;
+    }
+    const int64_t batch = observation.batch_size()[0];
+    if (!fused_for(batch, type) || !observation.contains(plan->input_key())) return std::nullopt;
+    at::Tensor obs = observation.get(plan->input_key());
+    if (obs.scalar_type() != at::kFloat || !obs.device().is_cpu() || obs.dim() != 2 ||
+        obs.size(1) != plan->observation_size()) {
+      return std::nullopt;
+    }
+    c10::InferenceMode inference;
+    obs = obs.contiguous();
+    // return_all_entries: the observation's entries, then every entry the modules write.
+    std::vector<int> slots = plan->output_slots();
+    if (options.return_all_entries()) {
+      slots.clear();
+      for (int s = 0; s < plan->slot_count(); ++s) {
+        if (s != plan->input_slot() && plan->slot(s).key != NestedKey("_")) slots.push_back(s);
+      }
+    }
+    std::vector<at::Tensor> outs;
+    std::vector<fused::FusedPlan::Destination> destinations;
+    // Integer entries (categorical samples) go through a per-thread float buffer and are
+    // converted in a loop: cheaper at batch 1 than a dispatched .to(kLong).
+    thread_local std::vector<float> integers;
+    int64_t integer_floats = 0;
+    for (int s : slots) integer_floats += plan->slot(s).integer ? batch * plan->slot(s).width : 0;
+    if (static_cast<int64_t>(integers.size()) < integer_floats) integers.resize(integer_floats);
+    int64_t integer_offset = 0;
+    for (int s : slots) {
+      std::vector<int64_t> shape = {batch};
+      const auto& slot = plan->slot(s);
+      shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
+      outs.push_back(at::empty(shape, slot.integer ? at::kLong : at::kFloat));
+      if (slot.integer) {
+        destinations.push_back({s, integers.data() + integer_offset});
+        integer_offset += batch * slot.width;
+      } else {
+        destinations.push_back({s, outs.back().data_ptr<float>()});
+      }
+    }
+    plan->run(obs.data_ptr<float>(), batch, fused_type(type), {options.seed(), fused_calls.fetch_add(1)},
+              destinations.data(), static_cast<int>(destinations.size()));
+    TensorDict out = options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const auto& slot = plan->slot(slots[i]);
+      if (slot.integer) {
+        int64_t* to = outs[i].data_ptr<int64_t>();
+        for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
+      }
+      out.set(slot.key, outs[i]);
+    }
+    return out;
+  }
 };
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options) {
@@ -117,6 +221,7 @@ TensorDict Actor::act(const TensorDict& observation) { return act(observation, i
 TensorDict Actor::act(const TensorDict& observation, std::optional<nn::InteractionType> type,
                       std::optional<at::Generator> generator) {
   Impl& self = *impl_;
+  if (auto fused = self.try_fused(observation, type, generator.has_value())) return *std::move(fused);
   c10::InferenceMode inference;
   nn::CompositeLpAggregateGuard aggregate(self.lp_aggregate, /*thread_local_only=*/true);
   const nn::SampleRequest request{type, generator.value_or(self.generator)};
@@ -212,6 +317,52 @@ void Actor::reset(const at::Tensor& env_mask) {
 void Actor::reset() {
   std::lock_guard<std::mutex> lock(impl_->state_mutex);
   impl_->state.reset();
+}
+
+absl::Status Actor::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
+                             std::optional<nn::InteractionType> type) {
+  Impl& self = *impl_;
+  if (!self.plan) {
+    return absl::FailedPreconditionError(absl::StrCat("Actor.act_flat needs the fused plan: ", self.plan_status.message()));
+  }
+  if (!type) type = self.options.interaction_type();
+  const fused::FusedPlan& plan = *self.plan;
+  if (self.fused_for(batch, type)) {
+    return plan.run_flat(observation, batch, self.fused_type(type), {self.options.seed(), self.fused_calls.fetch_add(1)},
+                         fused::FlatOutputs{action, log_prob});
+  }
+  if (batch < 0 || (batch > 0 && (observation == nullptr || action == nullptr))) {
+    return absl::InvalidArgumentError("Actor.act_flat: a negative batch, or a null observation or action buffer");
+  }
+  // LibTorch: larger batches under kAuto, and interaction types the plan has no closed form for.
+  try {
+    at::Tensor obs = at::from_blob(const_cast<float*>(observation), {batch, plan.observation_size()}, at::kFloat);
+    TensorDict out = act(TensorDict({{plan.input_key(), obs}}, {batch}), type);
+    auto copy = [&](int slot, float* to) {
+      const auto& s = plan.slot(slot);
+      at::Tensor value = out.get(s.key).to(at::kFloat).contiguous();
+      std::copy(value.data_ptr<float>(), value.data_ptr<float>() + batch * s.width, to);
+    };
+    copy(plan.action_slot(), action);
+    if (log_prob != nullptr) {
+      if (plan.log_prob_slot() < 0) return absl::InvalidArgumentError("Actor.act_flat: the policy writes no log-prob");
+      copy(plan.log_prob_slot(), log_prob);
+    }
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("Actor.act_flat: ", error.what()));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Actor::flat_observation_size() const { return impl_->plan ? impl_->plan->observation_size() : 0; }
+int64_t Actor::flat_action_size() const { return impl_->plan ? impl_->plan->action_size() : 0; }
+bool Actor::uses_fused(int64_t batch, std::optional<nn::InteractionType> type) const {
+  return impl_->fused_for(batch, type);
+}
+absl::Status Actor::fused_status() const { return impl_->plan_status; }
+std::vector<std::string> Actor::describe_backend() const {
+  if (impl_->plan) return impl_->plan->description();
+  return {absl::StrCat("module: LibTorch (", impl_->plan_status.message(), ")")};
 }
 
 void Actor::set_interaction_type(std::optional<nn::InteractionType> type) { impl_->options.interaction_type(type); }

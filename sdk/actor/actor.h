@@ -25,6 +25,32 @@
 // but interleaved, so for per-thread reproducibility use one actor per thread or pass a
 // generator per call. set_interaction_type() is not synchronized with act().
 //
+// The fused CPU path (sdk/fused, issue 14): at load a CPU actor lowers what it can of its
+// policy to a static float32 plan that runs without LibTorch's dispatcher (about a microsecond
+// at batch 1 for the CartPole and Pendulum policies). ActorOptions::backend chooses: kAuto (the
+// default) uses the plan at batch sizes <= fused_max_batch and LibTorch above, or when the
+// policy does not lower (fused_status() says why); kLibTorch never builds a plan; kFused makes a
+// policy that does not lower a load error naming the module and the reason. Both paths give
+// the same keys and shapes; deterministic types the same values to 1e-5. The plan's draws come
+// from a counter-based Philox stream seeded by ActorOptions::seed: which values a call draws
+// depends on the seed and the call's index only, so a seeded actor repeats its draws on any
+// number of threads. Calls given an explicit generator, observations with several batch dims, recurrent
+// policies and interaction types without a closed form (categorical MEAN, tanh_normal MODE...)
+// run on LibTorch.
+//
+// The flat API, for simulators that hold plain arrays (caller-owned buffers; no allocation per
+// call on the fused path after a thread's first call):
+//
+//   std::vector<float> obs(n * actor->flat_observation_size()), act(n * actor->flat_action_size()), lp(n);
+//   absl::Status s = actor->act_flat(obs.data(), n, act.data(), lp.data());   // lp may be null
+//
+// observation is [n, flat_observation_size()] row-major float32 (the spec's one input);
+// action gets [n, flat_action_size()] (the probabilistic module's sample; categorical indices
+// as floats) and log_prob [n] (or [n, flat_action_size()] for a per-element "normal"). It
+// needs a lowerable policy (else FailedPrecondition with the reason); at batch sizes above
+// fused_max_batch under kAuto, and for interaction types the plan lacks, it runs act() on
+// LibTorch and copies out.
+//
 // This header includes no protobuf or torch::nn headers: spec() and module() return types that
 // are only declared here; include "tdpolicy/spec.pb.h" / "sdk/nn/tensordict_module_base.h" (or
 // "sdk/spec/policy.h") to use them. Actor is movable, not copyable; a moved-from Actor may only
@@ -63,6 +89,9 @@ struct Policy;
 
 namespace tdp::actor {
 
+// Which implementation runs act(); see the header comment.
+enum class Backend { kAuto, kLibTorch, kFused };
+
 struct ActorOptions {
   // How act() takes actions unless a call says otherwise. Empty: no type is imposed, and each
   // probabilistic module uses its own default_interaction_type (the spec's, else tensordict's),
@@ -85,6 +114,10 @@ struct ActorOptions {
   // of the TensorDict the policy produced: the observation, intermediate entries and outputs
   // (true; what `tdp run` prints).
   TORCH_ARG(bool, return_all_entries) = false;
+  // The fused CPU plan or LibTorch (CPU devices only; see the header comment).
+  TORCH_ARG(Backend, backend) = Backend::kAuto;
+  // Under kAuto, the largest batch the fused plan runs (measured: tests/benchmarks/fused_benchmark.cc).
+  TORCH_ARG(int64_t, fused_max_batch) = 64;
 };
 
 class Actor {
@@ -116,6 +149,18 @@ class Actor {
   void reset(const at::Tensor& env_mask);
   // Forgets the kept recurrent state entirely (the next call starts from zeros for any N).
   void reset();
+
+  // The flat API (see the header comment). `type` for this call; empty: the actor's.
+  absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob = nullptr,
+                        std::optional<nn::InteractionType> type = std::nullopt);
+  int64_t flat_observation_size() const;  // 0 without a fused plan
+  int64_t flat_action_size() const;
+  // Whether a call of `batch` rows under `type` runs on the fused plan.
+  bool uses_fused(int64_t batch, std::optional<nn::InteractionType> type) const;
+  // OK when the policy lowered to a fused plan; else why not (or that kLibTorch was asked).
+  absl::Status fused_status() const;
+  // One line per module: its path in the spec and which path runs it.
+  std::vector<std::string> describe_backend() const;
 
   void set_interaction_type(std::optional<nn::InteractionType> type);
   const ActorOptions& options() const;

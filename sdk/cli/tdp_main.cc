@@ -56,6 +56,9 @@ ABSL_FLAG(std::string, seed, "", "run, bench: seed of the actor's random stream 
 ABSL_FLAG(std::string, lp_aggregate, "",
           "run, bench: true sums a composite distribution's log-probs into one entry, false keeps "
           "one per part (default: COMPOSITE_LP_AGGREGATE, else false)");
+ABSL_FLAG(std::string, backend, "auto",
+          "run, bench: auto (the fused CPU plan at small batches, else LibTorch), libtorch or fused "
+          "(a policy that cannot be lowered is then an error naming the module)");
 ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
 ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
 ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
@@ -85,14 +88,15 @@ constexpr const char* kUsageText =
     "commands:\n"
     "  validate SPEC   load the spec (parse, validate, build, parameters) and run its self tests;\n"
     "                  prints OK: <name> <version>\n"
-    "  describe SPEC   the module tree, the inputs (shape, dtype), the output keys and the\n"
-    "                  parameter count of each top-level module\n"
+    "  describe SPEC   the module tree, the inputs (shape, dtype), the output keys, the\n"
+    "                  parameter count of each top-level module and the path (fused CPU plan or\n"
+    "                  LibTorch) each module takes, and why\n"
     "  run SPEC --input=FILE.json [--interaction=mode|median|mean|random|deterministic]\n"
-    "           [--seed=N] [--lp_aggregate=true|false]\n"
+    "           [--seed=N] [--lp_aggregate=true|false] [--backend=auto|libtorch|fused]\n"
     "                  runs the policy on a JSON object of named tensors (nested lists; nested\n"
     "                  keys as nested objects; --input=- reads stdin) and prints the resulting\n"
     "                  TensorDict as JSON on stdout\n"
-    "  bench SPEC --batch=B [--iterations=N] [--warmup=N] [--interaction=...]\n"
+    "  bench SPEC --batch=B [--iterations=N] [--warmup=N] [--interaction=...] [--backend=...]\n"
     "                  times calls on random inputs of the declared shapes at batch B\n"
     "\n"
     "flags: --threads=N sets LibTorch's intra-op threads (run, bench).\n"
@@ -145,6 +149,7 @@ struct RunFlags {
   std::optional<bool> lp_aggregate;
   std::optional<uint64_t> seed;
   int32_t threads = 0;
+  tdp::actor::Backend backend = tdp::actor::Backend::kAuto;
 
   static absl::StatusOr<RunFlags> parse() {
     RunFlags flags;
@@ -171,6 +176,15 @@ struct RunFlags {
         return absl::InvalidArgumentError(absl::StrCat("--seed: expected a non-negative integer, got \"", seed, "\""));
       }
       flags.seed = value;
+    }
+    const std::string backend = absl::GetFlag(FLAGS_backend);
+    if (backend == "libtorch") {
+      flags.backend = tdp::actor::Backend::kLibTorch;
+    } else if (backend == "fused") {
+      flags.backend = tdp::actor::Backend::kFused;
+    } else if (backend != "auto") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend: expected auto, libtorch or fused, got \"", backend, "\""));
     }
     flags.threads = absl::GetFlag(FLAGS_threads);
     if (flags.threads < 0) return absl::InvalidArgumentError("--threads: expected 0 or more");
@@ -222,7 +236,8 @@ absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string&
                                      .seed(flags.seed.value_or(0))
                                      .composite_lp_aggregate(flags.lp_aggregate)
                                      .run_self_tests(false)
-                                     .return_all_entries(return_all_entries),
+                                     .return_all_entries(return_all_entries)
+                                     .backend(flags.backend),
                                  load);
 }
 
@@ -293,6 +308,9 @@ int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
     std::cout << "  " << name << " (" << child->type_name() << "): " << with_commas(parameter_count(*child)) << "\n";
   }
   std::cout << "  total: " << with_commas(parameter_count(*module)) << "\n";
+  std::cout << "\nbackend (auto: the fused CPU plan up to batch " << (*actor)->options().fused_max_batch()
+            << ", LibTorch above):\n";
+  for (const std::string& line : (*actor)->describe_backend()) std::cout << "  " << line << "\n";
   return kOk;
 }
 

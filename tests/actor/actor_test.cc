@@ -296,5 +296,50 @@ TEST(ActorTest, LoadErrorsAreStatuses) {
       << broken.status();
 }
 
+// ---- ActorOptions::backend (the fused CPU plan, sdk/fused; its numerics are tests/fused) ----
+
+TEST(ActorBackendTest, AutoIsTheDefaultAndUsesTheFusedPlanUpToFusedMaxBatch) {
+  EXPECT_EQ(ActorOptions().backend(), Backend::kAuto);
+  EXPECT_EQ(ActorOptions().fused_max_batch(), 64);
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().fused_max_batch(8)));
+  ASSERT_OK(actor->fused_status());
+  EXPECT_TRUE(actor->uses_fused(8, InteractionType::kRandom));
+  EXPECT_FALSE(actor->uses_fused(9, InteractionType::kRandom));
+  ASSERT_OK_AND_ASSIGN(auto libtorch, load(kCategorical, ActorOptions().backend(Backend::kLibTorch)));
+  EXPECT_FALSE(libtorch->fused_status().ok());
+  EXPECT_FALSE(libtorch->uses_fused(1, InteractionType::kRandom));
+  EXPECT_EQ(libtorch->act_flat(nullptr, 0, nullptr).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ActorBackendTest, EveryBackendReturnsTheSameKeysShapesAndDtypes) {
+  for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic}) {
+    TensorDict obs = observations(5);
+    std::vector<TensorDict> outs;
+    for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+      ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(backend)));
+      outs.push_back(actor->act(obs, type));
+    }
+    for (const TensorDict& out : outs) {
+      ASSERT_EQ(out.keys(), outs[1].keys());
+      for (const auto& key : out.keys()) {
+        EXPECT_EQ(out.get(key).sizes(), outs[1].get(key).sizes()) << key.to_string();
+        EXPECT_EQ(out.get(key).scalar_type(), outs[1].get(key).scalar_type()) << key.to_string();
+      }
+    }
+    if (type == InteractionType::kDeterministic) {
+      EXPECT_TRUE(outs[0].get("action").equal(outs[1].get("action")));
+    }
+  }
+}
+
+TEST(ActorBackendTest, FusedOnAPolicyThatDoesNotLowerIsALoadError) {
+  auto actor = Actor::load("policies/recurrent_gru.pbtxt", ActorOptions().backend(Backend::kFused));
+  ASSERT_FALSE(actor.ok());
+  EXPECT_THAT(std::string(actor.status().message()),
+              testing::HasSubstr("backend kFused: not lowerable to the fused CPU plan: module.sequential.modules[0]"));
+  ASSERT_OK_AND_ASSIGN(auto fallback, Actor::load("policies/recurrent_gru.pbtxt"));  // kAuto: LibTorch
+  EXPECT_FALSE(fallback->uses_fused(1, InteractionType::kRandom));
+}
+
 }  // namespace
 }  // namespace tdp::actor

@@ -43,7 +43,10 @@ using tdp::nn::InteractionType;
 constexpr uint64_t kSeed = 0;
 
 std::unique_ptr<tdp::actor::Actor> load(const std::string& spec) {
-  auto actor = tdp::actor::Actor::load(spec, tdp::actor::ActorOptions().seed(kSeed));
+  // The LibTorch path, as before the fused plan existed (fused_benchmark.cc times that one), so
+  // these rows stay comparable with earlier runs and with the Python peer.
+  auto actor = tdp::actor::Actor::load(
+      spec, tdp::actor::ActorOptions().seed(kSeed).backend(tdp::actor::Backend::kLibTorch));
   if (!actor.ok()) return nullptr;
   return std::move(*actor);
 }

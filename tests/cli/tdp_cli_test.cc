@@ -97,6 +97,10 @@ TEST(TdpCli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(bad_seed.exit_code, 2);
   EXPECT_THAT(bad_seed.err, StartsWith("tdp: --seed: expected a non-negative integer, got \"-3\"\n"));
 
+  Result bad_backend = tdp({"run", kActor, "--input=" + kInput, "--backend=gpu"});
+  EXPECT_EQ(bad_backend.exit_code, 2);
+  EXPECT_THAT(bad_backend.err, StartsWith("tdp: --backend: expected auto, libtorch or fused, got \"gpu\"\n"));
+
   Result no_batch = tdp({"bench", kActor});
   EXPECT_EQ(no_batch.exit_code, 2);
   EXPECT_THAT(no_batch.err, StartsWith("tdp: bench needs --batch=B with B > 0\n"));
@@ -208,6 +212,27 @@ TEST(TdpCli, Describe) {
   // MLP 4 -> 8 -> 4: 4*8 + 8 + 8*4 + 4; Linear 2 -> 3: 2*3 + 3.
   EXPECT_THAT(describe.out, HasSubstr("parameters:\n  trunk (TensorDictModule): 76\n  goal (TensorDictModule): 9\n"));
   EXPECT_THAT(describe.out, HasSubstr("  total: 85\n"));
+  // Two inputs: the fused plan takes one, so every module runs on LibTorch, and says why.
+  EXPECT_THAT(describe.out, HasSubstr("backend (auto: the fused CPU plan up to batch 64, LibTorch above):\n"
+                                      "  module: LibTorch (not lowerable to the fused CPU plan: inputs: "));
+}
+
+TEST(TdpCli, DescribeShowsTheFusedPathOfEachModule) {
+  Result describe = tdp({"describe", runfile("policies/pendulum_tanh_gaussian.pbtxt")});
+  ASSERT_EQ(describe.exit_code, 0) << describe.err;
+  EXPECT_THAT(describe.out, HasSubstr("  module.probabilistic_sequential.modules[0]: fused (Mlp 3->2, tanh)\n"
+                                      "  module.probabilistic_sequential.modules[1]: fused (NormalParamExtractor)\n"
+                                      "  module.probabilistic_sequential.modules[2]: fused (tanh_normal, default "
+                                      "deterministic)\n"));
+}
+
+TEST(TdpCli, BackendFusedOnARecurrentPolicyFailsNamingTheModule) {
+  Result run = tdp({"bench", kRecurrent, "--batch=2", "--iterations=1", "--warmup=0", "--backend=fused"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("backend kFused: not lowerable to the fused CPU plan: module.sequential.modules[0]"));
+  Result libtorch = tdp({"bench", kRecurrent, "--batch=2", "--iterations=1", "--warmup=0", "--backend=libtorch"});
+  EXPECT_EQ(libtorch.exit_code, 0) << libtorch.err;
+  EXPECT_THAT(libtorch.out, HasSubstr(" us"));
 }
 
 TEST(TdpCli, RunPrintsTheOutputTensorDictAsJson) {

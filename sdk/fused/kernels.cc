@@ -1,0 +1,105 @@
+#include "sdk/fused/kernels.h"
+
+#include <cmath>
+
+#include "sdk/fused/math.h"
+
+namespace tdp::fused {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TDP_FUSED_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TDP_FUSED_CLONES
+#endif
+
+namespace {
+
+// Rows [r, r + R) times columns [o0, o0 + C) of the output, accumulated in registers: the
+// weights are read once per R rows and the outputs stored once (C and R are constants, so the
+// accumulators are vector registers).
+template <int R, int C>
+inline void block(const float* __restrict x, int64_t in, const float* __restrict wt, const float* __restrict bias,
+                  int64_t out, int64_t o0, float* __restrict y) {
+  float acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = bias != nullptr ? bias[o0 + c] : 0.0f;
+  }
+  for (int64_t i = 0; i < in; ++i) {
+    const float* w = wt + i * out + o0;
+    for (int r = 0; r < R; ++r) {
+      const float xi = x[r * in + i];
+      for (int c = 0; c < C; ++c) acc[r][c] += xi * w[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) y[r * out + o0 + c] = acc[r][c];
+  }
+}
+
+template <int R>
+inline void rows_block(const float* __restrict x, int64_t in, const float* __restrict wt,
+                       const float* __restrict bias, int64_t out, float* __restrict y) {
+  int64_t o = 0;
+  // 64 outputs: 8 independent AVX2 accumulators hide the add latency (16 measured 25% slower
+  // on a 64-wide hidden layer; the baseline SSE clone spills some of them, and stays correct).
+  for (; o + 64 <= out; o += 64) block<R, 64>(x, in, wt, bias, out, o, y);
+  for (; o + 16 <= out; o += 16) block<R, 16>(x, in, wt, bias, out, o, y);
+  for (; o + 4 <= out; o += 4) block<R, 4>(x, in, wt, bias, out, o, y);
+  for (; o < out; ++o) block<R, 1>(x, in, wt, bias, out, o, y);
+}
+
+}  // namespace
+
+TDP_FUSED_CLONES
+void linear(const float* __restrict x, int64_t rows, int64_t in, const float* __restrict wt,
+            const float* __restrict bias, int64_t out, float* __restrict y) {
+  // One row at a time: blocking 2 or 4 rows (weights read once per block) measured slower here,
+  // the accumulators spilling out of the 16 vector registers.
+  for (int64_t r = 0; r < rows; ++r) rows_block<1>(x + r * in, in, wt, bias, out, y + r * out);
+}
+
+void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * width;
+    double mean = 0;
+    for (int64_t i = 0; i < width; ++i) mean += xr[i];
+    mean /= static_cast<double>(width);
+    double var = 0;
+    for (int64_t i = 0; i < width; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<double>(width);
+    const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+    const float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < width; ++i) xr[i] = (xr[i] - m) * inv * gamma[i] + beta[i];
+  }
+}
+
+TDP_FUSED_CLONES
+void activate(Activation activation, float* __restrict x, int64_t n) {
+  switch (activation) {
+    case Activation::kIdentity:
+      return;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = fast_tanh(x[i]);
+      return;
+    case Activation::kRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      return;
+    case Activation::kElu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : std::expm1(x[i]);
+      return;
+    case Activation::kGelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+      return;
+    case Activation::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.01f * x[i];
+      return;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + fast_exp(-x[i]));
+      return;
+    case Activation::kSoftplus:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 20.0f ? x[i] : std::log1p(std::exp(x[i]));
+      return;
+  }
+}
+
+}  // namespace tdp::fused

@@ -1,0 +1,784 @@
+#include "sdk/fused/plan.h"
+
+#include <ATen/ATen.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "sdk/fused/math.h"
+#include "sdk/fused/philox.h"
+#include "sdk/nn/networks.h"
+#include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/nn/tensordict_sequential.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
+#include "sdk/spec/keys.h"
+#include "sdk/spec/policy.h"
+
+namespace tdp::fused {
+namespace {
+
+// Rows computed together: bounds the per-thread scratch whatever the batch size.
+constexpr int64_t kTile = 64;
+constexpr int kMaxDestinations = 16;
+
+struct Mapping {
+  enum Kind { kNone, kSoftplus, kExp, kRelu, kExpln, kAbs, kBiasedSoftplus } kind = kNone;
+  float shift = 0, min_val = 0;
+};
+
+struct Op {
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale } kind;
+  int in = -1, out = -1, out2 = -1;
+  int64_t in_w = 0, out_w = 0;
+  int64_t w = -1, b = -1;  // arena offsets
+  Activation activation = Activation::kIdentity;
+  Mapping mapping;
+  float lb = 0, eps = 1e-5f;
+};
+
+enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
+
+struct Head {
+  HeadKind kind = HeadKind::kNone;
+  std::string path, name;
+  int p0 = -1, p1 = -1;  // logits|probs / loc / param ; scale
+  bool from_probs = false;
+  int sample = -1, log_prob = -1;
+  int64_t width = 0;  // event width (categorical: number of classes)
+  nn::InteractionType default_type = nn::InteractionType::kDeterministic;
+  bool tanh_loc = false;
+  float upscale = 5.0f;
+  double low = -1.0, high = 1.0;
+  bool safe_tanh = true;
+  double atol = 1e-6, rtol = 1e-6;
+};
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+float apply_mapping(const Mapping& m, float x) {
+  switch (m.kind) {
+    case Mapping::kNone: return x;
+    case Mapping::kSoftplus: return softplus(x);
+    case Mapping::kExp: return std::exp(x);
+    case Mapping::kRelu: return x > 0.0f ? x : 0.0f;
+    case Mapping::kExpln: return x <= 0.0f ? std::exp(x) : std::log1p(x) + 1.0f;
+    case Mapping::kAbs: return std::fabs(x);
+    case Mapping::kBiasedSoftplus: return softplus(x + m.shift) + m.min_val;
+  }
+  return x;
+}
+
+// The built-in mappings of sdk/nn/mappings.cc, by name; false for a custom one.
+bool parse_mapping(const std::string& name, Mapping& m) {
+  static const std::pair<const char*, Mapping::Kind> simple[] = {
+      {"none", Mapping::kNone}, {"softplus", Mapping::kSoftplus}, {"exp", Mapping::kExp},
+      {"relu", Mapping::kRelu}, {"expln", Mapping::kExpln},       {"abs", Mapping::kAbs}};
+  for (const auto& [n, kind] : simple) {
+    if (name == n) {
+      m.kind = kind;
+      return true;
+    }
+  }
+  double bias = 1.0, min_val = 0.01;
+  const std::string prefix = "biased_softplus_";
+  if (name != "biased_softplus") {
+    if (name.rfind(prefix, 0) != 0) return false;
+    std::vector<std::string> parts = absl::StrSplit(name.substr(prefix.size()), '_');
+    if (parts.size() > 2 || !absl::SimpleAtod(parts[0], &bias) ||
+        (parts.size() == 2 && !absl::SimpleAtod(parts[1], &min_val))) {
+      return false;
+    }
+  }
+  m.kind = Mapping::kBiasedSoftplus;
+  m.shift = static_cast<float>(std::log(std::max(std::expm1(bias - min_val), 1e-6)));
+  m.min_val = static_cast<float>(min_val);
+  return true;
+}
+
+Activation parse_activation(const std::string& name) {
+  if (name == "tanh") return Activation::kTanh;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "elu") return Activation::kElu;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "leaky_relu") return Activation::kLeakyRelu;
+  if (name == "sigmoid") return Activation::kSigmoid;
+  if (name == "softplus") return Activation::kSoftplus;
+  if (name == "identity") return Activation::kIdentity;
+  throw std::invalid_argument("unknown activation " + name);
+}
+
+struct NotLowerable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Scratch {
+  std::unique_ptr<float[]> data;
+  int64_t size = 0;
+};
+
+float* thread_scratch(int64_t floats) {
+  thread_local Scratch scratch;
+  if (scratch.size < floats) {
+    scratch.data.reset(new float[floats]);
+    scratch.size = floats;
+  }
+  return scratch.data.get();
+}
+
+constexpr double kLog2 = 0.69314718055994530942;
+constexpr double kHalfLog2Pi = 0.91893853320467274178;
+
+}  // namespace
+
+struct FusedPlan::Impl {
+  std::vector<Slot> slots;
+  std::vector<int64_t> slot_offset;  // per slot, in the tile scratch
+  int64_t scratch_per_tile = 0;
+  std::vector<float> arena;
+  std::vector<Op> ops;
+  Head head;
+  int input = -1;
+  std::vector<int> outputs;
+  int action = -1;
+  std::vector<std::string> description;
+
+  // ---- lowering ---------------------------------------------------------------------------
+
+  int find(const NestedKey& key, const std::string& path) const {
+    for (int i = static_cast<int>(slots.size()) - 1; i >= 0; --i) {
+      if (slots[i].key == key) return i;
+    }
+    throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
+  }
+  int add_slot(NestedKey key, int64_t width, std::vector<int64_t> shape, bool integer = false) {
+    slots.push_back(Slot{std::move(key), width, std::move(shape), integer});
+    return static_cast<int>(slots.size()) - 1;
+  }
+  int add_temp(int64_t width) { return add_slot(NestedKey("_"), width, {width}); }
+  int64_t put(const at::Tensor& t) {
+    at::Tensor c = t.detach().to(at::kFloat).contiguous();
+    const int64_t at_offset = static_cast<int64_t>(arena.size());
+    arena.insert(arena.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    return at_offset;
+  }
+  int add_linear(int in, const torch::nn::LinearImpl& linear, int out_slot) {
+    Op op{Op::kLinear};
+    op.in = in;
+    op.in_w = linear.options.in_features();
+    op.out_w = linear.options.out_features();
+    if (slots[in].width != op.in_w) {
+      throw NotLowerable(absl::StrCat("a Linear with in_features ", op.in_w, " reads a value of width ", slots[in].width));
+    }
+    op.out = out_slot < 0 ? add_temp(op.out_w) : out_slot;
+    op.w = put(linear.weight.t());
+    if (linear.options.bias()) op.b = put(linear.bias);
+    ops.push_back(op);
+    return op.out;
+  }
+
+  void network(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& inner = module.module();
+    const auto& in_keys = module.in_keys();
+    const auto& out_keys = module.out_keys_source();
+    auto need = [&](size_t ins, size_t outs, const char* what) {
+      if (in_keys.size() != ins || out_keys.size() != outs) {
+        throw NotLowerable(absl::StrCat(path, ": a ", what, " module with ", in_keys.size(), " in_keys and ",
+                                        out_keys.size(), " out_keys"));
+      }
+    };
+    if (auto* mlp = dynamic_cast<const nn::MlpImpl*>(inner.get())) {
+      need(1, 1, "Mlp");
+      const auto& o = mlp->options();
+      const Activation activation = parse_activation(o.activation());
+      int x = find(in_keys[0], path);
+      std::shared_ptr<torch::nn::Module> layers = mlp->named_children()["layers"];
+      const auto children = layers->children();
+      for (size_t i = 0; i < children.size(); ++i) {
+        if (auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(children[i].get())) {
+          x = add_linear(x, *linear, -1);
+        } else if (auto* norm = dynamic_cast<const torch::nn::LayerNormImpl*>(children[i].get())) {
+          if (!norm->options.elementwise_affine() || norm->options.normalized_shape().size() != 1) {
+            throw NotLowerable(absl::StrCat(path, ": a LayerNorm without a 1-D affine shape"));
+          }
+          Op op{Op::kLayerNorm};
+          op.in = op.out = x;
+          op.out_w = slots[x].width;
+          op.eps = static_cast<float>(norm->options.eps());
+          op.w = put(norm->weight);
+          op.b = put(norm->bias);
+          ops.push_back(op);
+        } else {
+          Op op{Op::kActivation};
+          op.in = op.out = x;
+          op.out_w = slots[x].width;
+          op.activation = activation;
+          ops.push_back(op);
+        }
+      }
+      output(x, out_keys[0]);
+      description.push_back(absl::StrCat(path, ": fused (Mlp ", o.in_features(), "->", o.out_features(), ", ",
+                                         o.activation(), o.layer_norm() ? ", layer_norm" : "", ")"));
+    } else if (auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(inner.get())) {
+      need(1, 1, "Linear");
+      output(add_linear(find(in_keys[0], path), *linear, -1), out_keys[0]);
+      description.push_back(absl::StrCat(path, ": fused (Linear)"));
+    } else if (auto* mapping = dynamic_cast<const nn::MappingModuleImpl*>(inner.get())) {
+      need(1, 1, "MappingModule");
+      Op op{Op::kMapping};
+      if (!parse_mapping(mapping->name(), op.mapping)) {
+        throw NotLowerable(absl::StrCat(path, ": the mapping '", mapping->name(), "' is a custom one (C++ code)"));
+      }
+      op.in = find(in_keys[0], path);
+      op.out_w = slots[op.in].width;
+      op.out = add_temp(op.out_w);
+      ops.push_back(op);
+      output(op.out, out_keys[0]);
+      description.push_back(absl::StrCat(path, ": fused (mapping ", mapping->name(), ")"));
+    } else if (auto* npe = dynamic_cast<const nn::NormalParamExtractorImpl*>(inner.get())) {
+      need(1, 2, "NormalParamExtractor");
+      Op op{Op::kSplitNormal};
+      if (!parse_mapping(npe->options().scale_mapping(), op.mapping)) {
+        throw NotLowerable(absl::StrCat(path, ": the scale mapping '", npe->options().scale_mapping(), "' is a custom one"));
+      }
+      op.in = find(in_keys[0], path);
+      if (slots[op.in].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
+      op.out_w = slots[op.in].width / 2;
+      op.lb = static_cast<float>(npe->options().scale_lb());
+      op.out = add_temp(op.out_w);
+      op.out2 = add_temp(op.out_w);
+      ops.push_back(op);
+      output(op.out, out_keys[0]);
+      output(op.out2, out_keys[1]);
+      description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor)"));
+    } else if (auto* add = dynamic_cast<const nn::AddStateIndependentNormalScaleImpl*>(inner.get())) {
+      need(1, 2, "AddStateIndependentNormalScale");
+      Op op{Op::kAddScale};
+      op.in = find(in_keys[0], path);
+      op.out_w = slots[op.in].width;
+      if (add->options().scale_shape() != std::vector<int64_t>{op.out_w}) {
+        throw NotLowerable(absl::StrCat(path, ": a scale_shape other than [loc width]"));
+      }
+      // The scale is state-independent: LibTorch computes it once here, so it matches exactly.
+      {
+        c10::InferenceMode guard;
+        auto [loc, scale] = const_cast<nn::AddStateIndependentNormalScaleImpl*>(add)->forward(
+            at::zeros({1, op.out_w}));
+        op.w = put(scale.reshape({-1}));
+      }
+      op.out = add_temp(op.out_w);
+      op.out2 = add_temp(op.out_w);
+      ops.push_back(op);
+      output(op.out, out_keys[0]);
+      output(op.out2, out_keys[1]);
+      description.push_back(absl::StrCat(path, ": fused (AddStateIndependentNormalScale)"));
+    } else {
+      const std::string what = inner ? inner->name() : "a function";
+      const bool recurrent = dynamic_cast<const nn::GruCellImpl*>(inner.get()) != nullptr ||
+                             dynamic_cast<const nn::LstmCellImpl*>(inner.get()) != nullptr;
+      throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what,
+                                      recurrent ? " (recurrent cells are not lowered yet)" : " (no fused kernel for it)"));
+    }
+  }
+
+  // Names slot `s` `key` (a "_" key drops it).
+  void output(int s, const NestedKey& key) {
+    if (key == NestedKey("_")) return;
+    slots[s].key = key;
+  }
+
+  void probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, const std::string& path) {
+    const auto& o = module.options();
+    if (head.kind != HeadKind::kNone) throw NotLowerable(absl::StrCat(path, ": a second probabilistic module"));
+    if (o.is_composite()) throw NotLowerable(absl::StrCat(path, ": a composite distribution"));
+    if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
+    if (o.generator().has_value() || o.generator_key().has_value()) {
+      throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
+    }
+    const auto sample_keys = module.dist_sample_keys();
+    if (sample_keys.size() != 1) throw NotLowerable(absl::StrCat(path, ": several sample keys"));
+    head.path = path;
+    head.name = o.distribution().to_string();
+    head.default_type = o.default_interaction_type();
+    const auto& kwargs = o.distribution_kwargs();
+    auto kw = [&](const char* name, double fallback) {
+      auto it = kwargs.find(name);
+      return it == kwargs.end() ? fallback : it->second.toDouble();
+    };
+    auto param = [&](const std::string& name) {
+      for (size_t i = 0; i < o.dist_keys().size(); ++i) {
+        if (o.dist_keys()[i] == name) return find(o.in_keys()[i], path);
+      }
+      return -1;
+    };
+    for (const auto& [name, value] : kwargs) {
+      static const char* known[] = {"low", "high", "upscale", "tanh_loc", "safe_tanh", "event_dims", "atol", "rtol"};
+      if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return name == k; }) == std::end(known)) {
+        throw NotLowerable(absl::StrCat(path, ": the distribution kwarg '", name, "'"));
+      }
+    }
+    int64_t sample_width = 0;
+    std::vector<int64_t> sample_shape, lp_shape;
+    bool integer = false;
+    if (head.name == "categorical" || head.name == "one_hot_categorical" || head.name == "bernoulli") {
+      head.kind = head.name == "categorical" ? HeadKind::kCategorical
+                  : head.name == "bernoulli" ? HeadKind::kBernoulli : HeadKind::kOneHotCategorical;
+      head.p0 = param("logits");
+      if (head.p0 < 0) {
+        head.p0 = param("probs");
+        head.from_probs = true;
+      }
+      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": ", head.name, " without logits or probs"));
+      head.width = slots[head.p0].width;
+      if (head.kind == HeadKind::kCategorical) {
+        sample_width = 1;
+        integer = true;
+      } else {
+        sample_width = head.width;
+        sample_shape = {head.width};
+        integer = head.kind == HeadKind::kOneHotCategorical;  // one-hot int64; Bernoulli floats
+        if (head.kind == HeadKind::kBernoulli) lp_shape = {head.width};  // one event per element
+      }
+    } else if (head.name == "normal" || head.name == "independent_normal" || head.name == "tanh_normal") {
+      head.kind = head.name == "normal" ? HeadKind::kNormal
+                  : head.name == "tanh_normal" ? HeadKind::kTanhNormal : HeadKind::kIndependentNormal;
+      head.p0 = param("loc");
+      head.p1 = param("scale");
+      if (head.p0 < 0 || head.p1 < 0 || param("low") >= 0 || param("high") >= 0) {
+        throw NotLowerable(absl::StrCat(path, ": ", head.name, " reads parameters other than (loc, scale)"));
+      }
+      head.width = slots[head.p0].width;
+      if (slots[head.p1].width != head.width) throw NotLowerable(absl::StrCat(path, ": loc and scale widths differ"));
+      if (kwargs.count("event_dims") && kwargs.at("event_dims").toLong() != 1) {
+        throw NotLowerable(absl::StrCat(path, ": event_dims other than 1"));
+      }
+      head.tanh_loc = kwargs.count("tanh_loc") && kwargs.at("tanh_loc").toBool();
+      head.upscale = static_cast<float>(kw("upscale", 5.0));
+      head.low = kw("low", -1.0);
+      head.high = kw("high", 1.0);
+      head.safe_tanh = !kwargs.count("safe_tanh") || kwargs.at("safe_tanh").toBool();
+      sample_width = head.width;
+      sample_shape = {head.width};
+      if (head.kind == HeadKind::kNormal) lp_shape = {head.width};
+    } else if (head.name == "delta") {
+      head.kind = HeadKind::kDelta;
+      head.p0 = param("param");
+      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": delta without param"));
+      head.width = slots[head.p0].width;
+      head.atol = kw("atol", 1e-6);
+      head.rtol = kw("rtol", 1e-6);
+      sample_width = head.width;
+      sample_shape = {head.width};  // one event per row (Delta's event shape is param's last dim)
+    } else {
+      throw NotLowerable(absl::StrCat(path, ": the distribution '", head.name, "' has no fused kernel"));
+    }
+    head.sample = add_slot(sample_keys[0], sample_width, sample_shape, integer);
+    NestedKey lp_key("_");  // computed on request (the flat API), not an entry, without return_log_prob
+    for (const NestedKey& key : module.out_keys()) {
+      if (key != sample_keys[0]) lp_key = key;
+    }
+    head.log_prob = add_slot(lp_key, static_cast<int64_t>(std::max<size_t>(1, lp_shape.empty() ? 1 : lp_shape[0])),
+                             lp_shape);
+    description.push_back(absl::StrCat(path, ": fused (", head.name, ", default ",
+                                       std::string(nn::to_string(head.default_type)), ")"));
+  }
+
+  void module(const nn::TensorDictModuleBase& m, const std::string& path) {
+    if (auto* pseq = dynamic_cast<const nn::ProbabilisticTensorDictSequentialImpl*>(&m)) {
+      if (pseq->prob_options().return_composite().value_or(false)) {
+        throw NotLowerable(absl::StrCat(path, ": return_composite"));
+      }
+      for (size_t i = 0; i < pseq->modules().size(); ++i) {
+        module(*pseq->modules()[i], absl::StrCat(path, ".probabilistic_sequential.modules[", i, "]"));
+      }
+    } else if (auto* seq = dynamic_cast<const nn::TensorDictSequentialImpl*>(&m)) {
+      for (size_t i = 0; i < seq->modules().size(); ++i) {
+        module(*seq->modules()[i], absl::StrCat(path, ".sequential.modules[", i, "]"));
+      }
+    } else if (auto* td = dynamic_cast<const nn::TensorDictModuleImpl*>(&m)) {
+      if (head.kind != HeadKind::kNone) throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one"));
+      network(*td, path);
+    } else if (auto* p = dynamic_cast<const nn::ProbabilisticTensorDictModuleImpl*>(&m)) {
+      probabilistic(*p, path);
+    } else {
+      throw NotLowerable(absl::StrCat(path, ": a ", m.type_name(), " (no fused kernel for it)"));
+    }
+  }
+
+  void lower(const spec::Policy& policy) {
+    const auto& spec = policy.spec;
+    // Every input gets a slot first, so that a module the plan cannot run is what the error
+    // names (a GRU policy's second input is its hidden state); then one input is required.
+    std::string input_problem;
+    for (int i = 0; i < spec.inputs_size(); ++i) {
+      const auto& in = spec.inputs(i);
+      auto key = spec::parse_key(in.key());
+      if (in.shape_size() != 1 || (in.dtype() != tdpolicy::FLOAT32 && in.dtype() != tdpolicy::DTYPE_UNSPECIFIED) ||
+          !key.ok()) {
+        input_problem = absl::StrCat("inputs[", i, "] (", in.key(), "): the plan takes float32 vectors");
+        continue;
+      }
+      const int s = add_slot(*key, in.shape(0), {in.shape(0)});
+      if (input < 0) input = s;
+    }
+    module(*policy.module, "module");
+    if (!input_problem.empty()) throw NotLowerable(input_problem);
+    if (spec.inputs_size() != 1) {
+      throw NotLowerable(absl::StrCat("inputs: the plan takes one input, the spec declares ", spec.inputs_size()));
+    }
+    for (const std::string& text : spec.output_keys()) {
+      outputs.push_back(find(*spec::parse_key(text), absl::StrCat("output_keys (", text, ")")));
+    }
+    if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
+    action = head.kind != HeadKind::kNone ? head.sample : outputs.empty() ? input : outputs[0];
+    for (const Slot& s : slots) {
+      slot_offset.push_back(scratch_per_tile);
+      // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
+      scratch_per_tile += (kTile * s.width + 15) / 16 * 16;
+    }
+  }
+
+  // ---- running ------------------------------------------------------------------------------
+
+  void run_ops(float* scratch, int64_t rows) const {
+    auto at = [&](int s) { return scratch + slot_offset[s]; };
+    for (const Op& op : ops) {
+      switch (op.kind) {
+        case Op::kLinear:
+          linear(at(op.in), rows, op.in_w, arena.data() + op.w, op.b >= 0 ? arena.data() + op.b : nullptr, op.out_w,
+                 at(op.out));
+          break;
+        case Op::kLayerNorm:
+          layer_norm(at(op.out), rows, op.out_w, arena.data() + op.w, arena.data() + op.b, op.eps);
+          break;
+        case Op::kActivation:
+          activate(op.activation, at(op.out), rows * op.out_w);
+          break;
+        case Op::kMapping: {
+          const float* x = at(op.in);
+          float* y = at(op.out);
+          for (int64_t i = 0; i < rows * op.out_w; ++i) y[i] = apply_mapping(op.mapping, x[i]);
+          break;
+        }
+        case Op::kSplitNormal: {
+          const float* x = at(op.in);
+          float* loc = at(op.out);
+          float* scale = at(op.out2);
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              loc[r * d + j] = x[r * 2 * d + j];
+              scale[r * d + j] = std::max(apply_mapping(op.mapping, x[r * 2 * d + d + j]), op.lb);
+            }
+          }
+          break;
+        }
+        case Op::kAddScale: {
+          const float* x = at(op.in);
+          float* loc = at(op.out);
+          float* scale = at(op.out2);
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              loc[r * d + j] = x[r * d + j];
+              scale[r * d + j] = arena[op.w + j];
+            }
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  // Standard normals for (call, row): element j from block j / 4.
+  static void normals(const Philox4x32& rng, const RandomStream& stream, uint64_t row, int64_t n, float* out) {
+    for (int64_t j = 0; j < n; j += 4) {
+      const auto r = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
+                          static_cast<uint32_t>(row), static_cast<uint32_t>(j / 4)});
+      for (int pair = 0; pair < 2; ++pair) {
+        const float u1 = uniform01_open0(r[2 * pair]);
+        const float u2 = uniform01(r[2 * pair + 1]);
+        const float radius = std::sqrt(-2.0f * std::log(u1));
+        const float angle = 6.283185307179586f * u2;
+        if (j + 2 * pair < n) out[j + 2 * pair] = radius * std::cos(angle);
+        if (j + 2 * pair + 1 < n) out[j + 2 * pair + 1] = radius * std::sin(angle);
+      }
+    }
+  }
+
+  void run_head(float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,
+                const RandomStream& stream, bool want_log_prob) const {
+    if (head.kind == HeadKind::kNone) return;
+    auto at = [&](int s) { return scratch + slot_offset[s]; };
+    const bool random = type == nn::InteractionType::kRandom;
+    const Philox4x32 rng(stream.seed);
+    const int64_t d = head.width;
+    float* sample = at(head.sample);
+    float* lp = at(head.log_prob);
+    switch (head.kind) {
+      case HeadKind::kBernoulli: {
+        const float* p = at(head.p0);
+        for (int64_t r = 0; r < rows; ++r) {
+          Philox4x32::Counter bits{};
+          for (int64_t j = 0; j < d; ++j) {
+            const float given = p[r * d + j];
+            // Bernoulli keeps both: probs as given (or sigmoid(logits)), logits as given (or
+            // log(p) - log1p(-p) of p clamped inside (0, 1)).
+            float logit = given, prob = given;
+            if (head.from_probs) {
+              const float eps = std::numeric_limits<float>::epsilon();
+              const float c = std::min(std::max(given, eps), 1.0f - eps);
+              logit = std::log(c) - std::log1p(-c);
+            } else {
+              prob = 1.0f / (1.0f + std::exp(-given));
+            }
+            float value;
+            if (random) {
+              if (j % 4 == 0) {
+                bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
+                            static_cast<uint32_t>(first_row + r), static_cast<uint32_t>(j / 4)});
+              }
+              value = uniform01(bits[j % 4]) < prob ? 1.0f : 0.0f;
+            } else if (type == nn::InteractionType::kMean) {
+              value = prob;
+            } else {  // mode (and deterministic: the mode, its support being discrete)
+              value = prob == 0.5f ? std::numeric_limits<float>::quiet_NaN() : (prob >= 0.5f ? 1.0f : 0.0f);
+            }
+            sample[r * d + j] = value;
+            if (want_log_prob) {
+              const double l = logit;
+              const double sp = std::max(l, 0.0) + std::log1p(std::exp(-std::abs(l)));
+              lp[r * d + j] = static_cast<float>(value * l - sp);
+            }
+          }
+        }
+        return;
+      }
+      case HeadKind::kOneHotCategorical:
+      case HeadKind::kCategorical: {
+        const float* p = at(head.p0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = p + r * d;
+          // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
+          float logits[256];
+          const int64_t k_max = std::min<int64_t>(d, 256);
+          if (head.from_probs) {
+            double total = 0;
+            for (int64_t k = 0; k < k_max; ++k) total += row[k];
+            const float eps = std::numeric_limits<float>::epsilon();
+            for (int64_t k = 0; k < k_max; ++k) {
+              logits[k] = std::log(std::min(std::max(static_cast<float>(row[k] / total), eps), 1.0f - eps));
+            }
+          } else {
+            float m = row[0];
+            for (int64_t k = 1; k < k_max; ++k) m = std::max(m, row[k]);
+            double sum = 0;
+            for (int64_t k = 0; k < k_max; ++k) sum += std::exp(static_cast<double>(row[k]) - m);
+            const float lse = static_cast<float>(m + std::log(sum));
+            for (int64_t k = 0; k < k_max; ++k) logits[k] = row[k] - lse;
+          }
+          int64_t choice = 0;
+          if (random) {
+            const auto bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
+                                   static_cast<uint32_t>(first_row + r), 0});
+            const double u = uniform01(bits[0]);
+            double cdf = 0;
+            choice = -1;
+            for (int64_t k = 0; k < k_max; ++k) {
+              const double pk = std::exp(static_cast<double>(logits[k]));
+              cdf += pk;
+              if (pk > 0) choice = k;  // the last class with mass, should rounding leave u >= cdf
+              if (u < cdf && pk > 0) break;
+            }
+            if (choice < 0) choice = 0;
+          } else {
+            // argmax of the probabilities: the first maximal logit.
+            for (int64_t k = 1; k < k_max; ++k) {
+              if (row[k] > row[choice]) choice = k;
+            }
+          }
+          if (head.kind == HeadKind::kOneHotCategorical) {
+            for (int64_t k = 0; k < d; ++k) sample[r * d + k] = k == choice ? 1.0f : 0.0f;
+          } else {
+            sample[r] = static_cast<float>(choice);
+          }
+          if (want_log_prob) lp[r] = logits[choice];
+        }
+        return;
+      }
+      case HeadKind::kDelta: {
+        const float* p = at(head.p0);
+        for (int64_t i = 0; i < rows * d; ++i) sample[i] = p[i];
+        if (want_log_prob) {
+          // The sample is the parameter itself: always inside Delta's tolerance.
+          for (int64_t r = 0; r < rows; ++r) lp[r] = std::numeric_limits<float>::infinity();
+        }
+        return;
+      }
+      case HeadKind::kNormal:
+      case HeadKind::kIndependentNormal:
+      case HeadKind::kTanhNormal: {
+        const bool tanh_head = head.kind == HeadKind::kTanhNormal;
+        const bool per_element = head.kind == HeadKind::kNormal;
+        const float* locs = at(head.p0);
+        const float* scales = at(head.p1);
+        const bool bounded = head.low != -1.0 || head.high != 1.0;
+        const float half = static_cast<float>((head.high - head.low) / 2);
+        const float shift = static_cast<float>((head.high + head.low) / 2);
+        const float lim = static_cast<float>(1.0 - 1e-6);
+        const double log_half = std::log(std::abs((head.high - head.low) / 2));
+        float eps[256];
+        for (int64_t r = 0; r < rows; ++r) {
+          if (random) normals(rng, stream, first_row + r, std::min<int64_t>(d, 256), eps);
+          double total = 0;
+          for (int64_t j = 0; j < d; ++j) {
+            float loc = locs[r * d + j];
+            const float scale = scales[r * d + j];
+            if (head.tanh_loc) {
+              loc = std::tanh(loc / head.upscale) * head.upscale;
+              if (tanh_head && bounded) loc = loc + half + static_cast<float>(head.low);
+            }
+            const float x = random ? loc + eps[j] * scale : loc;
+            float y = x;
+            if (tanh_head) {
+              y = std::tanh(x);
+              if (head.safe_tanh) y = std::min(std::max(y, -lim), lim);
+              if (bounded) y = shift == 0.0f ? y * half : y * half + shift;
+            }
+            sample[r * d + j] = y;
+            if (!want_log_prob) continue;
+            double pre = x;
+            if (tanh_head && !random) {
+              // Scored from the action, as LibTorch's log_prob(action) does.
+              float z = bounded ? (shift == 0.0f ? y : y - shift) / half : y;
+              if (head.safe_tanh) z = std::min(std::max(z, -lim), lim);
+              pre = std::atanh(z);
+            }
+            const double diff = (pre - loc) / scale;
+            double value = -0.5 * diff * diff - std::log(static_cast<double>(scale)) - kHalfLog2Pi;
+            if (tanh_head) {
+              const double t = -2.0 * pre;
+              const double sp = t > 20.0 ? t : std::log1p(std::exp(t));
+              value -= 2.0 * (kLog2 - pre - sp) + (bounded ? log_half : 0.0);
+            }
+            if (per_element) {
+              lp[r * d + j] = static_cast<float>(value);
+            } else {
+              total += value;
+            }
+          }
+          if (want_log_prob && !per_element) lp[r] = static_cast<float>(total);
+        }
+        return;
+      }
+      case HeadKind::kNone:
+        return;
+    }
+  }
+};
+
+FusedPlan::FusedPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FusedPlan::~FusedPlan() = default;
+
+absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const spec::Policy& policy) {
+  if (policy.module == nullptr) return absl::InvalidArgumentError("the policy has no module");
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->lower(policy);
+  } catch (const std::exception& error) {
+    return absl::UnimplementedError(absl::StrCat("not lowerable to the fused CPU plan: ", error.what()));
+  }
+  return std::shared_ptr<const FusedPlan>(new FusedPlan(std::move(impl)));
+}
+
+absl::Status FusedPlan::check(nn::InteractionType type) const {
+  const Head& h = impl_->head;
+  bool ok = true;
+  using T = nn::InteractionType;
+  switch (h.kind) {
+    case HeadKind::kNone:
+    case HeadKind::kNormal:
+      break;
+    case HeadKind::kIndependentNormal:  // Independent has no icdf: LibTorch raises for MEDIAN
+      ok = type != T::kMedian;
+      break;
+    case HeadKind::kCategorical:
+    case HeadKind::kOneHotCategorical:  // its mean (the probabilities) is not a one-hot action
+      ok = type != T::kMean && type != T::kMedian;
+      break;
+    case HeadKind::kBernoulli:
+      ok = type != T::kMedian;
+      break;
+    case HeadKind::kTanhNormal:
+      ok = type == T::kRandom || type == T::kDeterministic;
+      break;
+    case HeadKind::kDelta:
+      ok = type != T::kMedian;
+      break;
+  }
+  if (ok) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(h.path, ": ", h.name, " under interaction type ",
+                                                    std::string(nn::to_string(type)),
+                                                    " has no closed form here (LibTorch's path raises or estimates it)"));
+}
+
+nn::InteractionType FusedPlan::default_interaction_type() const { return impl_->head.default_type; }
+const NestedKey& FusedPlan::input_key() const { return impl_->slots[impl_->input].key; }
+int64_t FusedPlan::observation_size() const { return impl_->slots[impl_->input].width; }
+const std::vector<int>& FusedPlan::output_slots() const { return impl_->outputs; }
+int FusedPlan::slot_count() const { return static_cast<int>(impl_->slots.size()); }
+int FusedPlan::input_slot() const { return impl_->input; }
+const FusedPlan::Slot& FusedPlan::slot(int index) const { return impl_->slots[index]; }
+int FusedPlan::action_slot() const { return impl_->action; }
+int FusedPlan::log_prob_slot() const { return impl_->head.kind == HeadKind::kNone ? -1 : impl_->head.log_prob; }
+int64_t FusedPlan::action_size() const { return impl_->slots[impl_->action].width; }
+int64_t FusedPlan::log_prob_size() const {
+  return log_prob_slot() < 0 ? 0 : impl_->slots[impl_->head.log_prob].width;
+}
+const std::vector<std::string>& FusedPlan::description() const { return impl_->description; }
+
+void FusedPlan::run(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
+                    const Destination* destinations, int count) const {
+  const Impl& p = *impl_;
+  float* scratch = thread_scratch(p.scratch_per_tile);
+  bool want_log_prob = false;
+  for (int i = 0; i < count; ++i) want_log_prob |= destinations[i].slot == p.head.log_prob;
+  const int64_t in_w = p.slots[p.input].width;
+  for (int64_t first = 0; first < batch; first += kTile) {
+    const int64_t rows = std::min(kTile, batch - first);
+    std::copy(observation + first * in_w, observation + (first + rows) * in_w, scratch + p.slot_offset[p.input]);
+    p.run_ops(scratch, rows);
+    p.run_head(scratch, rows, static_cast<uint64_t>(first), type, stream, want_log_prob);
+    for (int i = 0; i < count; ++i) {
+      const int s = destinations[i].slot;
+      const int64_t w = p.slots[s].width;
+      const float* src = scratch + p.slot_offset[s];
+      std::copy(src, src + rows * w, destinations[i].data + first * w);
+    }
+  }
+}
+
+absl::Status FusedPlan::run_flat(const float* observation, int64_t batch, nn::InteractionType type,
+                                 const RandomStream& stream, const FlatOutputs& out) const {
+  if (batch < 0 || (batch > 0 && (observation == nullptr || out.action == nullptr))) {
+    return absl::InvalidArgumentError("run_flat: a negative batch, or a null observation or action buffer");
+  }
+  if (out.log_prob != nullptr && log_prob_slot() < 0) {
+    return absl::InvalidArgumentError("run_flat: a log_prob buffer was given, but the policy has no probabilistic module");
+  }
+  if (absl::Status s = check(type); !s.ok()) return s;
+  Destination d[2] = {{action_slot(), out.action}, {log_prob_slot(), out.log_prob}};
+  run(observation, batch, type, stream, d, out.log_prob != nullptr ? 2 : 1);
+  return absl::OkStatus();
+}
+
+}  // namespace tdp::fused

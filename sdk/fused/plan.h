@@ -1,0 +1,119 @@
+// FusedPlan: a policy lowered, once, to a static list of float32 kernels over one contiguous
+// weight arena, so that a small policy runs at batch 1 in about a microsecond instead of tens
+// through LibTorch's dispatcher. tdp::actor::Actor builds one at load (ActorOptions::backend)
+// and replays it; it is also usable on its own.
+//
+//   absl::StatusOr<std::shared_ptr<const tdp::fused::FusedPlan>> plan = tdp::fused::FusedPlan::lower(policy);
+//   if (!plan.ok()) std::cerr << plan.status();   // "module.sequential.modules[0]: a GruCell ..."
+//   float obs[4] = {0, 0, 0.05f, 0}, action[1], log_prob[1];
+//   tdp::fused::FlatOutputs out{action, log_prob};
+//   absl::Status s = (*plan)->run_flat(obs, /*batch=*/1, tdp::nn::InteractionType::kRandom, {seed, call}, out);
+//
+// What lowers: one float32 input of one dim; (nested) TensorDictSequential /
+// ProbabilisticTensorDictSequential; TensorDictModules around Mlp (every activation, layer_norm),
+// torch::nn::Linear, MappingModule (the built-in mappings), NormalParamExtractor,
+// AddStateIndependentNormalScale; at most one ProbabilisticTensorDictModule, last, with
+// categorical, one_hot_categorical, bernoulli, normal, independent_normal, tanh_normal or delta
+// (no num_samples, no own generator). Anything else is "not lowerable": lower() returns an
+// error naming the module's path in the spec and why. Interaction types a head has no closed
+// form for (what LibTorch throws for, or estimates by drawing: (one-hot) categorical
+// mean/median, bernoulli, independent_normal and delta median, tanh_normal mode/median/mean)
+// are reported by check(); the actor runs those on LibTorch.
+//
+// Randomness: Philox4x32-10 keyed by the stream's seed, counter (call, row, block): a call's
+// draws depend on (seed, call, row) only. Normals by Box-Muller, categorical by inverse CDF.
+// tanh_normal samples keep the pre-tanh value and score the log-prob from it.
+//
+// Thread safety: a plan is immutable; run() may be called from any number of threads. Each
+// thread has its own scratch (allocated on its first call, grown only for a larger plan): no
+// heap allocation per call after that.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sdk/fused/kernels.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/tensordict/nested_key.h"
+
+namespace tdp::spec {
+struct Policy;
+}  // namespace tdp::spec
+
+namespace tdp::fused {
+
+// Which random numbers a call uses: (seed, call) selects a disjoint Philox stream.
+struct RandomStream {
+  uint64_t seed = 0;
+  uint64_t call = 0;
+};
+
+// Caller-owned outputs of run_flat: action [batch, action_size()] (categorical indices as
+// floats) and, when not null, log_prob [batch, log_prob_size()].
+struct FlatOutputs {
+  float* action = nullptr;
+  float* log_prob = nullptr;
+};
+
+class FusedPlan {
+ public:
+  // One of the values the plan computes, per row: a float vector of `width` written to a
+  // TensorDict with the batch dims followed by `shape` (empty: one value per row), as int64
+  // when `integer` (categorical samples).
+  struct Slot {
+    NestedKey key;
+    int64_t width = 0;
+    std::vector<int64_t> shape;
+    bool integer = false;
+  };
+  // Where run() writes slot `slot`'s rows: [batch, width] contiguous floats.
+  struct Destination {
+    int slot = -1;
+    float* data = nullptr;
+  };
+
+  static absl::StatusOr<std::shared_ptr<const FusedPlan>> lower(const spec::Policy& policy);
+
+  // OK when run() can compute `type`; else why not (FailedPrecondition naming the head).
+  absl::Status check(nn::InteractionType type) const;
+  // The head's default_interaction_type (kDeterministic without a head).
+  nn::InteractionType default_interaction_type() const;
+
+  const NestedKey& input_key() const;
+  int64_t observation_size() const;
+  // The slots of the spec's output_keys, in their order.
+  const std::vector<int>& output_slots() const;
+  const Slot& slot(int index) const;
+  // Every slot, in the order the modules write them (temporaries are keyed "_").
+  int slot_count() const;
+  int input_slot() const;
+  // The flat API's action (the head's sample, else the first output key) and log-prob slots.
+  int action_slot() const;
+  int log_prob_slot() const;  // -1 without a probabilistic head
+  int64_t action_size() const;
+  int64_t log_prob_size() const;
+
+  // Computes rows [0, batch) of `observation` ([batch, observation_size()]) and writes the
+  // destinations. `type` must pass check(). No allocation after the thread's first call.
+  void run(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
+           const Destination* destinations, int count) const;
+  absl::Status run_flat(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
+                        const FlatOutputs& out) const;
+
+  // One line per module: its path in the spec and what the plan runs for it.
+  const std::vector<std::string>& description() const;
+
+  struct Impl;
+  explicit FusedPlan(std::unique_ptr<Impl> impl);
+  ~FusedPlan();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tdp::fused

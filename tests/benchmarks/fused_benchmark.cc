@@ -1,0 +1,140 @@
+// The fused CPU path (sdk/fused, issue 14) beside the LibTorch path and a hand-written LibTorch
+// loop, one run, same policies, RANDOM interaction:
+//
+//   OMP_NUM_THREADS=1 ./bazelw run -c opt //tests/benchmarks:fused_benchmark -- --benchmark_min_time=0.2
+//
+// - *_FusedFlat:  Actor(backend kFused).act_flat over caller-owned float buffers (no allocation).
+// - *_FusedAct:   the same plan through the TensorDict act() (output tensors allocated per call).
+// - *_LibTorch:   Actor(backend kLibTorch).act, the eager module tree.
+// - *_Hand:       the ATen ops the modules call, written out (actor_benchmark.cc's loops).
+// CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
+// MLP(64, 64, tanh) -> NormalParamExtractor -> TanhNormal on [-2, 2]. Batch 1, 64 and 1024.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Functions.h>
+#include <benchmark/benchmark.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "sdk/nn/tensordict_module_base.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace {
+
+using tdp::TensorDict;
+using tdp::actor::Backend;
+using tdp::nn::InteractionType;
+
+constexpr char kCartPole[] = "policies/cartpole_categorical.pbtxt";
+constexpr char kPendulum[] = "policies/pendulum_tanh_gaussian.pbtxt";
+
+std::unique_ptr<tdp::actor::Actor> load(const std::string& spec, Backend backend) {
+  auto actor = tdp::actor::Actor::load(spec, tdp::actor::ActorOptions().seed(0).backend(backend));
+  if (!actor.ok()) return nullptr;
+  return std::move(*actor);
+}
+
+at::Tensor observations(int64_t batch, int64_t dim) {
+  at::Generator gen = at::detail::createCPUGenerator(123);
+  return at::randn({batch, dim}, gen);
+}
+
+void FusedFlat(benchmark::State& state, const char* spec, int64_t dim) {
+  auto actor = load(spec, Backend::kFused);
+  if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
+  const int64_t batch = state.range(0);
+  const at::Tensor obs = observations(batch, dim);
+  std::vector<float> action(batch * actor->flat_action_size()), log_prob(batch);
+  for (auto _ : state) {
+    absl::Status status = actor->act_flat(obs.data_ptr<float>(), batch, action.data(), log_prob.data());
+    if (!status.ok()) return state.SkipWithError(std::string(status.message()).c_str());
+    benchmark::DoNotOptimize(log_prob.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
+void ActorAct(benchmark::State& state, const char* spec, int64_t dim, Backend backend) {
+  auto actor = load(spec, backend);
+  if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
+  const int64_t batch = state.range(0);
+  TensorDict td({{"observation", observations(batch, dim)}}, {batch});
+  TensorDict action;  // kept until the next call, as a simulator keeps its last action
+  for (auto _ : state) {
+    action = actor->act(td, InteractionType::kRandom);
+    benchmark::DoNotOptimize(action);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
+std::vector<std::pair<at::Tensor, at::Tensor>> linear_layers(const tdp::actor::Actor& actor) {
+  std::vector<at::Tensor> params = actor.module()->parameters();
+  std::vector<std::pair<at::Tensor, at::Tensor>> layers;
+  for (size_t i = 0; i + 1 < params.size(); i += 2) layers.emplace_back(params[i].detach(), params[i + 1].detach());
+  return layers;
+}
+
+at::Tensor mlp(const std::vector<std::pair<at::Tensor, at::Tensor>>& layers, const at::Tensor& input) {
+  at::Tensor x = input;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = at::linear(x, layers[i].first, layers[i].second);
+    if (i + 1 < layers.size()) x = x.tanh();
+  }
+  return x;
+}
+
+void Hand(benchmark::State& state, const char* spec, int64_t dim) {
+  c10::InferenceMode inference;
+  auto actor = load(spec, Backend::kLibTorch);
+  if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
+  const auto layers = linear_layers(*actor);
+  const int64_t batch = state.range(0);
+  const at::Tensor obs = observations(batch, dim);
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  const bool cartpole = dim == 4;
+  const double shift = std::log(std::max(std::expm1(1.0 - 0.01), 1e-6));
+  const double lim = 1.0 - 1e-6;
+  at::Tensor action, log_prob;
+  for (auto _ : state) {
+    at::Tensor out = mlp(layers, obs);
+    if (cartpole) {
+      at::Tensor normalized = out - out.logsumexp(-1, true);
+      action = at::multinomial(normalized.softmax(-1), 1, true, gen).t().reshape({batch});
+      log_prob = normalized.gather(-1, action.unsqueeze(-1)).squeeze(-1);
+    } else {
+      auto halves = out.chunk(2, -1);
+      at::Tensor scale = at::softplus(halves[1].add(shift)).add(0.01).clamp_min(1e-4);
+      at::Tensor x = at::normal(halves[0], scale, gen);
+      action = x.tanh().clamp(-lim, lim).mul(2.0);
+      at::Tensor pre = action.div(2.0).clamp(-lim, lim).atanh();
+      at::Tensor base = -((pre - halves[0]).pow(2)) / (2 * scale.pow(2)) - scale.log() - 0.9189385332046727;
+      log_prob = (base - 2. * (std::log(2.) - pre - at::softplus(-2. * pre)) - std::log(2.0)).sum(-1);
+    }
+    benchmark::DoNotOptimize(log_prob);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
+void CartPole_FusedFlat(benchmark::State& s) { FusedFlat(s, kCartPole, 4); }
+void CartPole_FusedAct(benchmark::State& s) { ActorAct(s, kCartPole, 4, Backend::kFused); }
+void CartPole_LibTorch(benchmark::State& s) { ActorAct(s, kCartPole, 4, Backend::kLibTorch); }
+void CartPole_Hand(benchmark::State& s) { Hand(s, kCartPole, 4); }
+void Pendulum_FusedFlat(benchmark::State& s) { FusedFlat(s, kPendulum, 3); }
+void Pendulum_FusedAct(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kFused); }
+void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kLibTorch); }
+void Pendulum_Hand(benchmark::State& s) { Hand(s, kPendulum, 3); }
+
+BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_Hand)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_Hand)->Arg(1)->Arg(64)->Arg(1024);
+
+}  // namespace

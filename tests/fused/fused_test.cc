@@ -1,0 +1,473 @@
+// The fused CPU plan (sdk/fused) against the LibTorch path: the same outputs for deterministic
+// interaction types, the right sampling statistics, reproducible seeded streams on any thread
+// count, no heap allocation per flat call, and load errors that name the module.
+#include <ATen/ATen.h>
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "sdk/fused/math.h"
+#include "sdk/fused/philox.h"
+#include "sdk/fused/plan.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
+#include "sdk/spec/policy.h"
+#include "tdpolicy/spec.pb.h"
+#include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
+
+// ---- a heap-allocation counter for this binary --------------------------------------------
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace tdp::fused {
+namespace {
+
+using actor::Actor;
+using actor::ActorOptions;
+using actor::Backend;
+using nn::InteractionType;
+
+std::string policy_path(const std::string& name) { return tdp::test_util::runfile("policies/" + name); }
+
+std::unique_ptr<Actor> load_spec_text(const std::string& text, ActorOptions options) {
+  tdpolicy::PolicySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  auto policy = spec::build_policy(spec, "test", ".");
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  if (!policy.ok()) return nullptr;
+  return std::make_unique<Actor>(*std::move(policy), options);
+}
+
+// A random-weight spec: obs [5] -> network modules -> head.
+std::string mlp_spec(const std::string& activation, bool layer_norm, const std::string& head_modules,
+                     int64_t out_features, uint64_t seed) {
+  return "name: 'random' inputs { key: 'observation' shape: 5 }\n"
+         "output_keys: 'action' output_keys: 'action_log_prob'\n"
+         "module { probabilistic_sequential {\n"
+         "  modules { network { in_keys: 'observation' out_keys: 'params' network { mlp { in_features: 5 "
+         "hidden_sizes: [16, 8] out_features: " +
+         std::to_string(out_features) + " activation: '" + activation + "' layer_norm: " +
+         (layer_norm ? "true" : "false") + " } } } }\n" + head_modules + "} }\ninit_seed: " + std::to_string(seed);
+}
+
+const char* kCategoricalHead =
+    "modules { probabilistic { in_keys_map { name: 'logits' key: 'params' } out_keys: 'action' distribution: "
+    "'categorical' return_log_prob: true "
+    "log_prob_key: 'action_log_prob' } }";
+const char* kOneHotHead =
+    "modules { probabilistic { in_keys_map { name: 'logits' key: 'params' } out_keys: 'action' distribution: "
+    "'one_hot_categorical' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+const char* kBernoulliHead =
+    "modules { network { in_keys: 'params' out_keys: 'probs' network { mapping { name: 'biased_softplus_0.3_0.1' } } } }\n"
+    "modules { network { in_keys: 'probs' out_keys: 'p' network { linear { in_features: 3 out_features: 3 } } } }\n"
+    "modules { probabilistic { in_keys_map { name: 'logits' key: 'p' } out_keys: 'action' distribution: "
+    "'bernoulli' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+const char* kNormalHead =
+    "modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { normal_param_extractor { "
+    "scale_mapping: 'softplus' } } } }\n"
+    "modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'normal' "
+    "return_log_prob: true log_prob_key: 'action_log_prob' } }";
+const char* kIndependentNormalHead =
+    "modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { add_state_independent_normal_scale { "
+    "scale_shape: 4 init_value: 0.3 } } } }\n"
+    "modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'independent_normal' "
+    "distribution_kwargs { key: 'tanh_loc' value { bool_value: true } } return_log_prob: true log_prob_key: "
+    "'action_log_prob' } }";
+const char* kTanhNormalHead =
+    "modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { normal_param_extractor { "
+    "scale_mapping: 'biased_softplus_0.5_0.05' } } } }\n"
+    "modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'tanh_normal' "
+    "distribution_kwargs { key: 'low' value { double_value: -3.0 } } "
+    "distribution_kwargs { key: 'high' value { double_value: 1.0 } } return_log_prob: true log_prob_key: "
+    "'action_log_prob' } }";
+const char* kDeltaHead =
+    "modules { network { in_keys: 'params' out_keys: 'mapped' network { mapping { name: 'expln' } } } }\n"
+    "modules { probabilistic { in_keys_map { name: 'param' key: 'mapped' } out_keys: 'action' "
+    "distribution: 'delta' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+
+void expect_close(const at::Tensor& fused, const at::Tensor& reference, const std::string& what) {
+  ASSERT_EQ(fused.sizes(), reference.sizes()) << what;
+  ASSERT_EQ(fused.scalar_type(), reference.scalar_type()) << what;
+  if (!fused.is_floating_point()) {
+    EXPECT_TRUE(fused.equal(reference)) << what;
+    return;
+  }
+  at::Tensor f = fused.to(at::kDouble), r = reference.to(at::kDouble);
+  at::Tensor both_inf = f.isinf().logical_and(r.isinf()).logical_and(f.eq(r));
+  at::Tensor ok = (f - r).abs().le(1e-5 + 1e-5 * r.abs()).logical_or(both_inf);
+  EXPECT_TRUE(ok.all().item<bool>()) << what << ": max abs diff " << (f - r).abs().nan_to_num(0).max().item<double>()
+                                     << "\nfused " << fused.flatten().slice(0, 0, 6) << "\nlibtorch "
+                                     << reference.flatten().slice(0, 0, 6);
+}
+
+// The fused actor's act() equals the LibTorch actor's for every deterministic type it runs.
+void expect_parity(const std::function<std::unique_ptr<Actor>(ActorOptions)>& make, int64_t obs_size,
+                   const std::string& name) {
+  auto fused = make(ActorOptions().backend(Backend::kFused).run_self_tests(false));
+  auto reference = make(ActorOptions().backend(Backend::kLibTorch).run_self_tests(false));
+  ASSERT_TRUE(fused && reference);
+  ASSERT_OK(fused->fused_status());
+  int checked = 0;
+  for (int64_t batch : {1, 7, 64, 1000}) {
+    at::manual_seed(batch);
+    TensorDict obs({{"observation", at::randn({batch, obs_size}) * 2}}, {batch});
+    for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode, InteractionType::kMean,
+                                 InteractionType::kMedian}) {
+      if (!fused->uses_fused(batch, type)) continue;
+      ++checked;
+      TensorDict a = fused->act(obs, type);
+      TensorDict b = reference->act(obs, type);
+      ASSERT_EQ(a.keys().size(), b.keys().size()) << name;
+      for (const auto& key : b.keys()) {
+        expect_close(a.get(key), b.get(key),
+                     name + " batch " + std::to_string(batch) + " " + std::string(nn::to_string(type)) + " " +
+                         key.to_string());
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << name;
+}
+
+TEST(FusedMath, FastTanhExpLogMatchStdTo1e6RelativeOverADenseRange) {
+  double worst_tanh = 0, worst_exp = 0, worst_log = 0;
+  for (float x = -30.0f; x < 30.0f; x += 3e-4f) {
+    const double r = std::tanh(static_cast<double>(x));
+    if (r != 0) worst_tanh = std::max(worst_tanh, std::abs(fast_tanh(x) - r) / std::abs(r));
+  }
+  for (float x = -87.0f; x < 88.0f; x += 1e-3f) {
+    const double r = std::exp(static_cast<double>(x));
+    worst_exp = std::max(worst_exp, std::abs(fast_exp(x) - r) / r);
+  }
+  for (float x = 1e-30f; x < 1e30f; x *= 1.0001f) {
+    const double r = std::log(static_cast<double>(x));
+    if (r != 0) worst_log = std::max(worst_log, std::abs(fast_log(x) - r) / std::abs(r));
+  }
+  EXPECT_LT(worst_tanh, 1e-6);
+  EXPECT_LT(worst_exp, 1e-6);
+  EXPECT_LT(worst_log, 1e-6);
+  EXPECT_EQ(fast_tanh(0.0f), 0.0f);
+  EXPECT_EQ(fast_tanh(100.0f), 1.0f);
+}
+
+TEST(FusedPhilox, MatchesTheRandom123KnownAnswer) {
+  const auto zero = Philox4x32(0)({0, 0, 0, 0});
+  EXPECT_EQ(zero[0], 0x6627e8d5u);
+  EXPECT_EQ(zero[1], 0xe169c58du);
+  EXPECT_EQ(zero[2], 0xbc57ac4cu);
+  EXPECT_EQ(zero[3], 0x9b00dbd8u);
+}
+
+TEST(FusedParity, CartpoleCategoricalEqualsLibTorchAtBatch1_7_64_1000) {
+  expect_parity([](ActorOptions o) { return *Actor::load(policy_path("cartpole_categorical.pbtxt"), o); }, 4,
+                "cartpole");
+}
+
+TEST(FusedParity, PendulumTanhGaussianEqualsLibTorchAtBatch1_7_64_1000) {
+  expect_parity([](ActorOptions o) { return *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3,
+                "pendulum");
+}
+
+TEST(FusedParity, EveryActivationWithAndWithoutLayerNormEqualsLibTorch) {
+  uint64_t seed = 1;
+  for (const std::string activation : {"tanh", "relu", "elu", "gelu", "leaky_relu", "sigmoid", "softplus", "identity"}) {
+    for (bool layer_norm : {false, true}) {
+      const std::string text = mlp_spec(activation, layer_norm, kCategoricalHead, 3, seed++);
+      expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5,
+                    activation + (layer_norm ? "+layer_norm" : ""));
+    }
+  }
+}
+
+TEST(FusedParity, EveryHeadEqualsLibTorch) {
+  const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
+      {"categorical", {kCategoricalHead, 4}},
+      {"one_hot_categorical", {kOneHotHead, 4}},
+      {"bernoulli", {kBernoulliHead, 3}},
+      {"normal", {kNormalHead, 6}},
+      {"independent_normal", {kIndependentNormalHead, 4}},
+      {"tanh_normal", {kTanhNormalHead, 4}},
+      {"delta", {kDeltaHead, 3}}};
+  uint64_t seed = 100;
+  for (const auto& [name, head] : heads) {
+    const std::string text = mlp_spec("tanh", false, head.first, head.second, seed++);
+    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5, name);
+  }
+}
+
+TEST(FusedParity, LinearPolicyEqualsLibTorch) {
+  const std::string text =
+      "name: 'linear' inputs { key: 'observation' shape: 5 } output_keys: 'action' output_keys: 'action_log_prob'\n"
+      "module { probabilistic_sequential {\n"
+      "  modules { network { in_keys: 'observation' out_keys: 'params' network { linear { in_features: 5 "
+      "out_features: 3 } } } }\n" +
+      std::string(kCategoricalHead) +
+      "} }\ninit_seed: 3";
+  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5, "linear");
+}
+
+// Statistics of `draws` rows of one observation: per action dim mean and std.
+std::pair<at::Tensor, at::Tensor> stats(const at::Tensor& draws) {
+  at::Tensor d = draws.to(at::kDouble);
+  return {d.mean(0), d.std(0)};
+}
+
+TEST(FusedSampling, MeanAndStdOver1e5DrawsMatchLibTorch) {
+  const int64_t n = 100000;
+  for (const std::string name : {"pendulum_tanh_gaussian.pbtxt", "cartpole_categorical.pbtxt"}) {
+    auto fused = *Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(3));
+    auto reference = *Actor::load(policy_path(name), ActorOptions().backend(Backend::kLibTorch).seed(3));
+    const int64_t d = fused->flat_observation_size();
+    at::Tensor row = at::linspace(-0.8, 0.6, d).to(at::kFloat);
+    TensorDict obs({{"observation", row.expand({n, d}).contiguous()}}, {n});
+    at::Tensor a = fused->act(obs, InteractionType::kRandom).get("action");
+    at::Tensor b = reference->act(obs, InteractionType::kRandom).get("action");
+    auto [ma, sa] = stats(a.reshape({n, -1}));
+    auto [mb, sb] = stats(b.reshape({n, -1}));
+    // 5 standard errors of the mean; std within 2%.
+    EXPECT_TRUE(((ma - mb).abs() <= 5 * sb / std::sqrt(double(n)) + 1e-9).all().item<bool>())
+        << name << " mean " << ma << " vs " << mb;
+    EXPECT_TRUE(((sa - sb).abs() <= 0.02 * sb + 1e-9).all().item<bool>()) << name << " std " << sa << " vs " << sb;
+  }
+}
+
+TEST(FusedSampling, NormalDrawsHaveTheHeadsLocAndScale) {
+  const std::string text = mlp_spec("tanh", false, kNormalHead, 6, 42);
+  auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).return_all_entries(false));
+  auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).return_all_entries(true));
+  const int64_t n = 100000;
+  at::Tensor row = at::linspace(-1, 1, 5).to(at::kFloat);
+  TensorDict one({{"observation", row.unsqueeze(0)}}, {1});
+  TensorDict params = reference->act(one, InteractionType::kDeterministic);
+  at::Tensor loc = params.get("loc")[0].to(at::kDouble), scale = params.get("scale")[0].to(at::kDouble);
+  TensorDict obs({{"observation", row.expand({n, 5}).contiguous()}}, {n});
+  auto [m, s] = stats(fused->act(obs, InteractionType::kRandom).get("action"));
+  EXPECT_TRUE(((m - loc).abs() <= 5 * scale / std::sqrt(double(n))).all().item<bool>()) << m << loc;
+  EXPECT_TRUE(((s - scale).abs() <= 0.02 * scale).all().item<bool>()) << s << scale;
+}
+
+// The log-probs the plan writes beside its random samples are LibTorch's log_prob of those
+// samples (tanh_normal: the plan scores the pre-tanh value, LibTorch the action through atanh,
+// so they agree where the action is not saturated).
+void expect_sampled_log_probs_match(const std::function<std::unique_ptr<Actor>(ActorOptions)>& make,
+                                    int64_t obs_size, const std::string& name, double tolerance) {
+  auto fused = make(ActorOptions().backend(Backend::kFused).seed(4));
+  auto reference = make(ActorOptions().backend(Backend::kLibTorch));
+  ASSERT_TRUE(fused && reference);
+  at::manual_seed(17);
+  const int64_t batch = 1000;
+  TensorDict obs({{"observation", at::randn({batch, obs_size})}}, {batch});
+  TensorDict sampled = fused->act(obs, InteractionType::kRandom);
+  auto* seq = dynamic_cast<nn::ProbabilisticTensorDictSequentialImpl*>(reference->module().get());
+  ASSERT_NE(seq, nullptr) << name;
+  TensorDict given({{"observation", obs.get("observation")}, {"action", sampled.get("action")}}, {batch});
+  at::Tensor expected;
+  {
+    c10::InferenceMode inference;
+    expected = std::get<at::Tensor>(seq->log_prob(given));
+  }
+  at::Tensor got = sampled.get("action_log_prob");
+  ASSERT_EQ(got.sizes(), expected.sizes()) << name;
+  at::Tensor ok = (got - expected).abs().le(tolerance + tolerance * expected.abs()).logical_or(got.eq(expected));
+  if (name == "tanh_normal" || name == "pendulum") {
+    // Only where LibTorch's atanh(action) is well conditioned.
+    at::Tensor y = sampled.get("action").abs();
+    at::Tensor interior = (y < 1.9).all(-1);  // away from -2/2 (pendulum) and -3 (the test head; its +1 bound is kept)
+    ok = ok.logical_or(interior.logical_not());
+    EXPECT_GT(interior.to(at::kFloat).mean().item<float>(), 0.5) << name;
+  }
+  EXPECT_TRUE(ok.all().item<bool>()) << name << ": max diff " << (got - expected).abs().max().item<double>();
+}
+
+TEST(FusedSampling, LogProbsOfSampledActionsEqualLibTorchsLogProbOfThoseActions) {
+  expect_sampled_log_probs_match(
+      [](ActorOptions o) { return *Actor::load(policy_path("cartpole_categorical.pbtxt"), o); }, 4, "cartpole", 1e-5);
+  expect_sampled_log_probs_match(
+      [](ActorOptions o) { return *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3, "pendulum",
+      1e-4);
+  const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
+      {"one_hot_categorical", {kOneHotHead, 4}}, {"bernoulli", {kBernoulliHead, 3}},
+      {"normal", {kNormalHead, 6}}, {"independent_normal", {kIndependentNormalHead, 4}},
+      {"tanh_normal", {kTanhNormalHead, 4}}, {"delta", {kDeltaHead, 3}}};
+  uint64_t seed = 200;
+  for (const auto& [name, head] : heads) {
+    const std::string text = mlp_spec("relu", true, head.first, head.second, seed++);
+    expect_sampled_log_probs_match([&](ActorOptions o) { return load_spec_text(text, o); }, 5, name,
+                                   name == "tanh_normal" ? 1e-4 : 1e-5);
+  }
+}
+
+TEST(FusedSampling, BernoulliAndOneHotFrequenciesOver1e5DrawsAreTheProbabilities) {
+  const int64_t n = 100000;
+  at::Tensor row = at::linspace(-1, 1, 5).to(at::kFloat);
+  TensorDict one({{"observation", row.unsqueeze(0)}}, {1});
+  TensorDict obs({{"observation", row.expand({n, 5}).contiguous()}}, {n});
+  {
+    const std::string text = mlp_spec("tanh", false, kBernoulliHead, 3, 77);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+    at::Tensor probs = reference->act(one, InteractionType::kMean).get("action")[0].to(at::kDouble);
+    at::Tensor freq = fused->act(obs, InteractionType::kRandom).get("action").to(at::kDouble).mean(0);
+    EXPECT_TRUE(((freq - probs).abs() <= 5 * (probs * (1 - probs) / n).sqrt() + 1e-9).all().item<bool>())
+        << freq << probs;
+  }
+  {
+    const std::string text = mlp_spec("tanh", false, kOneHotHead, 4, 78);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).return_all_entries(true));
+    at::Tensor probs = reference->act(one, InteractionType::kMode).get("params")[0].to(at::kDouble).softmax(-1);
+    at::Tensor action = fused->act(obs, InteractionType::kRandom).get("action");
+    EXPECT_TRUE(action.sum(-1).eq(1).all().item<bool>());  // one-hot rows
+    at::Tensor freq = action.to(at::kDouble).mean(0);
+    EXPECT_TRUE(((freq - probs).abs() <= 5 * (probs * (1 - probs) / n).sqrt() + 1e-9).all().item<bool>())
+        << freq << probs;
+  }
+}
+
+TEST(FusedSampling, SaturatedTanhNormalSamplesHaveFiniteLogProbs) {
+  // A huge scale saturates almost every sample at the bounds.
+  std::string head = kTanhNormalHead;
+  head.replace(head.find("biased_softplus_0.5_0.05"), 24, "biased_softplus_50.0");
+  auto fused = load_spec_text(mlp_spec("tanh", false, head, 4, 9), ActorOptions().backend(Backend::kFused));
+  TensorDict obs({{"observation", at::randn({4096, 5})}}, {4096});
+  TensorDict out = fused->act(obs, InteractionType::kRandom);
+  at::Tensor action = out.get("action");
+  EXPECT_GT((action.abs() > 0.999).to(at::kFloat).mean().item<float>(), 0.5);
+  EXPECT_TRUE(out.get("action_log_prob").isfinite().all().item<bool>());
+}
+
+TEST(FusedRandomness, SeededActorsRepeatTheirSequence) {
+  auto a = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11));
+  auto b = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11));
+  auto c = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(12));
+  std::vector<float> obs = {1, 0, 0, 0.5f, 0.5f, 1}, xa(2), xb(2), xc(2), la(2), lb(2);
+  for (int call = 0; call < 3; ++call) {
+    ASSERT_OK(a->act_flat(obs.data(), 2, xa.data(), la.data(), InteractionType::kRandom));
+    ASSERT_OK(b->act_flat(obs.data(), 2, xb.data(), lb.data(), InteractionType::kRandom));
+    ASSERT_OK(c->act_flat(obs.data(), 2, xc.data(), nullptr, InteractionType::kRandom));
+    EXPECT_EQ(xa, xb);
+    EXPECT_EQ(la, lb);
+    EXPECT_NE(xa, xc);
+  }
+}
+
+TEST(FusedRandomness, OneAndFourThreadsDrawTheSameValuesFromOneActor) {
+  constexpr int kCalls = 64;
+  constexpr int64_t kBatch = 5;
+  auto draws = [&](int threads) {
+    auto actor = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(5));
+    std::vector<float> obs(kBatch * 3, 0.25f);
+    std::vector<float> all(kCalls * kBatch);
+    std::atomic<int> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        std::vector<float> action(kBatch);
+        for (int i = next++; i < kCalls; i = next++) {
+          EXPECT_TRUE(actor->act_flat(obs.data(), kBatch, action.data(), nullptr, InteractionType::kRandom).ok());
+          std::copy(action.begin(), action.end(), all.begin() + i * kBatch);
+        }
+      });
+    }
+    for (auto& thread : pool) thread.join();
+    // Calls are numbered in the order they start: compare the multisets of draws.
+    std::sort(all.begin(), all.end());
+    return all;
+  };
+  EXPECT_EQ(draws(1), draws(4));
+}
+
+TEST(FusedRandomness, FourThreadsSharingOneActorGetLibTorchsDeterministicOutputs) {
+  auto fused = *Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kFused));
+  auto reference = *Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kLibTorch));
+  TensorDict obs({{"observation", at::randn({32, 4})}}, {32});
+  TensorDict expected = reference->act(obs, InteractionType::kDeterministic);
+  std::vector<std::thread> pool;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    pool.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        TensorDict out = fused->act(obs, InteractionType::kDeterministic);
+        if (!out.get("action").equal(expected.get("action")) ||
+            !out.get("action_log_prob").allclose(expected.get("action_log_prob"), 1e-5, 1e-5)) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(FusedAllocation, FlatCallsAllocateNothingAfterWarmUp) {
+  for (const std::string name : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt"}) {
+    auto actor = *Actor::load(policy_path(name), ActorOptions().seed(1));
+    std::vector<float> obs(64 * actor->flat_observation_size(), 0.1f), action(64 * actor->flat_action_size()), lp(64);
+    for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic}) {
+      ASSERT_OK(actor->act_flat(obs.data(), 64, action.data(), lp.data(), type));  // warm-up
+      const int64_t before = g_allocations.load();
+      for (int64_t batch : {1, 7, 64}) {
+        for (int i = 0; i < 100; ++i) {
+          const absl::Status status = actor->act_flat(obs.data(), batch, action.data(), lp.data(), type);
+          if (!status.ok()) ADD_FAILURE() << status;
+        }
+      }
+      EXPECT_EQ(g_allocations.load() - before, 0) << name;
+    }
+  }
+}
+
+TEST(FusedLowering, KFusedOnAGruPolicyIsALoadErrorNamingTheModule) {
+  auto actor = Actor::load(policy_path("recurrent_gru.pbtxt"), ActorOptions().backend(Backend::kFused));
+  ASSERT_FALSE(actor.ok());
+  EXPECT_NE(actor.status().message().find("module.sequential.modules[0]"), std::string::npos) << actor.status();
+  EXPECT_NE(actor.status().message().find("GruCell"), std::string::npos) << actor.status();
+  EXPECT_NE(actor.status().message().find("recurrent"), std::string::npos) << actor.status();
+}
+
+TEST(FusedLowering, AutoFallsBackToLibTorchForAGruPolicyAndAboveTheBatchThreshold) {
+  ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
+  EXPECT_FALSE(gru->fused_status().ok());
+  EXPECT_FALSE(gru->uses_fused(1, InteractionType::kRandom));
+  ASSERT_OK_AND_ASSIGN(auto cartpole, Actor::load(policy_path("cartpole_categorical.pbtxt"),
+                                                  ActorOptions().fused_max_batch(64)));
+  EXPECT_TRUE(cartpole->uses_fused(64, InteractionType::kRandom));
+  EXPECT_FALSE(cartpole->uses_fused(65, InteractionType::kRandom));
+  EXPECT_FALSE(cartpole->uses_fused(1, InteractionType::kMean));  // categorical has no mean action
+  // The flat API still answers above the threshold (through LibTorch), with the same greedy actions.
+  std::vector<float> obs(100 * 4, 0.05f), a(100), b(100);
+  ASSERT_OK(cartpole->act_flat(obs.data(), 100, a.data(), nullptr, InteractionType::kDeterministic));
+  ASSERT_OK(cartpole->act_flat(obs.data(), 1, b.data(), nullptr, InteractionType::kDeterministic));
+  EXPECT_EQ(a[99], b[0]);
+}
+
+TEST(FusedLowering, DescribeNamesEachModulesPath) {
+  ASSERT_OK_AND_ASSIGN(auto actor, Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt")));
+  const auto lines = actor->describe_backend();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("module.probabilistic_sequential.modules[0]: fused (Mlp"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("tanh_normal"), std::string::npos) << lines[2];
+}
+
+}  // namespace
+}  // namespace tdp::fused
