@@ -30,6 +30,8 @@ namespace {
 // Rows computed together: bounds the per-thread scratch whatever the batch size.
 constexpr int64_t kTile = 64;
 constexpr int kMaxDestinations = 16;
+// The largest event a head handles (classes, action dims): its per-row buffers live on the stack.
+constexpr int64_t kMaxEvent = 256;
 
 struct Mapping {
   enum Kind { kNone, kSoftplus, kExp, kRelu, kExpln, kAbs, kBiasedSoftplus } kind = kNone;
@@ -381,6 +383,10 @@ struct FusedPlan::Impl {
     } else {
       throw NotLowerable(absl::StrCat(path, ": the distribution '", head.name, "' has no fused kernel"));
     }
+    if (head.width > kMaxEvent) {
+      throw NotLowerable(absl::StrCat(path, ": ", head.name, " over ", head.width, " values (the plan takes at most ",
+                                      kMaxEvent, ")"));
+    }
     head.sample = add_slot(sample_keys[0], sample_width, sample_shape, integer);
     NestedKey lp_key("_");  // computed on request (the flat API), not an entry, without return_log_prob
     for (const NestedKey& key : module.out_keys()) {
@@ -569,8 +575,8 @@ struct FusedPlan::Impl {
         for (int64_t r = 0; r < rows; ++r) {
           const float* row = p + r * d;
           // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
-          float logits[256];
-          const int64_t k_max = std::min<int64_t>(d, 256);
+          float logits[kMaxEvent];
+          const int64_t k_max = d;
           if (head.from_probs) {
             double total = 0;
             for (int64_t k = 0; k < k_max; ++k) total += row[k];
@@ -636,9 +642,9 @@ struct FusedPlan::Impl {
         const float shift = static_cast<float>((head.high + head.low) / 2);
         const float lim = static_cast<float>(1.0 - 1e-6);
         const double log_half = std::log(std::abs((head.high - head.low) / 2));
-        float eps[256];
+        float eps[kMaxEvent];
         for (int64_t r = 0; r < rows; ++r) {
-          if (random) normals(rng, stream, first_row + r, std::min<int64_t>(d, 256), eps);
+          if (random) normals(rng, stream, first_row + r, d, eps);
           double total = 0;
           for (int64_t j = 0; j < d; ++j) {
             float loc = locs[r * d + j];
