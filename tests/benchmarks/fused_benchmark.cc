@@ -6,7 +6,7 @@
 // - *_FusedFlat:  Actor(backend kFused).act_flat over caller-owned float buffers (no allocation).
 // - *_FusedAct:   the same plan through the TensorDict act() (output tensors allocated per call).
 // - *_LibTorch:   Actor(backend kLibTorch).act, the eager module tree.
-// - *_Hand:       the ATen ops the modules call, written out (actor_benchmark.cc's loops).
+// - *_Hand:       the ATen ops the modules call, written out (hand_policies.h, as in actor_benchmark).
 // CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
 // MLP(64, 64, tanh) -> NormalParamExtractor -> TanhNormal on [-2, 2]. Batch 1, 64 and 1024.
 #include <ATen/CPUGeneratorImpl.h>
@@ -23,6 +23,7 @@
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
+#include "tests/benchmarks/hand_policies.h"
 
 namespace {
 
@@ -71,50 +72,19 @@ void ActorAct(benchmark::State& state, const char* spec, int64_t dim, Backend ba
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
-std::vector<std::pair<at::Tensor, at::Tensor>> linear_layers(const tdp::actor::Actor& actor) {
-  std::vector<at::Tensor> params = actor.module()->parameters();
-  std::vector<std::pair<at::Tensor, at::Tensor>> layers;
-  for (size_t i = 0; i + 1 < params.size(); i += 2) layers.emplace_back(params[i].detach(), params[i + 1].detach());
-  return layers;
-}
-
-at::Tensor mlp(const std::vector<std::pair<at::Tensor, at::Tensor>>& layers, const at::Tensor& input) {
-  at::Tensor x = input;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    x = at::linear(x, layers[i].first, layers[i].second);
-    if (i + 1 < layers.size()) x = x.tanh();
-  }
-  return x;
-}
-
 void Hand(benchmark::State& state, const char* spec, int64_t dim) {
   c10::InferenceMode inference;
   auto actor = load(spec, Backend::kLibTorch);
   if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
-  const auto layers = linear_layers(*actor);
   const int64_t batch = state.range(0);
   const at::Tensor obs = observations(batch, dim);
   at::Generator gen = at::detail::createCPUGenerator(0);
-  const bool cartpole = dim == 4;
-  const double shift = std::log(std::max(std::expm1(1.0 - 0.01), 1e-6));
-  const double lim = 1.0 - 1e-6;
-  at::Tensor action, log_prob;
+  tdp::benchmarks::CartPoleHand cartpole{tdp::benchmarks::linear_layers(*actor)};
+  tdp::benchmarks::PendulumHand pendulum{tdp::benchmarks::linear_layers(*actor)};
+  tdp::benchmarks::HandOutput out;
   for (auto _ : state) {
-    at::Tensor out = mlp(layers, obs);
-    if (cartpole) {
-      at::Tensor normalized = out - out.logsumexp(-1, true);
-      action = at::multinomial(normalized.softmax(-1), 1, true, gen).t().reshape({batch});
-      log_prob = normalized.gather(-1, action.unsqueeze(-1)).squeeze(-1);
-    } else {
-      auto halves = out.chunk(2, -1);
-      at::Tensor scale = at::softplus(halves[1].add(shift)).add(0.01).clamp_min(1e-4);
-      at::Tensor x = at::normal(halves[0], scale, gen);
-      action = x.tanh().clamp(-lim, lim).mul(2.0);
-      at::Tensor pre = action.div(2.0).clamp(-lim, lim).atanh();
-      at::Tensor base = -((pre - halves[0]).pow(2)) / (2 * scale.pow(2)) - scale.log() - 0.9189385332046727;
-      log_prob = (base - 2. * (std::log(2.) - pre - at::softplus(-2. * pre)) - std::log(2.0)).sum(-1);
-    }
-    benchmark::DoNotOptimize(log_prob);
+    out = dim == 4 ? cartpole(obs, gen) : pendulum(obs, gen);
+    benchmark::DoNotOptimize(out.log_prob);
   }
   state.SetItemsProcessed(state.iterations() * batch);
 }
