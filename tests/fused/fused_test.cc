@@ -179,12 +179,12 @@ TEST(FusedPhilox, MatchesTheRandom123KnownAnswer) {
 }
 
 TEST(FusedParity, CartpoleCategoricalEqualsLibTorchAtBatch1_7_64_1000) {
-  expect_parity([](ActorOptions o) { return *Actor::load(policy_path("cartpole_categorical.pbtxt"), o); }, 4,
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); }, 4,
                 "cartpole");
 }
 
 TEST(FusedParity, PendulumTanhGaussianEqualsLibTorchAtBatch1_7_64_1000) {
-  expect_parity([](ActorOptions o) { return *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3,
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o).value(); }, 3,
                 "pendulum");
 }
 
@@ -235,8 +235,8 @@ std::pair<at::Tensor, at::Tensor> stats(const at::Tensor& draws) {
 TEST(FusedSampling, MeanAndStdOver1e5DrawsMatchLibTorch) {
   const int64_t n = 100000;
   for (const std::string name : {"pendulum_tanh_gaussian.pbtxt", "cartpole_categorical.pbtxt"}) {
-    auto fused = *Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(3));
-    auto reference = *Actor::load(policy_path(name), ActorOptions().backend(Backend::kLibTorch).seed(3));
+    auto fused = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(3)).value();
+    auto reference = Actor::load(policy_path(name), ActorOptions().backend(Backend::kLibTorch).seed(3)).value();
     const int64_t d = fused->flat_observation_size();
     at::Tensor row = at::linspace(-0.8, 0.6, d).to(at::kFloat);
     TensorDict obs({{"observation", row.expand({n, d}).contiguous()}}, {n});
@@ -301,9 +301,9 @@ void expect_sampled_log_probs_match(const std::function<std::unique_ptr<Actor>(A
 
 TEST(FusedSampling, LogProbsOfSampledActionsEqualLibTorchsLogProbOfThoseActions) {
   expect_sampled_log_probs_match(
-      [](ActorOptions o) { return *Actor::load(policy_path("cartpole_categorical.pbtxt"), o); }, 4, "cartpole", 1e-5);
+      [](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); }, 4, "cartpole", 1e-5);
   expect_sampled_log_probs_match(
-      [](ActorOptions o) { return *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o); }, 3, "pendulum",
+      [](ActorOptions o) { return Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o).value(); }, 3, "pendulum",
       1e-4);
   const std::vector<std::pair<std::string, std::pair<const char*, int64_t>>> heads = {
       {"one_hot_categorical", {kOneHotHead, 4}}, {"bernoulli", {kBernoulliHead, 3}},
@@ -357,9 +357,9 @@ TEST(FusedSampling, SaturatedTanhNormalSamplesHaveFiniteLogProbs) {
 }
 
 TEST(FusedRandomness, SeededActorsRepeatTheirSequence) {
-  auto a = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11));
-  auto b = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11));
-  auto c = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(12));
+  auto a = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11)).value();
+  auto b = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(11)).value();
+  auto c = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(12)).value();
   std::vector<float> obs = {1, 0, 0, 0.5f, 0.5f, 1}, xa(2), xb(2), xc(2), la(2), lb(2);
   for (int call = 0; call < 3; ++call) {
     ASSERT_OK(a->act_flat(obs.data(), 2, xa.data(), la.data(), InteractionType::kRandom));
@@ -375,7 +375,7 @@ TEST(FusedRandomness, OneAndFourThreadsDrawTheSameValuesFromOneActor) {
   constexpr int kCalls = 64;
   constexpr int64_t kBatch = 5;
   auto draws = [&](int threads) {
-    auto actor = *Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(5));
+    auto actor = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), ActorOptions().seed(5)).value();
     std::vector<float> obs(kBatch * 3, 0.25f);
     std::vector<float> all(kCalls * kBatch);
     std::atomic<int> next{0};
@@ -398,8 +398,8 @@ TEST(FusedRandomness, OneAndFourThreadsDrawTheSameValuesFromOneActor) {
 }
 
 TEST(FusedRandomness, FourThreadsSharingOneActorGetLibTorchsDeterministicOutputs) {
-  auto fused = *Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kFused));
-  auto reference = *Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kLibTorch));
+  auto fused = Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kFused)).value();
+  auto reference = Actor::load(policy_path("cartpole_categorical.pbtxt"), ActorOptions().backend(Backend::kLibTorch)).value();
   TensorDict obs({{"observation", at::randn({32, 4})}}, {32});
   TensorDict expected = reference->act(obs, InteractionType::kDeterministic);
   std::vector<std::thread> pool;
@@ -421,7 +421,7 @@ TEST(FusedRandomness, FourThreadsSharingOneActorGetLibTorchsDeterministicOutputs
 
 TEST(FusedAllocation, FlatCallsAllocateNothingAfterWarmUp) {
   for (const std::string name : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt"}) {
-    auto actor = *Actor::load(policy_path(name), ActorOptions().seed(1));
+    auto actor = Actor::load(policy_path(name), ActorOptions().seed(1)).value();
     std::vector<float> obs(64 * actor->flat_observation_size(), 0.1f), action(64 * actor->flat_action_size()), lp(64);
     for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic}) {
       ASSERT_OK(actor->act_flat(obs.data(), 64, action.data(), lp.data(), type));  // warm-up
