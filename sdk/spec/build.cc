@@ -5,6 +5,7 @@
 #include <absl/strings/str_join.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/spec/build_internal.h"
 #include "sdk/spec/keys.h"
+#include "sdk/spec/limits.h"
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
 
@@ -48,6 +50,7 @@ std::string join_path(const std::string& base_dir, const std::string& file) {
 struct Builder {
   const std::string& source;
   const std::string& base_dir;
+  const Limits& limits;
 
   ModulePtr network(const tdpolicy::NetworkModule& spec, const std::string& path) {
     nn::TensorDictModuleOptions options(keys_of(spec.in_keys()), keys_of(spec.out_keys()));
@@ -78,12 +81,15 @@ struct Builder {
                    nn::LstmCell(nn::LstmCellOptions(net.lstm_cell().input_size(), net.lstm_cell().hidden_size())), options)
             .ptr();
       case tdpolicy::Network::kTorchscript: {
+        // Through the bounded reader, as the spec and parameter files: a regular file within
+        // max_spec_bytes, read once; LibTorch then parses the bytes, not the path.
         const std::string file = join_path(base_dir, net.torchscript().file());
-        if (!std::ifstream(file).good()) {
-          throw std::invalid_argument(absl::StrCat("cannot open TorchScript file ", file));
-        }
-        return nn::load_scripted_module(file, options, net.torchscript().method().empty() ? "forward"
-                                                                                           : net.torchscript().method())
+        absl::StatusOr<std::string> bytes =
+            read_bounded_file(file, limits.max_spec_bytes, "max_spec_bytes", "the TorchScript file");
+        if (!bytes.ok()) throw std::invalid_argument(std::string(bytes.status().message()));
+        std::istringstream stream(*std::move(bytes));
+        return nn::scripted_module(torch::jit::load(stream), options,
+                                   net.torchscript().method().empty() ? "forward" : net.torchscript().method())
             .ptr();
       }
       case tdpolicy::Network::kMapping:
@@ -194,7 +200,7 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
   policy.spec = spec;
   policy.spec.clear_parameters();
   try {
-    Builder builder{source, base_dir};
+    Builder builder{source, base_dir, options.limits};
     if (spec.has_init_seed()) {
       // Layers initialize from the default generator: seed it for the build, then put back the
       // caller's state, so loading never disturbs the caller's random stream. Seeded loads are

@@ -313,5 +313,16 @@ TEST(Limits, NoExceptionEscapesTheLoader) {
   EXPECT_THAT(message_of(policy.status()), StartsWith(dir + "/spec.pbtxt: "));
 }
 
+// The TorchScript file goes through the bounded reader too: a directory is named as one.
+TEST(Limits, ATorchScriptFileMustBeARegularFile) {
+  const std::string dir = folder("torchscript_dir");
+  folder("torchscript_dir/actor.pt");
+  auto spec = valid();
+  auto* net = spec.mutable_module()->mutable_sequential()->mutable_modules(0)->mutable_network();
+  net->mutable_network()->mutable_torchscript()->set_file("actor.pt");
+  EXPECT_THAT(message_of(build_policy(spec, "t.pbtxt", dir).status()),
+              HasSubstr(dir + "/actor.pt: the TorchScript file is a directory, not a regular file"));
+}
+
 }  // namespace
 }  // namespace tdp::spec
