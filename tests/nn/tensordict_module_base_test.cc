@@ -85,7 +85,7 @@ TEST(SelectOutKeysTest, TensorDictSequential) {
   auto res = dispatch(mod, {torch::zeros({}), torch::ones({})});
   ASSERT_EQ(res.size(), 3u);
   EXPECT_EQ(res[2].item<float>(), 1.0f);
-  for (const std::vector<NestedKey> selection : {std::vector<NestedKey>{"d"}, {"d", "e"}}) {
+  for (const std::vector<NestedKey>& selection : {std::vector<NestedKey>{"d"}, {"d", "e"}}) {
     EXPECT_EQ(&mod->select_out_keys(selection), mod.get());
     EXPECT_EQ(mod->out_keys(), selection);
     TensorDict td = mod(ab());
