@@ -111,6 +111,14 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
         "TensorDict of its parts' parameters; got in_keys=" +
         keys_to_string(options_.in_keys()) + ".");
   }
+  if (options_.is_composite() && !options_.distribution_kwargs().empty()) {
+    // tensordict's CompositeDistribution takes no extra keywords (a TypeError there); ignoring
+    // them here would run a different policy than the one written.
+    throw std::invalid_argument(
+        "ProbabilisticTensorDictModule: a composite distribution takes no distribution_kwargs (got " +
+        kwargs_to_string(options_.distribution_kwargs()) +
+        "); give each part's kwargs in CompositeDistributionOptions().extra_kwargs.");
+  }
   sample_keys_ = out_keys;
   bind_distribution();
 

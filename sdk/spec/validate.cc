@@ -528,6 +528,13 @@ class Validator {
         fail(path + ".composite.parts", "a composite needs at least one part");
         return false;
       }
+      if (!spec.distribution_kwargs().empty()) {
+        std::set<std::string> names;  // sorted: the message does not depend on the map's order
+        for (const auto& [name, value] : spec.distribution_kwargs()) names.insert(name);
+        return fail(path + ".distribution_kwargs",
+                    absl::StrCat("a composite takes no distribution_kwargs (got \"", *names.begin(), "\")"),
+                    "give a part's kwargs in composite.parts[i].kwargs");
+      }
       for (int i = 0; i < spec.composite().parts_size(); ++i) {
         const auto& part = spec.composite().parts(i);
         const std::string field = absl::StrCat(path, ".composite.parts[", i, "]");

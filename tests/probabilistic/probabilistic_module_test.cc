@@ -254,6 +254,17 @@ ProbabilisticTensorDictSequential hybrid_actor(uint64_t seed) {
   return ProbabilisticTensorDictSequential({params, prob});
 }
 
+// tensordict's CompositeDistribution takes no extra keywords; a composite module used to
+// ignore them silently.
+TEST(HybridActor, ACompositeWithDistributionKwargsIsAConstructionError) {
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
+                ProbabilisticTensorDictModule(ProbabilisticTensorDictModuleOptions({"params"})
+                                                  .composite({{"cont", "normal"}, {"disc", "categorical"}})
+                                                  .distribution_kwargs({{"temperature", 1.0}}));
+              }),
+              ::testing::HasSubstr("a composite distribution takes no distribution_kwargs (got {'temperature': 1"));
+}
+
 TEST(HybridActor, EveryInteractionTypeBothAggregationModes) {
   for (bool aggregate : {false, true}) {
     CompositeLpAggregateGuard guard(aggregate, true);

@@ -296,6 +296,13 @@ TEST(Limits, ValuesOutOfTheirDomain) {
   EXPECT_EQ(message_of(validate_spec(composite, "c.pbtxt")),
             "c.pbtxt: module.sequential.modules[1].probabilistic.composite.parts[0].kwargs[\"temperature\"]: "
             "distribution \"categorical\" takes no kwarg \"temperature\" (hint: it takes validate_args)");
+  // The composite itself takes none (tensordict: a TypeError); they were silently ignored.
+  p->clear_kwargs();
+  EXPECT_OK(validate_spec(composite, "c.pbtxt"));
+  (*part->mutable_distribution_kwargs())["temperature"].set_double_value(1);
+  EXPECT_EQ(message_of(validate_spec(composite, "c.pbtxt")),
+            "c.pbtxt: module.sequential.modules[1].probabilistic.distribution_kwargs: a composite takes no "
+            "distribution_kwargs (got \"temperature\") (hint: give a part's kwargs in composite.parts[i].kwargs)");
 }
 
 // Nothing from LibTorch or protobuf escapes the loader: a TorchScript file that is not one.
