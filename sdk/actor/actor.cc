@@ -98,25 +98,28 @@ class Actor::Impl {
       plan_status = absl::FailedPreconditionError("the actor's backend is kLibTorch");
       return;
     }
+    absl::Status precondition = absl::OkStatus();
     if (!options.device().is_cpu()) {
-      plan_status = absl::FailedPreconditionError(absl::StrCat("the fused plan runs on the CPU, the actor on ",
-                                                               options.device().str()));
+      precondition = absl::FailedPreconditionError(
+          absl::StrCat("the fused plan runs on the CPU, the actor on ", options.device().str()));
     } else if (!state_keys.empty()) {
-      plan_status = absl::UnimplementedError("recurrent policies are not lowered to the fused plan yet");
+      precondition = absl::UnimplementedError("recurrent policies are not lowered to the fused plan yet");
     }
-    if (plan_status.ok()) {
-      auto lowered = fused::FusedPlan::lower(policy);
-      if (lowered.ok()) {
-        plan = *std::move(lowered);
-      } else {
-        plan_status = lowered.status();
-      }
+    // Lowered at most once: kAuto skips it when a precondition already rules the plan out; kFused
+    // lowers anyway, because a module-level reason names the module and makes the better error.
+    if (!precondition.ok() && options.backend() != Backend::kFused) {
+      plan_status = precondition;
+      return;
     }
-    if (!plan && options.backend() == Backend::kFused) {
-      // The recurrent check comes first, but a module-level reason names the module: prefer it.
-      auto lowered = fused::FusedPlan::lower(policy);
-      const std::string why = lowered.ok() ? std::string(plan_status.message()) : std::string(lowered.status().message());
-      throw std::invalid_argument(absl::StrCat("backend kFused: ", why));
+    auto lowered = fused::FusedPlan::lower(policy);
+    if (precondition.ok() && lowered.ok()) {
+      plan = *std::move(lowered);
+      return;
+    }
+    plan_status = precondition.ok() ? lowered.status() : precondition;
+    if (options.backend() == Backend::kFused) {
+      throw std::invalid_argument(
+          absl::StrCat("backend kFused: ", lowered.ok() ? plan_status.message() : lowered.status().message()));
     }
   }
 
