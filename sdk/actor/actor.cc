@@ -9,16 +9,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
+#include "sdk/actor/batch_buckets.h"
 #include "sdk/fused/plan.h"
+#include "sdk/log/log.h"
+#include "sdk/nn/cuda_graph_module.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/generator_scope.h"
 #include "sdk/probabilistic/probabilistic_module_interface.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
+#include "sdk/spec/tensor_proto.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -46,6 +51,57 @@ const spec::Policy& checked(const spec::Policy& policy) {
   return policy;
 }
 
+// One call of the policy with the per-call choices as a value: the probabilistic root takes them
+// as an argument; any other root reads them from scopes set here.
+TensorDict call_policy(nn::TensorDictModuleBase& root, nn::ProbabilisticModuleInterface* probabilistic,
+                       const TensorDict& td, const nn::SampleRequest& request) {
+  if (probabilistic != nullptr) return probabilistic->forward_with_request(td, request);
+  nn::InteractionTypeGuard scope(request.type, /*thread_local_only=*/true);
+  nn::GeneratorGuard stream(*request.generator);
+  return root.forward(td);
+}
+
+// The policy bound to one request: what a CUDA graph captures for one interaction type.
+class PolicyCall : public nn::TensorDictModuleBase {
+ public:
+  PolicyCall(std::shared_ptr<nn::TensorDictModuleBase> root, nn::ProbabilisticModuleInterface* probabilistic,
+             nn::SampleRequest request)
+      : TensorDictModuleBase("PolicyCall", root->in_keys(), root->out_keys()),
+        root_(std::move(root)),
+        probabilistic_(probabilistic),
+        request_(std::move(request)) {}
+
+ protected:
+  TensorDict forward_impl(TensorDict td, const std::optional<TensorDict>&) override {
+    return call_policy(*root_, probabilistic_, td, request_);
+  }
+
+ private:
+  std::shared_ptr<nn::TensorDictModuleBase> root_;
+  nn::ProbabilisticModuleInterface* probabilistic_;
+  nn::SampleRequest request_;
+};
+
+// The CUDA-graph settings: the actor's options, else the spec's block. Checked either way.
+std::optional<CudaGraphOptions> graph_settings(const ActorOptions& options, const tdpolicy::PolicySpec& spec) {
+  std::optional<CudaGraphOptions> settings = options.cuda_graph();
+  std::string origin = "ActorOptions.cuda_graph";
+  if (!settings && spec.has_cuda_graph()) {
+    const auto& block = spec.cuda_graph();
+    settings = CudaGraphOptions().enabled(block.enabled());
+    if (block.warmup() != 0) settings->warmup(block.warmup());
+    if (block.batch_buckets_size() > 0) {
+      settings->batch_buckets(std::vector<int64_t>(block.batch_buckets().begin(), block.batch_buckets().end()));
+    }
+    origin = "the spec's cuda_graph";
+  }
+  if (!settings || !settings->enabled()) return std::nullopt;
+  if (auto problem = spec::check_cuda_graph_settings(settings->warmup(), settings->batch_buckets())) {
+    throw std::invalid_argument(absl::StrCat(origin, ".", problem->field, ": ", problem->message));
+  }
+  return settings;
+}
+
 }  // namespace
 
 class Actor::Impl {
@@ -71,6 +127,7 @@ class Actor::Impl {
         }
       }
     }
+    set_up_graphs();
   }
 
   spec::Policy policy;
@@ -86,6 +143,75 @@ class Actor::Impl {
   std::vector<std::vector<int64_t>> state_shapes;
   std::mutex state_mutex;
   std::optional<TensorDict> state;
+
+  // ---- CUDA graphs (sdk/nn/cuda_graph_module.h), on a GPU ----
+  std::optional<CudaGraphOptions> graph_options;
+  // The graphs share one memory pool, so they must never replay concurrently: one call at a time.
+  std::mutex graph_mutex;
+  // By (bucket, interaction type or -1 for the modules' defaults).
+  std::map<std::pair<int64_t, int>, std::shared_ptr<nn::CudaGraphModule>> graphs;
+  c10::MempoolId_t graph_pool{0, 0};
+
+  void set_up_graphs() {
+    std::optional<CudaGraphOptions> settings = graph_settings(options, policy.spec);
+    if (!settings) return;
+    if (!options.device().is_cuda()) {
+      logger()->warn("{}: cuda_graph is enabled but the actor runs on {}; calls run eagerly", policy.spec.name(),
+                     options.device().str());
+      return;
+    }
+    graph_options = std::move(settings);
+    graph_pool = nn::new_cuda_graph_pool();
+    if (!graph_options->capture_at_load()) return;
+    std::lock_guard<std::mutex> lock(graph_mutex);
+    for (int64_t bucket : graph_options->batch_buckets()) graph_for(bucket, options.interaction_type());
+  }
+
+  // Zeros of every declared input (recurrent state included) for `batch` rows, on the device.
+  TensorDict zero_inputs(int64_t batch) const {
+    TensorDict td({batch}, options.device());
+    for (const auto& input : policy.spec.inputs()) {
+      std::vector<int64_t> shape = {batch};
+      shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+      const at::ScalarType dtype = spec::scalar_type(input.dtype()).value_or(at::kFloat);
+      td.set(*spec::parse_key(input.key()), at::zeros(shape, at::TensorOptions().dtype(dtype).device(options.device())));
+    }
+    return td;
+  }
+
+  // The graph for (bucket, type), captured now if it is not yet: warmup eager calls and the
+  // capture, all on zeros, so every call that reaches it replays. Needs graph_mutex.
+  nn::CudaGraphModule& graph_for(int64_t bucket, std::optional<nn::InteractionType> type) {
+    const std::pair<int64_t, int> id{bucket, type ? static_cast<int>(*type) : -1};
+    auto found = graphs.find(id);
+    if (found != graphs.end()) return *found->second;
+    auto call = std::make_shared<PolicyCall>(policy.module, probabilistic, nn::SampleRequest{type, generator});
+    auto graph = std::make_shared<nn::CudaGraphModule>(call, nn::CudaGraphModuleOptions()
+                                                                 .warmup(graph_options->warmup())
+                                                                 .device(options.device())
+                                                                 .pool(graph_pool)
+                                                                 .generators({generator}));
+    c10::InferenceMode inference;
+    nn::CompositeLpAggregateGuard aggregate(lp_aggregate, /*thread_local_only=*/true);
+    for (int64_t call_index = 0; call_index <= graph_options->warmup(); ++call_index) graph->forward(zero_inputs(bucket));
+    return *graphs.emplace(id, std::move(graph)).first->second;
+  }
+
+  // One call through the graphs: chunks of at most the largest bucket, each padded to its bucket;
+  // the outputs' real rows are written into `td`, which is returned.
+  TensorDict call_graphs(TensorDict td, std::optional<nn::InteractionType> type) {
+    const int64_t rows = td.batch_size()[0];
+    const std::vector<NestedKey>& keys = policy.module->out_keys();
+    std::vector<std::vector<at::Tensor>> pieces(keys.size());
+    std::lock_guard<std::mutex> lock(graph_mutex);
+    for (const BucketChunk& chunk : plan_bucket_chunks(graph_options->batch_buckets(), rows)) {
+      nn::CudaGraphModule& graph = graph_for(chunk.bucket, type);
+      TensorDict result = graph.forward(padded_rows(td, graph.in_keys(), chunk));
+      for (size_t k = 0; k < keys.size(); ++k) pieces[k].push_back(result.get(keys[k]).narrow(0, 0, chunk.rows));
+    }
+    for (size_t k = 0; k < keys.size(); ++k) td.set(keys[k], pieces[k].size() == 1 ? pieces[k][0] : at::cat(pieces[k]));
+    return td;
+  }
 
   // ---- the fused CPU plan (sdk/fused) ----
   std::shared_ptr<const fused::FusedPlan> plan;
@@ -255,15 +381,8 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
     }
     for (const NestedKey& key : self.state_keys) td.set(key, self.state->get(key));
   }
-  TensorDict out;
-  if (self.probabilistic != nullptr) {
-    out = self.probabilistic->forward_with_request(td, request);
-  } else {
-    // A root that is not probabilistic (a plain sequence around one) reads the choices from scopes.
-    nn::InteractionTypeGuard scope(request.type, /*thread_local_only=*/true);
-    nn::GeneratorGuard stream(*request.generator);
-    out = self.policy.module->forward(td);
-  }
+  const bool graphed = self.graph_options && !generator && td.batch_size().size() == 1 && td.batch_size()[0] > 0;
+  TensorDict out = graphed ? self.call_graphs(td, type) : call_policy(*self.policy.module, self.probabilistic, td, request);
   if (uses_kept_state) {
     std::lock_guard<std::mutex> lock(self.state_mutex);
     for (const NestedKey& key : self.state_keys) self.state->set(key, out.get(key));
@@ -366,6 +485,12 @@ absl::Status Actor::fused_status() const { return impl_->plan_status; }
 std::vector<std::string> Actor::describe_backend() const {
   if (impl_->plan) return impl_->plan->description();
   return {absl::StrCat("module: LibTorch (", impl_->plan_status.message(), ")")};
+}
+
+const std::optional<CudaGraphOptions>& Actor::cuda_graph() const { return impl_->graph_options; }
+int64_t Actor::captured_graph_count() const {
+  std::lock_guard<std::mutex> lock(impl_->graph_mutex);
+  return static_cast<int64_t>(impl_->graphs.size());
 }
 
 void Actor::set_interaction_type(std::optional<nn::InteractionType> type) { impl_->options.interaction_type(type); }

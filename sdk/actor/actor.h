@@ -51,6 +51,22 @@
 // fused_max_batch under kAuto, and for interaction types the plan lacks, it runs act() on
 // LibTorch and copies out.
 //
+// On a GPU (ActorOptions().device("cuda:0")), an actor replays captured CUDA graphs
+// (sdk/nn/cuda_graph_module.h) when its spec's `cuda_graph` block or ActorOptions::cuda_graph
+// enables them: one graph per (batch bucket, interaction type), all in one memory pool. A call is
+// padded up to the smallest bucket that fits and split into chunks of the largest bucket beyond
+// it (sdk/actor/batch_buckets.h); padding rows never reach the outputs or the kept recurrent
+// state. Graphs for the actor's interaction type are captured at load (capture_at_load), others
+// on their first call; captures take a process-wide lock. Random types draw fresh samples on
+// every replay from the actor's seeded generator, so a seeded actor repeats its sequence. Graph
+// calls are serialized per actor (the graphs share their memory pool) and return once their
+// outputs are ready. Calls given an explicit generator, observations with several batch dims and
+// empty batches run eagerly. Enabled on a CPU device: one warning at load, then eager calls.
+//
+//   auto gpu = tdp::actor::Actor::load("policies/pendulum_tanh_gaussian.pbtxt",
+//       tdp::actor::ActorOptions().device(c10::Device("cuda:0"))
+//           .cuda_graph(tdp::actor::CudaGraphOptions().batch_buckets({1, 64, 1024})));
+//
 // This header includes no protobuf or torch::nn headers: spec() and module() return types that
 // are only declared here; include "tdpolicy/spec.pb.h" / "sdk/nn/tensordict_module_base.h" (or
 // "sdk/spec/policy.h") to use them. Actor is movable, not copyable; a moved-from Actor may only
@@ -71,6 +87,7 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/cuda_graph_settings.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
@@ -91,6 +108,19 @@ namespace tdp::actor {
 
 // Which implementation runs act(); see the header comment.
 enum class Backend { kAuto, kLibTorch, kFused };
+
+// CUDA-graph capture for an actor on a GPU (see the header comment; the spec's `cuda_graph` block).
+struct CudaGraphOptions {
+  TORCH_ARG(bool, enabled) = true;
+  // Eager calls before each capture (at least 1).
+  TORCH_ARG(int64_t, warmup) = spec::kDefaultCudaGraphWarmup;
+  // The batch sizes captured: positive, increasing, each once.
+  TORCH_ARG(std::vector<int64_t>, batch_buckets) =
+      std::vector<int64_t>(spec::kDefaultBatchBuckets.begin(), spec::kDefaultBatchBuckets.end());
+  // Capture every bucket for the actor's interaction type when the actor is made (true), or each
+  // graph on its first call (false).
+  TORCH_ARG(bool, capture_at_load) = true;
+};
 
 struct ActorOptions {
   // How act() takes actions unless a call says otherwise. Empty: no type is imposed, and each
@@ -118,6 +148,8 @@ struct ActorOptions {
   TORCH_ARG(Backend, backend) = Backend::kAuto;
   // Under kAuto, the largest batch the fused plan runs (measured: tests/benchmarks/fused_benchmark.cc).
   TORCH_ARG(int64_t, fused_max_batch) = 64;
+  // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
+  TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
 };
 
 class Actor {
@@ -161,6 +193,11 @@ class Actor {
   absl::Status fused_status() const;
   // One line per module: its path in the spec and which path runs it.
   std::vector<std::string> describe_backend() const;
+
+  // The CUDA-graph settings calls use; empty when calls run without graphs.
+  const std::optional<CudaGraphOptions>& cuda_graph() const;
+  // How many graphs are captured so far (one per bucket and interaction type used).
+  int64_t captured_graph_count() const;
 
   void set_interaction_type(std::optional<nn::InteractionType> type);
   const ActorOptions& options() const;

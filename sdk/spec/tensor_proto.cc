@@ -45,12 +45,16 @@ tdpolicy::TensorProto to_tensor_proto(const at::Tensor& tensor) {
   return proto;
 }
 
-absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto) {
-  const DTypeName* dtype = nullptr;
+std::optional<at::ScalarType> scalar_type(tdpolicy::DType dtype) {
   for (const auto& entry : kDTypes) {
-    if (entry.proto == proto.dtype()) dtype = &entry;
+    if (entry.proto == dtype) return entry.scalar;
   }
-  if (dtype == nullptr) {
+  return std::nullopt;
+}
+
+absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto) {
+  const std::optional<at::ScalarType> dtype = scalar_type(proto.dtype());
+  if (!dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype ", tdpolicy::DType_Name(proto.dtype()), " is not a tensor dtype"));
   }
@@ -73,13 +77,13 @@ absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto)
   if (numel > kTooLarge) {
     return absl::InvalidArgumentError(absl::StrCat("shape [", absl::StrJoin(shape, ", "), "] is too large"));
   }
-  const size_t expected = static_cast<size_t>(numel) * c10::elementSize(dtype->scalar);
+  const size_t expected = static_cast<size_t>(numel) * c10::elementSize(*dtype);
   if (proto.data().size() != expected) {
     return absl::InvalidArgumentError(absl::StrCat("data has ", proto.data().size(), " bytes but shape [",
                                                    absl::StrJoin(shape, ", "), "] of ",
                                                    tdpolicy::DType_Name(proto.dtype()), " needs ", expected));
   }
-  at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(dtype->scalar));
+  at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(*dtype));
   if (expected > 0) std::memcpy(tensor.data_ptr(), proto.data().data(), expected);
   return tensor;
 }

@@ -9,6 +9,8 @@
 #include <ATen/core/Tensor.h>
 #include <absl/status/statusor.h>
 
+#include <optional>
+
 #include "tdpolicy/tensor.pb.h"
 
 namespace tdp::spec {
@@ -19,5 +21,8 @@ tdpolicy::TensorProto to_tensor_proto(const at::Tensor& tensor);
 // An error names what is wrong: an unspecified dtype, a negative dim, or a byte count that
 // does not match the shape.
 absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto);
+// The tensor dtype a DType names (an InputSpec's DTYPE_UNSPECIFIED means FLOAT32 and is the
+// caller's to map); nothing for DTYPE_UNSPECIFIED or an unknown value.
+std::optional<at::ScalarType> scalar_type(tdpolicy::DType dtype);
 
 }  // namespace tdp::spec

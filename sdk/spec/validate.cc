@@ -18,6 +18,7 @@
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/networks.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/cuda_graph_settings.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
 
@@ -53,6 +54,13 @@ class Validator {
       if (!written_.count(*key)) {
         return failed(path, absl::StrCat("output \"", spec.output_keys(i), "\" is never written"),
                     absl::StrCat("written keys: ", written_list()));
+      }
+    }
+    if (spec.has_cuda_graph()) {
+      const auto& graph = spec.cuda_graph();
+      std::vector<int64_t> buckets(graph.batch_buckets().begin(), graph.batch_buckets().end());
+      if (auto problem = check_cuda_graph_settings(graph.warmup() == 0 ? kDefaultCudaGraphWarmup : graph.warmup(), buckets)) {
+        return failed("cuda_graph." + problem->field, problem->message);
       }
     }
     if (spec.has_parameters() && !spec.parameters_file().empty()) {

@@ -20,6 +20,7 @@
 #include "tdpolicy/spec.pb.h"
 
 #include "tests/testing/files.h"
+#include "tests/testing/log_capture.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tdp::actor {
@@ -294,6 +295,39 @@ TEST(ActorTest, LoadErrorsAreStatuses) {
   EXPECT_FALSE(broken.ok());
   EXPECT_NE(std::string(broken.status().message()).find("module.network.in_keys[0]"), std::string::npos)
       << broken.status();
+}
+
+// ---- CUDA graphs: what a CPU machine checks (tests/actor/actor_cuda_test.cc runs them on a GPU) ----
+
+TEST(ActorCudaGraphTest, AnEnabledBlockOnACpuActorWarnsOnceAndRunsEagerly) {
+  const std::string graphed = std::string(kCategorical) + "cuda_graph { enabled: true batch_buckets: [1, 8] }";
+  test_util::LogCapture log;
+  ASSERT_OK_AND_ASSIGN(auto with_block, load(graphed.c_str(), ActorOptions().seed(4)));
+  EXPECT_THAT(log.text(), ::testing::HasSubstr("cuda_graph is enabled but the actor runs on cpu; calls run eagerly"));
+  const std::string warned = log.text();
+  ASSERT_OK_AND_ASSIGN(auto without, load(kCategorical, ActorOptions().seed(4)));
+  EXPECT_FALSE(with_block->cuda_graph().has_value());
+  for (int step = 0; step < 3; ++step) {
+    TensorDict a = with_block->act(observations(5, step));
+    TensorDict b = without->act(observations(5, step));
+    EXPECT_TRUE(at::equal(a.get("action"), b.get("action"))) << "step " << step;
+  }
+  EXPECT_EQ(log.text(), warned) << "one warning, at load";
+  EXPECT_EQ(with_block->captured_graph_count(), 0);
+}
+
+TEST(ActorCudaGraphTest, BadSettingsAreLoadErrorsNamingTheField) {
+  auto unsorted = load(kCategorical, ActorOptions().cuda_graph(CudaGraphOptions().batch_buckets({1, 64, 32})));
+  EXPECT_THAT(unsorted.status().message(),
+              ::testing::HasSubstr("ActorOptions.cuda_graph.batch_buckets[2]: 32 does not follow 64"));
+  auto no_warmup = load(kCategorical, ActorOptions().cuda_graph(CudaGraphOptions().warmup(0)));
+  EXPECT_THAT(no_warmup.status().message(), ::testing::HasSubstr("ActorOptions.cuda_graph.warmup: 0 eager calls"));
+  // The spec's block is checked by the validator first, with its field path.
+  const std::string bad_block = std::string(kCategorical) + "cuda_graph { enabled: true batch_buckets: [4, 0] }";
+  auto from_spec = load(bad_block.c_str());
+  EXPECT_THAT(from_spec.status().message(), ::testing::HasSubstr("cuda_graph.batch_buckets[1]: batch size 0 is outside"));
+  // Disabled settings are not used, so they are not checked either.
+  EXPECT_OK(load(kCategorical, ActorOptions().cuda_graph(CudaGraphOptions().enabled(false).warmup(0))).status());
 }
 
 // ---- ActorOptions::backend (the fused CPU plan, sdk/fused; its numerics are tests/fused) ----

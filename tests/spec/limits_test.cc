@@ -306,6 +306,27 @@ TEST(Limits, ValuesOutOfTheirDomain) {
 }
 
 // Nothing from LibTorch or protobuf escapes the loader: a TorchScript file that is not one.
+TEST(Limits, TheCudaGraphBlock) {
+  auto spec = valid();
+  auto* graph = spec.mutable_cuda_graph();
+  graph->set_enabled(true);
+  EXPECT_OK(validate_spec(spec, "t.pbtxt")) << "no buckets and no warmup: the defaults";
+  for (int64_t bucket : {1, 16, 16}) graph->add_batch_buckets(bucket);
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: cuda_graph.batch_buckets[2]: 16 does not follow 16; list the buckets in increasing order, each "
+            "once");
+  graph->set_batch_buckets(2, 64);
+  graph->set_batch_buckets(0, -1);
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt")),
+              HasSubstr("t.pbtxt: cuda_graph.batch_buckets[0]: batch size -1 is outside [1, 1048576]"));
+  graph->set_batch_buckets(0, 1);
+  graph->set_warmup(-2);
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt")),
+              HasSubstr("t.pbtxt: cuda_graph.warmup: -2 eager calls before the capture; at least 1 is needed"));
+  graph->set_warmup(3);
+  EXPECT_OK(validate_spec(spec, "t.pbtxt"));
+}
+
 TEST(Limits, NoExceptionEscapesTheLoader) {
   const std::string dir = folder("bad_torchscript");
   write_file(dir + "/actor.pt", "not a zip archive");
