@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,9 +33,12 @@ using ::testing::HasSubstr;
 
 const c10::Device kCuda("cuda:0");
 
-#define SKIP_WITHOUT_GPU()                                                                  \
-  if (!torch::cuda::is_available()) {                                                       \
-    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";       \
+// On the GPU machine (tests/gpu/gpu_check.sh sets TDP_REQUIRE_GPU) a missing GPU is a failure,
+// so a broken setup cannot pass by skipping every case.
+#define SKIP_WITHOUT_GPU()                                                                \
+  if (!torch::cuda::is_available()) {                                                     \
+    if (std::getenv("TDP_REQUIRE_GPU") != nullptr) FAIL() << "TDP_REQUIRE_GPU is set, no GPU"; \
+    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";     \
   }
 
 // The actor of policies/`policy`, or the loader's Status.

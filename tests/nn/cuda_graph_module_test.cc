@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <tuple>
@@ -26,9 +27,12 @@ namespace {
 using ::testing::HasSubstr;
 using test_util::error_of;
 
-#define SKIP_WITHOUT_GPU()                                                            \
-  if (!torch::cuda::is_available()) {                                                 \
-    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda"; \
+// On the GPU machine (tests/gpu/gpu_check.sh sets TDP_REQUIRE_GPU) a missing GPU is a failure,
+// so a broken setup cannot pass by skipping every case.
+#define SKIP_WITHOUT_GPU()                                                                \
+  if (!torch::cuda::is_available()) {                                                     \
+    if (std::getenv("TDP_REQUIRE_GPU") != nullptr) FAIL() << "TDP_REQUIRE_GPU is set, no GPU"; \
+    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";     \
   }
 
 // observation -> hidden = tanh(Linear(4, 8)) -> action = Linear(8, 2): three modules, one sequence.

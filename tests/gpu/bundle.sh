@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds what the GPU machine runs (it has no Bazel and no package registry) and packs it into
+# tests/gpu/bundle/ (ignored by git): the CUDA test and benchmark binaries, built with -c opt
+# --config=cuda against this project's torch 2.11.0 and linked statically against our own code,
+# plus the shared libraries they load that are neither torch's nor the system's (Abseil,
+# protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd.
+#
+#   bash tests/gpu/bundle.sh
+#
+# Then, on the GPU machine (the device tool's `run`, carrying tests/gpu/bundle):
+#   bash tests/gpu/gpu_check.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+targets=(//tests/actor:actor_cuda_test //tests/nn:cuda_graph_module_test //tests/benchmarks:cuda_graph_benchmark)
+cache="${TDP_BAZEL_DISK_CACHE:-$HOME/.cache/tdpolicy/bazel-disk}"
+./bazelw build -c opt --config=cuda --dynamic_mode=off --disk_cache="$cache" "${targets[@]}"
+
+bundle=tests/gpu/bundle
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
+for target in "${targets[@]}"; do
+  binary="bazel-bin/$(echo "${target#//}" | tr ':' '/')"
+  cp "$binary" "$bundle/bin/"
+  chmod u+w "$bundle/bin/$(basename "$binary")"
+  strip --strip-debug "$bundle/bin/$(basename "$binary")"
+done
+
+# Torch's own libraries (and the CUDA ones its wheel brings) are the GPU machine's; the C runtime
+# and the loader are the system's. Everything else the binaries load travels.
+for binary in "$bundle"/bin/*; do
+  ldd "$binary" | awk '/=> \// { print $3 }'
+done | sort -u | while read -r library; do
+  case "$(basename "$library")" in
+    libtorch* | libc10* | libcuda* | libcudart* | libcublas* | libcudnn* | libnv* | libnccl* | libcusparse* | \
+      libcufft* | libcurand* | libcusolver* | libgomp* | libshm* | libc.so* | libm.so* | libpthread* | libdl.so* | \
+      librt.so* | ld-linux*)
+      continue ;;
+  esac
+  cp -L "$library" "$bundle/lib/"
+done
+
+size=$(du -sm "$bundle" | cut -f1)
+echo "bundle: $bundle ($size MiB): $(ls "$bundle/bin" | tr '\n' ' ')" >&2
+if ((size > 60)); then
+  echo "bundle: $size MiB is over the 60 MiB that may travel with the working tree (64 MiB in all)" >&2
+  exit 1
+fi
