@@ -22,6 +22,8 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
+#include <c10/core/Device.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -59,6 +61,9 @@ ABSL_FLAG(std::string, lp_aggregate, "",
 ABSL_FLAG(std::string, backend, "auto",
           "run, bench: auto (the fused CPU plan at small batches, else LibTorch), libtorch or fused "
           "(a policy that cannot be lowered is then an error naming the module)");
+ABSL_FLAG(std::string, device, "cpu", "run, bench: the actor's device, cpu or cuda[:N] (a --config=cuda build)");
+ABSL_FLAG(std::string, cuda_graph, "spec",
+          "run, bench on a GPU: spec (the spec's cuda_graph block), on (default buckets), off");
 ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
 ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
 ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
@@ -93,11 +98,14 @@ constexpr const char* kUsageText =
     "                  LibTorch) each module takes, and why\n"
     "  run SPEC --input=FILE.json [--interaction=mode|median|mean|random|deterministic]\n"
     "           [--seed=N] [--lp_aggregate=true|false] [--backend=auto|libtorch|fused]\n"
+    "           [--device=cpu|cuda[:N]] [--cuda_graph=spec|on|off]\n"
     "                  runs the policy on a JSON object of named tensors (nested lists; nested\n"
     "                  keys as nested objects; --input=- reads stdin) and prints the resulting\n"
     "                  TensorDict as JSON on stdout\n"
     "  bench SPEC --batch=B [--iterations=N] [--warmup=N] [--interaction=...] [--backend=...]\n"
-    "                  times calls on random inputs of the declared shapes at batch B\n"
+    "           [--device=...] [--cuda_graph=...]\n"
+    "                  times calls on random inputs of the declared shapes at batch B, on the\n"
+    "                  actor's device (on a GPU, each call until its outputs are ready)\n"
     "\n"
     "flags: --threads=N sets LibTorch's intra-op threads (run, bench).\n"
     "limits (every command; see the README's Limits table): --max_spec_bytes --max_input_bytes\n"
@@ -150,6 +158,9 @@ struct RunFlags {
   std::optional<uint64_t> seed;
   int32_t threads = 0;
   tdp::actor::Backend backend = tdp::actor::Backend::kAuto;
+  c10::Device device = c10::Device(c10::kCPU);
+  // Empty: the spec's cuda_graph block decides.
+  std::optional<tdp::actor::CudaGraphOptions> cuda_graph;
 
   static absl::StatusOr<RunFlags> parse() {
     RunFlags flags;
@@ -185,6 +196,23 @@ struct RunFlags {
     } else if (backend != "auto") {
       return absl::InvalidArgumentError(
           absl::StrCat("--backend: expected auto, libtorch or fused, got \"", backend, "\""));
+    }
+    const std::string device = absl::GetFlag(FLAGS_device);
+    if (device != "cpu" && device != "cuda" && !absl::StartsWith(device, "cuda:")) {
+      return absl::InvalidArgumentError(absl::StrCat("--device: expected cpu, cuda or cuda:N, got \"", device, "\""));
+    }
+    try {
+      flags.device = c10::Device(device);
+    } catch (const std::exception&) {
+      return absl::InvalidArgumentError(absl::StrCat("--device: expected cpu, cuda or cuda:N, got \"", device, "\""));
+    }
+    const std::string cuda_graph = absl::GetFlag(FLAGS_cuda_graph);
+    if (cuda_graph == "on") {
+      flags.cuda_graph = tdp::actor::CudaGraphOptions();
+    } else if (cuda_graph == "off") {
+      flags.cuda_graph = tdp::actor::CudaGraphOptions().enabled(false);
+    } else if (cuda_graph != "spec") {
+      return absl::InvalidArgumentError(absl::StrCat("--cuda_graph: expected spec, on or off, got \"", cuda_graph, "\""));
     }
     flags.threads = absl::GetFlag(FLAGS_threads);
     if (flags.threads < 0) return absl::InvalidArgumentError("--threads: expected 0 or more");
@@ -237,7 +265,9 @@ absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string&
                                      .composite_lp_aggregate(flags.lp_aggregate)
                                      .run_self_tests(false)
                                      .return_all_entries(return_all_entries)
-                                     .backend(flags.backend),
+                                     .backend(flags.backend)
+                                     .device(flags.device)
+                                     .cuda_graph(flags.cuda_graph),
                                  load);
 }
 
@@ -338,7 +368,7 @@ int run(const std::string& path, const tdp::spec::LoadOptions& load) {
   } catch (const std::exception& error) {
     return failed(absl::InternalError(absl::StrCat("the policy failed: ", error.what())));
   }
-  auto printed = tdp::cli::tensordict_to_json(out);
+  auto printed = tdp::cli::tensordict_to_json(out.to(c10::Device(c10::kCPU)));
   if (!printed.ok()) return failed(printed.status());
   std::cout << *printed << std::flush;
   return std::cout.good() ? kOk : kFailed;
@@ -401,11 +431,12 @@ int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
   micros.reserve(iterations);
   double total_seconds = 0;
   try {
-    const tdp::TensorDict inputs = random_inputs(**actor, batch);
+    const tdp::TensorDict inputs = random_inputs(**actor, batch).to(flags->device);
     for (int64_t i = 0; i < warmup + iterations; ++i) {
       // The simulator's call: act() leaves `inputs` as they are.
       const auto start = std::chrono::steady_clock::now();
       tdp::TensorDict out = (*actor)->act(inputs);
+      if (flags->device.is_cuda()) torch::cuda::synchronize(flags->device.index() < 0 ? -1 : flags->device.index());
       const auto stop = std::chrono::steady_clock::now();
       if (i >= warmup) {
         const double seconds = std::chrono::duration<double>(stop - start).count();
@@ -424,8 +455,9 @@ int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
   };
   const double mean = total_seconds * 1e6 / iterations;
   const double calls_per_second = iterations / total_seconds;
-  std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads\n", (*actor)->spec().name(),
-                               (*actor)->spec().version(), batch, iterations, warmup, at::get_num_threads());
+  std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads, %s%s\n", (*actor)->spec().name(),
+                               (*actor)->spec().version(), batch, iterations, warmup, at::get_num_threads(),
+                               flags->device.str(), (*actor)->cuda_graph() ? " (CUDA graphs)" : "");
   std::cout << absl::StrFormat("latency per call: mean %.1f us, p50 %.1f us, p99 %.1f us\n", mean, percentile(0.5),
                                percentile(0.99));
   std::cout << absl::StrFormat("throughput: %.1f calls/s, %.0f env steps/s\n", calls_per_second,

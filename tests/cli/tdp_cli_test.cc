@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +101,16 @@ TEST(TdpCli, UsageErrorsExitWithTwo) {
   Result bad_backend = tdp({"run", kActor, "--input=" + kInput, "--backend=gpu"});
   EXPECT_EQ(bad_backend.exit_code, 2);
   EXPECT_THAT(bad_backend.err, StartsWith("tdp: --backend: expected auto, libtorch or fused, got \"gpu\"\n"));
+
+  Result bad_device = tdp({"run", kActor, "--input=" + kInput, "--device=gpu"});
+  EXPECT_EQ(bad_device.exit_code, 2);
+  EXPECT_THAT(bad_device.err, StartsWith("tdp: --device: expected cpu, cuda or cuda:N, got \"gpu\"\n"));
+  Result bad_index = tdp({"run", kActor, "--input=" + kInput, "--device=cuda:x"});
+  EXPECT_EQ(bad_index.exit_code, 2);
+  EXPECT_THAT(bad_index.err, StartsWith("tdp: --device: expected cpu, cuda or cuda:N, got \"cuda:x\"\n"));
+  Result bad_graph = tdp({"bench", kActor, "--batch=1", "--cuda_graph=yes"});
+  EXPECT_EQ(bad_graph.exit_code, 2);
+  EXPECT_THAT(bad_graph.err, StartsWith("tdp: --cuda_graph: expected spec, on or off, got \"yes\"\n"));
 
   Result no_batch = tdp({"bench", kActor});
   EXPECT_EQ(no_batch.exit_code, 2);
@@ -396,11 +407,20 @@ TEST(TdpCli, MeanIsNotAnActionOfACategoricalPolicy) {
 TEST(TdpCli, Bench) {
   Result bench = tdp({"bench", kActor, "--batch=8", "--iterations=20", "--warmup=2", "--threads=1"});
   ASSERT_EQ(bench.exit_code, 0) << bench.err;
-  EXPECT_THAT(bench.out, StartsWith("cli_test_actor 0.1: batch 8, 20 calls after 2 warmup, 1 threads\n"));
+  EXPECT_THAT(bench.out, StartsWith("cli_test_actor 0.1: batch 8, 20 calls after 2 warmup, 1 threads, cpu\n"));
   EXPECT_THAT(bench.out, HasSubstr("latency per call: mean "));
   EXPECT_THAT(bench.out, HasSubstr(" us, p50 "));
   EXPECT_THAT(bench.out, HasSubstr(" us, p99 "));
   EXPECT_THAT(bench.out, HasSubstr("calls/s, "));
+}
+
+// A CUDA device where this binary cannot use one is a load error naming the device (exit 1);
+// on a GPU (tests/gpu/) the same command runs.
+TEST(TdpCli, ACudaDeviceWithoutOneIsALoadError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible here";
+  Result run = tdp({"run", kActor, "--input=" + kInput, "--device=cuda:0", "--cuda_graph=on"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("device cuda:0 requested, but "));
 }
 
 // What tdp::actor::Actor prints for `input_json` with `options`, as `tdp run` prints it.
