@@ -151,6 +151,10 @@ class Actor::Impl {
   // By (bucket, interaction type or -1 for the modules' defaults).
   std::map<std::pair<int64_t, int>, std::shared_ptr<nn::CudaGraphModule>> graphs;
   c10::MempoolId_t graph_pool{0, 0};
+  // What a graph copies back: every entry an eager call adds to its input. The root's out_keys
+  // can miss some (a composite's per-part log-probs under aggregation are written undeclared, as
+  // in tensordict), and graphs must return the same keys as eager calls.
+  std::vector<NestedKey> graph_out_keys;
 
   void set_up_graphs() {
     std::optional<CudaGraphOptions> settings = graph_settings(options, policy.spec);
@@ -162,6 +166,16 @@ class Actor::Impl {
     }
     graph_options = std::move(settings);
     graph_pool = nn::new_cuda_graph_pool();
+    {
+      c10::InferenceMode inference;
+      nn::CompositeLpAggregateGuard aggregate(lp_aggregate, /*thread_local_only=*/true);
+      const TensorDict given = zero_inputs(1);
+      const TensorDict written = call_policy(*policy.module, probabilistic, given.clone(/*deep=*/false),
+                                             nn::SampleRequest{options.interaction_type(), generator});
+      for (const NestedKey& key : written.keys(/*include_nested=*/true, /*leaves_only=*/true)) {
+        if (!given.contains(key)) graph_out_keys.push_back(key);
+      }
+    }
     if (!graph_options->capture_at_load()) return;
     std::lock_guard<std::mutex> lock(graph_mutex);
     for (int64_t bucket : graph_options->batch_buckets()) graph_for(bucket, options.interaction_type());
@@ -187,6 +201,7 @@ class Actor::Impl {
     if (found != graphs.end()) return *found->second;
     auto call = std::make_shared<PolicyCall>(policy.module, probabilistic, nn::SampleRequest{type, generator});
     auto graph = std::make_shared<nn::CudaGraphModule>(call, nn::CudaGraphModuleOptions()
+                                                                 .out_keys(graph_out_keys)
                                                                  .warmup(graph_options->warmup())
                                                                  .device(options.device())
                                                                  .pool(graph_pool)
@@ -201,7 +216,7 @@ class Actor::Impl {
   // the outputs' real rows are written into `td`, which is returned.
   TensorDict call_graphs(TensorDict td, std::optional<nn::InteractionType> type) {
     const int64_t rows = td.batch_size()[0];
-    const std::vector<NestedKey>& keys = policy.module->out_keys();
+    const std::vector<NestedKey>& keys = graph_out_keys;
     std::vector<std::vector<at::Tensor>> pieces(keys.size());
     std::lock_guard<std::mutex> lock(graph_mutex);
     for (const BucketChunk& chunk : plan_bucket_chunks(graph_options->batch_buckets(), rows)) {
