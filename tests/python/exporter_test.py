@@ -341,6 +341,66 @@ class ExporterTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown spec extension"):
             tdpolicy.export(actor, self.path("f.yaml"), example=td)
 
+    def test_default_interaction_types(self):
+        for interaction, name in [(InteractionType.MODE, "mode"), (InteractionType.MEAN, "mean"),
+                                  (InteractionType.DETERMINISTIC, "deterministic")]:
+            with self.subTest(interaction=name):
+                actor = ProbabilisticTensorDictSequential(
+                    TensorDictModule(mlp(3, [8], 4), in_keys=["observation"], out_keys=["raw"]),
+                    TensorDictModule(NormalParamExtractor(), in_keys=["raw"], out_keys=["loc", "scale"]),
+                    ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"],
+                                                  distribution_class=D.Normal, return_log_prob=True,
+                                                  default_interaction_type=interaction))
+                td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+                path = self.path("interaction.pbtxt")
+                spec = tdpolicy.export(actor, path, example=td)
+                self.assertEqual(spec.module.probabilistic_sequential.modules[2].probabilistic.default_interaction_type,
+                                 name)
+                # Both sides run under the module's own default.
+                report = tdpolicy.check(path, actor, td, interaction=None)
+                self.assertIn("action_log_prob", self.entries(report))
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(3, [8], 3), in_keys=["observation"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          default_interaction_type=InteractionType.RANDOM))
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        spec = tdpolicy.export(actor, self.path("random.pbtxt"), example=td)
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.default_interaction_type,
+                         "random")
+        tdpolicy.check(self.path("random.pbtxt"), actor, td)  # deterministic by default
+        with self.assertRaisesRegex(ValueError, r"actor.module.1 \(ProbabilisticTensorDictModule\) samples"):
+            tdpolicy.check(self.path("random.pbtxt"), actor, td, interaction=None)
+
+    def test_custom_log_prob_keys_and_selected_out_keys(self):
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          return_log_prob=True, log_prob_key=("stats", "lp")))
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "lp_key.pbtxt",
+                                             TensorDict({"action": torch.randint(0, 3, (BATCH,))}, [BATCH]))
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.log_prob_key, "stats/lp")
+        self.assertIn("stats/lp", self.entries(report))
+
+        def composite(selected=("kind", "flag", "kind_log_prob", "flag_log_prob"), **lp):
+            return ProbabilisticTensorDictSequential(
+                TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=[("params", "kind", "logits")]),
+                TensorDictModule(mlp(4, [16], 2), in_keys=["observation"], out_keys=[("params", "flag", "logits")]),
+                ProbabilisticTensorDictModule(
+                    in_keys=["params"], out_keys=["kind", "flag"], distribution_class=CompositeDistribution,
+                    distribution_kwargs={"distribution_map": {"kind": D.Categorical, "flag": D.Bernoulli}},
+                    return_log_prob=True, **lp),
+                selected_out_keys=list(selected) if selected else None)
+
+        actions = TensorDict({"kind": torch.randint(0, 3, (BATCH,)), "flag": torch.randint(0, 2, (BATCH, 2)).float()},
+                             [BATCH])
+        spec, report = self.export_and_check(composite(), td, "selected.pbtxt", actions)
+        self.assertEqual(list(spec.module.probabilistic_sequential.selected_out_keys),
+                         ["kind", "flag", "kind_log_prob", "flag_log_prob"])
+        self.assertEqual(self.entries(report), {"observation", "kind", "flag", "kind_log_prob", "flag_log_prob"})
+        self.assert_export_error(composite(None, log_prob_keys=["kind_lp", "flag_lp"]), td, "actor.module.2",
+                                 "ProbabilisticTensorDictModule", "log_prob_keys=.* on a CompositeDistribution")
+
     # ---- check() fails when C++ and Python disagree ----
 
     def test_check_reports_a_changed_weight(self):
@@ -440,11 +500,82 @@ class ExporterTest(unittest.TestCase):
         self.assert_export_error(TensorDictSequential(Doubling(nn.Linear(3, 2), in_keys=["x"], out_keys=["y"])), td,
                                  "actor.module.0", "Doubling", "overrides TensorDictModule.forward")
 
+    def test_aggregated_log_prob_mode_is_refused(self):
+        from tensordict.nn import set_composite_lp_aggregate
+        with set_composite_lp_aggregate(True):
+            actor = ProbabilisticTensorDictSequential(
+                TensorDictModule(mlp(3, [8], 3), in_keys=["observation"], out_keys=["logits"]),
+                ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"],
+                                              distribution_class=D.Categorical, return_log_prob=True))
+            td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+            self.assert_export_error(actor, td, "actor.module.1", "ProbabilisticTensorDictModule",
+                                     r"composite_lp_aggregate\(True\)")
+
     def test_missing_example_input_is_named(self):
         actor = TensorDictModule(nn.GRUCell(3, 4), in_keys=["observation", "hidden"], out_keys=["hidden"])
         td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
         self.assert_export_error(actor, td, "actor", "TensorDictModule", "reads 'hidden'")
 
 
+class _XmlResult(unittest.TextTestResult):
+    """Also records each test's outcome, for the JUnit XML that Bazel (and .ci/run) read."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes = []
+
+    def _record(self, test, kind, detail=""):
+        self.outcomes.append((test.id(), kind, detail))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._record(test, "ok")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._record(test, "failure", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._record(test, "error", self._exc_info_to_string(err, test))
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            kind = "failure" if issubclass(err[0], test.failureException) else "error"
+            self._record(subtest, kind, self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._record(test, "skipped", reason)
+
+
+def _write_xml(result, path):
+    from xml.sax.saxutils import escape, quoteattr
+    # A test with failing subtests appears once per failing subtest and is not also a success.
+    failing = {tid.split(" ")[0] for tid, kind, _ in result.outcomes if kind in ("failure", "error")}
+    rows = [(tid, kind, detail) for tid, kind, detail in result.outcomes
+            if not (kind == "ok" and tid in failing)]
+    failures = sum(kind in ("failure", "error") for _, kind, _ in rows)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             '<testsuites><testsuite name="exporter_test" tests="%d" failures="%d">' % (len(rows), failures)]
+    for tid, kind, detail in rows:
+        lines.append("<testcase name=%s classname=\"exporter_test\">" % quoteattr(tid))
+        if kind in ("failure", "error"):
+            lines.append("<%s message=%s>%s</%s>" % (kind, quoteattr(kind), escape(detail), kind))
+        elif kind == "skipped":
+            lines.append("<skipped message=%s/>" % quoteattr(detail))
+        lines.append("</testcase>")
+    lines.append("</testsuite></testsuites>")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    import sys
+    program = unittest.main(verbosity=2, exit=False,
+                            testRunner=unittest.TextTestRunner(verbosity=2, resultclass=_XmlResult))
+    result = program.result
+    if os.environ.get("XML_OUTPUT_FILE"):
+        _write_xml(result, os.environ["XML_OUTPUT_FILE"])
+    sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)

@@ -142,16 +142,34 @@ def _sample_keys(module):
     return keys
 
 
-def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch", raise_on_mismatch=True):
+_INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": InteractionType.MODE,
+                 "mean": InteractionType.MEAN, "median": InteractionType.MEDIAN}
+
+
+def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch", interaction="deterministic",
+          raise_on_mismatch=True):
     """Compares the spec at `path`, run by the C++ `tdp`, with `module` run by Python on `td`.
 
     tdp: the `tdp` binary (default: $TDP_BIN, else `tdp` on PATH).
     backend: tdp's --backend for the run: "libtorch" (default; the reference path, which computes
         what PyTorch does op for op), "auto" (what an Actor runs: the fused CPU plan at small
         batches, equal to LibTorch to 1e-5) or "fused".
+    interaction: the interaction type both sides run under: deterministic (default), mode, mean,
+        median, or None for each probabilistic module's own default_interaction_type (which must
+        not be random: random draws are not compared).
     Returns a CheckReport (per key: ok, or what differs); raises CheckError carrying it when
     anything differs, unless raise_on_mismatch=False."""
     td = _example_td(td, "td")
+    if interaction is not None and interaction not in _INTERACTIONS:
+        raise ValueError("interaction=%r: expected one of %s or None (random draws are not compared)"
+                         % (interaction, ", ".join(_INTERACTIONS)))
+    if interaction is None:
+        for name, sub in module.named_modules():
+            if (isinstance(sub, ProbabilisticTensorDictModule)
+                    and InteractionType(sub.default_interaction_type) == InteractionType.RANDOM):
+                raise ValueError("interaction=None: %s (%s) samples by default (RANDOM), and random draws "
+                                 "are not compared; pass an interaction type"
+                                 % ("actor." + name if name else "actor", type(sub).__name__))
     binary = find_tdp(tdp)
     report = CheckReport(path)
     spec = read_spec(path)
@@ -205,9 +223,11 @@ def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch
         json.dump(document, f)
         input_path = f.name
     try:
-        result = _run([binary, "run", path, "--input=" + input_path, "--interaction=deterministic",
-                       "--lp_aggregate=false", "--backend=" + backend], report,
-                      "tdp run %s --interaction=deterministic --backend=%s" % (os.path.basename(path), backend))
+        flags = ["--lp_aggregate=false", "--backend=" + backend]
+        if interaction is not None:
+            flags.append("--interaction=" + interaction)
+        result = _run([binary, "run", path, "--input=" + input_path] + flags, report,
+                      "tdp run %s %s" % (os.path.basename(path), " ".join(flags)))
     finally:
         os.unlink(input_path)
     if result.returncode == 0:
@@ -215,7 +235,7 @@ def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch
         was_training = module.training
         module.eval()
         try:
-            with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+            with torch.no_grad(), set_interaction_type(_INTERACTIONS.get(interaction)):
                 python_out = module(input_td.clone())
         finally:
             module.train(was_training)

@@ -550,6 +550,14 @@ class _Walker:
                 if unravel_key(obj._log_prob_key) != suffixed[0]:
                     msg.log_prob_key = key_text(obj._log_prob_key, path + " log_prob_key")
             elif lp_keys != suffixed:
+                if composite:
+                    # tensordict 0.13's forward writes a composite's log-probs under
+                    # <sample>_log_prob and renames them only in log_prob(): one module, two key
+                    # sets, of which a spec can hold one.
+                    raise ExportError(path, obj, "log_prob_keys=%s on a CompositeDistribution: tensordict %s "
+                                      "writes <sample>_log_prob in forward() and the given keys only in "
+                                      "log_prob(), which a spec cannot both express; leave log_prob_keys unset"
+                                      % ([key_text(k) for k in lp_keys], tensordict.__version__))
                 msg.log_prob_keys.extend(key_text(k, path + " log_prob_keys") for k in lp_keys)
             for key in lp_keys:
                 self.write(key, overwrites, path)
