@@ -274,6 +274,9 @@ class ExporterTest(unittest.TestCase):
             ("tanh_normal", TanhNormal, {"upscale": 3.0, "low": -3.0, "high": 1.0, "safe_tanh": True}, 4,
              lambda: torch.rand(BATCH, 2) * 3.6 - 2.8),
             ("truncated_normal", TruncatedNormal, {"a": -1.5, "b": 2.0}, 4, lambda: torch.rand(BATCH, 2) * 3 - 1.4),
+            # Bounds from an action spec: one-valued tensors become scalar kwargs (broadcast alike).
+            ("tanh_normal", TanhNormal, {"low": torch.full((2,), -2.0), "high": torch.full((2,), 2.0)}, 4,
+             lambda: torch.rand(BATCH, 2) * 3.6 - 1.8),
         ]
         for name, cls, kwargs, width, action in cases:
             with self.subTest(distribution=name):
@@ -488,6 +491,24 @@ class ExporterTest(unittest.TestCase):
         self.assert_export_error(actor(TanhNormal, {"low": torch.tensor([-1.0, -2.0]), "high": 2.0}), td,
                                  "actor.module.1.distribution_kwargs['low']", "torch.Tensor",
                                  "different values")
+
+    def test_unsupported_settings_name_their_path(self):
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        from tensordict.nn import add_custom_mapping
+        add_custom_mapping("tdpolicy_test_square", lambda x: x * x)
+        for extractor, type_text, why in [
+                (NormalParamExtractor(scale_lb=0.0), "NormalParamExtractor", "scale_lb=0.0"),
+                (NormalParamExtractor(scale_mapping="tdpolicy_test_square"), "function",
+                 r"not a mapping that tensordict.nn.mappings\(\) names"),
+                (AddStateIndependentNormalScale(4, scale_mapping="tdpolicy_test_square"), "str",
+                 "not one of tensordict's built-in mappings")]:
+            actor = TensorDictSequential(
+                TensorDictModule(nn.Linear(4, 4), in_keys=["observation"], out_keys=["p"]),
+                TensorDictModule(extractor, in_keys=["p"], out_keys=["loc", "scale"]))
+            self.assert_export_error(actor, td, "actor.module.1.module", type_text, why)
+        actor = TensorDictSequential(
+            TensorDictModule(nn.Linear(4, 4), in_keys=["observation"], out_keys=["p"], inplace=False))
+        self.assert_export_error(actor, td, "actor.module.0", "TensorDictModule", "inplace=False")
 
     def test_subclass_overriding_forward_is_refused(self):
         class Doubling(TensorDictModule):

@@ -334,7 +334,7 @@ class _Walker:
         if isinstance(net, NormalParamExtractor) and type(net) is NormalParamExtractor:
             self.arity(net, path, n_in, n_out, 1, 2, "a normal_param_extractor (params -> loc, scale)")
             msg.normal_param_extractor.scale_mapping = self.mapping_name(net.scale_mapping, path + ".scale_mapping")
-            msg.normal_param_extractor.scale_lb = float(net.scale_lb)
+            msg.normal_param_extractor.scale_lb = self.scale_lb(net, path)
             return
         if isinstance(net, AddStateIndependentNormalScale) and type(net) is AddStateIndependentNormalScale:
             self.arity(net, path, n_in, n_out, 1, 2, "an add_state_independent_normal_scale (loc -> loc, scale)")
@@ -342,9 +342,8 @@ class _Walker:
             kind.scale_shape.extend(int(s) for s in net.scale_shape)
             if not isinstance(net.scale_mapping, str):
                 raise ExportError(path + ".scale_mapping", net.scale_mapping, "expected a mapping name")
-            mappings(net.scale_mapping)  # a name tensordict does not know fails here
-            kind.scale_mapping = net.scale_mapping
-            kind.scale_lb = float(net.scale_lb)
+            kind.scale_mapping = self.mapping_name(net.scale_mapping, path + ".scale_mapping")
+            kind.scale_lb = self.scale_lb(net, path)
             # The initial value only matters before weights are loaded; the exported scale is the
             # parameter's (or, with make_param=False, the buffer's) current value.
             self.add_parameters(net, python, cpp)
@@ -447,6 +446,13 @@ class _Walker:
         msg.activate_last_layer = activate_last
 
     @staticmethod
+    def scale_lb(net, path):
+        value = float(net.scale_lb)
+        if not (value > 0 and value != float("inf")):
+            raise ExportError(path, net, "scale_lb=%r: tdpolicy needs a finite lower bound > 0 on the scale" % value)
+        return value
+
+    @staticmethod
     def mapping_of(net):
         """The mapping name of a stand-alone elementwise module or function, or None."""
         if type(net) is nn.Softplus and net.beta == 1.0 and net.threshold == 20.0:
@@ -466,8 +472,16 @@ class _Walker:
     def mapping_name(mapping, path):
         """The tensordict.nn.mappings() name that gives `mapping`."""
         if isinstance(mapping, str):
-            mappings(mapping)
-            return mapping
+            # tensordict's built-in names and biased_softplus_<bias>[_<min_val>], which the C++
+            # registry knows too; a name added with add_custom_mapping exists only in Python.
+            pattern = r"biased_softplus(_[-+0-9.eE]+){1,2}"
+            if mapping in ("softplus", "exp", "relu", "none", "expln", "biased_softplus") or \
+                    re.fullmatch(pattern, mapping):
+                mappings(mapping)  # a malformed number fails here
+                return mapping
+            raise ExportError(path, mapping, "mapping %r is not one of tensordict's built-in mappings (softplus, "
+                              "exp, relu, expln, none, biased_softplus_<bias>[_<min_val>]), which the C++ "
+                              "registry shares" % mapping)
         builtins = {"softplus", "exp", "relu", "none", "expln"}
         for name, value in _MAPPINGS.items():
             if value is mapping and name in builtins:
@@ -673,6 +687,9 @@ def make_self_test(module, inputs, actions, out_keys, atol, rtol, out=None):
         to_tensor_proto(value, "self test input %r" % (key,), named.tensor)
     outputs = _python_outputs(module, inputs)
     for key in out_keys:
+        if key not in outputs.keys(True, True):
+            raise ExportError("actor", module, "its out_keys list %r, which it did not write on the example"
+                              % (key,))
         named = test.expected_outputs.add()
         named.name = key_text(key)
         to_tensor_proto(outputs.get(key), "output %r" % (key,), named.tensor)
