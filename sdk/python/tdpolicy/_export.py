@@ -227,6 +227,11 @@ class _Walker:
         elif isinstance(obj, TensorDictModule):
             self.check_forward(obj, path, TensorDictModule)
             self.network_module(obj, path, overwrites, msg.network)
+        elif type(obj).__name__ in ("GRUModule", "LSTMModule") and type(obj).__module__.startswith("torchrl."):
+            raise ExportError(path, obj, "TorchRL's recurrent modules reset their state at is_init and write it "
+                              "under ('next', ...), which the spec has no field for; tdpolicy's recurrent "
+                              "networks are nn.GRUCell / tdpolicy.LSTMCell in a TensorDictModule that reads "
+                              "and writes the state keys")
         else:
             raise ExportError(path, obj, "not a TensorDictModule, TensorDictSequential, "
                               "ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential "
