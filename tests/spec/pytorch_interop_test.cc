@@ -1,5 +1,5 @@
 // Actors built from real tensordict.nn / torchrl.modules objects in Python
-// (policies/export_from_pytorch.py) compute the same TensorDict in C++: loaded from their
+// (policies/pytorch/regenerate.py, through tdpolicy.export) compute the same TensorDict in C++: loaded from their
 // exported specs, run on the same inputs under the deterministic interaction type, they write
 // the same keys (log-prob key names included), with the same shapes, dtypes and values (to
 // 1e-6), and score given actions with the same log-probs, under both composite_lp_aggregate
@@ -41,7 +41,7 @@ using Tensors = std::map<std::string, at::Tensor>;
 
 constexpr double kTolerance = 1e-6;
 
-// Every actor export_from_pytorch.py writes.
+// Every actor policies/pytorch/regenerate.py writes.
 const std::vector<std::string>& actors() {
   static const std::vector<std::string> names = {"gaussian_actor",    "tanh_gaussian_actor",
                                                  "categorical_actor", "composite_actor",

@@ -1,0 +1,610 @@
+"""Tests of the tdpolicy Python package: real tensordict / TorchRL actors exported with
+tdpolicy.export, loaded by the C++ `tdp` (validate: the spec's self tests; run: every output key)
+and compared with Python by tdpolicy.check to 1e-6; and the errors for what a spec cannot express.
+
+Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+import warnings
+
+import torch
+from torch import distributions as D
+from torch import nn
+
+from tensordict import TensorDict
+from tensordict.nn import (
+    AddStateIndependentNormalScale,
+    CompositeDistribution,
+    InteractionType,
+    NormalParamExtractor,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+    TensorDictSequential,
+)
+from tensordict.nn.distributions import Delta, OneHotCategorical as TDOneHotCategorical, TruncatedNormal
+from torchrl.modules import (
+    MLP,
+    Actor,
+    IndependentNormal,
+    OneHotCategorical,
+    ProbabilisticActor,
+    TanhNormal,
+)
+from torchrl.modules import TruncatedNormal as TorchRLTruncatedNormal
+
+import tdpolicy
+from tdpolicy import spec_pb2
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=UserWarning)
+torch.set_num_threads(1)
+
+BATCH = 6
+
+
+def mlp(in_features, cells, out_features, activation=nn.Tanh, layer_norm=False, activate_last=False):
+    kwargs = {}
+    if layer_norm:
+        sizes = list(cells) + ([out_features] if activate_last else [])
+        kwargs = {"norm_class": nn.LayerNorm, "norm_kwargs": [{"normalized_shape": c} for c in sizes]}
+    net = MLP(in_features=in_features, out_features=out_features, num_cells=list(cells),
+              activation_class=activation, activate_last_layer=activate_last, **kwargs)
+    with torch.no_grad():  # LayerNorm starts at (1, 0): move it so that loading it is checked
+        for layer in net:
+            if isinstance(layer, nn.LayerNorm):
+                layer.weight.add_(torch.randn_like(layer.weight) * 0.1)
+                layer.bias.add_(torch.randn_like(layer.bias) * 0.1)
+    return net
+
+
+class ExporterTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.dir = tempfile.mkdtemp(prefix="tdpolicy_test_", dir=os.environ.get("TEST_TMPDIR"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def export_and_check(self, actor, td, name, actions=None, backends=("libtorch",), **export_kwargs):
+        """Exports, then checks the C++ side against Python: the spec's self tests, the log-probs
+        of `actions` (if given), and every output key of a deterministic run, to 1e-6."""
+        path = self.path(name)
+        spec = tdpolicy.export(actor, path, example=td, **export_kwargs)
+        self.assertTrue(os.path.isfile(path))
+        check_td = td.clone()
+        if actions is not None:
+            check_td.update(actions)
+        for backend in backends:
+            report = tdpolicy.check(path, actor, check_td, backend=backend)
+            self.assertTrue(report.ok, str(report))
+            self.assertGreater(len(report.entries), 0)
+        return spec, report
+
+    def entries(self, report):
+        return {key for key, _, _ in report.entries}
+
+    # ---- the actors of the issue ----
+
+    def test_ppo_gaussian_actor(self):
+        backbone = TensorDictSequential(
+            TensorDictModule(mlp(5, [32, 32], 4), in_keys=["observation"], out_keys=["params"]),
+            TensorDictModule(NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]))
+        actor = ProbabilisticActor(backbone, in_keys=["loc", "scale"], out_keys=["action"],
+                                   distribution_class=TanhNormal,
+                                   distribution_kwargs={"low": -2.0, "high": 2.0}, return_log_prob=True)
+        td = TensorDict({"observation": torch.randn(BATCH, 5) * 1.5}, [BATCH])
+        actions = TensorDict({"action": torch.rand(BATCH, 2) * 3.6 - 1.8}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "ppo_gaussian.pbtxt", actions, backends=("libtorch", "auto"))
+        self.assertEqual(self.entries(report), {"observation", "params", "loc", "scale", "action", "action_log_prob"})
+        prob = spec.module.probabilistic_sequential.modules[1].probabilistic
+        self.assertEqual(prob.distribution, "tanh_normal")
+        self.assertEqual(prob.distribution_kwargs["low"].double_value, -2.0)
+        self.assertEqual(prob.distribution_kwargs["high"].double_value, 2.0)
+        self.assertTrue(prob.return_log_prob)
+        self.assertEqual(len(spec.self_tests), 1)
+        self.assertEqual([t.name for t in spec.self_tests[0].expected_log_probs], ["action_log_prob"])
+        net = spec.module.probabilistic_sequential.modules[0].sequential.modules[0].network.network.mlp
+        self.assertEqual((net.in_features, list(net.hidden_sizes), net.out_features, net.activation),
+                         (5, [32, 32], 4, "tanh"))
+
+    def test_discrete_one_hot_actor(self):
+        actor = ProbabilisticActor(
+            TensorDictModule(mlp(4, [32], 3), in_keys=["observation"], out_keys=["logits"]),
+            in_keys=["logits"], out_keys=["action"], distribution_class=OneHotCategorical, return_log_prob=True)
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        actions = TensorDict({"action": nn.functional.one_hot(torch.randint(0, 3, (BATCH,)), 3)}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "one_hot.pbtxt", actions, backends=("libtorch", "auto"))
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.distribution,
+                         "one_hot_categorical")
+        self.assertIn("action_log_prob", self.entries(report))
+
+    def test_discrete_categorical_actor_binary_spec(self):
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(4, [32, 32], 3, nn.ReLU), in_keys=["observation"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          return_log_prob=True))
+        td = TensorDict({"observation": torch.randn(BATCH, 4) * 2}, [BATCH])
+        actions = TensorDict({"action": torch.randint(0, 3, (BATCH,))}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "categorical.pb", actions, backends=("libtorch", "auto"))
+        parsed = spec_pb2.PolicySpec()
+        with open(self.path("categorical.pb"), "rb") as f:
+            parsed.ParseFromString(f.read())
+        self.assertEqual(parsed, spec)
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.distribution, "categorical")
+
+    def test_hybrid_composite_actor_with_nested_keys_json_spec(self):
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(4, [32], 3), in_keys=[("agent", "observation")],
+                             out_keys=[("params", "type", "logits")]),
+            TensorDictModule(mlp(4, [32], 2), in_keys=[("agent", "observation")], out_keys=["param_head_out"]),
+            TensorDictModule(NormalParamExtractor(scale_mapping="biased_softplus_0.5", scale_lb=1e-3),
+                             in_keys=["param_head_out"],
+                             out_keys=[("params", "param", "loc"), ("params", "param", "scale")]),
+            ProbabilisticTensorDictModule(
+                in_keys=["params"], out_keys=[("action", "type"), ("action", "param")],
+                distribution_class=CompositeDistribution,
+                distribution_kwargs={
+                    "distribution_map": {"type": D.Categorical, "param": D.Normal},
+                    "name_map": {"type": ("action", "type"), "param": ("action", "param")},
+                },
+                return_log_prob=True))
+        td = TensorDict({"agent": {"observation": torch.randn(BATCH, 4)}}, [BATCH])
+        actions = TensorDict({"action": {"type": torch.randint(0, 3, (BATCH,)), "param": torch.randn(BATCH, 1)}},
+                             [BATCH])
+        spec, report = self.export_and_check(actor, td, "hybrid.json", actions)
+        with open(self.path("hybrid.json")) as f:
+            self.assertIn("probabilistic_sequential", json.load(f)["module"])
+        composite = spec.module.probabilistic_sequential.modules[3].probabilistic.composite
+        self.assertEqual([(p.key, p.distribution, p.sample_key) for p in composite.parts],
+                         [("type", "categorical", "action/type"), ("param", "normal", "action/param")])
+        self.assertEqual([i.key for i in spec.inputs], ["agent/observation"])
+        self.assertTrue({"action/type", "action/param", "action/type_log_prob", "action/param_log_prob",
+                         "params/param/scale"} <= self.entries(report))
+        self.assertEqual(
+            spec.module.probabilistic_sequential.modules[2].network.network.normal_param_extractor.scale_mapping,
+            "biased_softplus_0.5")
+
+    def test_gru_actor(self):
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(nn.GRUCell(4, 16), in_keys=["observation", "hidden"], out_keys=["hidden"]),
+            TensorDictModule(mlp(16, [32], 2), in_keys=["hidden"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          return_log_prob=True))
+        td = TensorDict({"observation": torch.randn(BATCH, 4), "hidden": torch.randn(BATCH, 16) * 0.5}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "gru.pbtxt", backends=("libtorch", "auto"))
+        gru = spec.module.probabilistic_sequential.modules[0]
+        self.assertEqual(list(gru.overwrite_keys), ["hidden"])
+        self.assertEqual([i.key for i in spec.inputs], ["observation", "hidden"])
+        # A first step: no hidden state given, both sides start it at zeros.
+        report = tdpolicy.check(self.path("gru.pbtxt"), actor, td.exclude("hidden"))
+        self.assertIn("hidden", self.entries(report))
+
+    def test_sac_actor_with_state_independent_scale_parameters_file(self):
+        backbone = TensorDictSequential(
+            TensorDictModule(mlp(3, [32, 32], 2, nn.ReLU, layer_norm=True), in_keys=["observation"],
+                             out_keys=["loc"]),
+            TensorDictModule(AddStateIndependentNormalScale(2, scale_lb=1e-3, init_value=-0.5),
+                             in_keys=["loc"], out_keys=["loc", "scale"]))
+        with torch.no_grad():
+            backbone.module[1].module.state_independent_scale.copy_(torch.tensor([-0.5, 0.25]))
+        actor = ProbabilisticActor(backbone, in_keys=["loc", "scale"], out_keys=["action"],
+                                   distribution_class=TanhNormal, distribution_kwargs={"low": -1.0, "high": 1.0,
+                                                                                       "tanh_loc": True},
+                                   return_log_prob=True)
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        actions = TensorDict({"action": torch.rand(BATCH, 2) * 1.8 - 0.9}, [BATCH])
+        spec, _ = self.export_and_check(actor, td, "sac.pbtxt", actions, parameters="file")
+        self.assertEqual(spec.parameters_file, "sac.parameters.pb")
+        self.assertFalse(spec.HasField("parameters"))
+        self.assertTrue(os.path.isfile(self.path("sac.parameters.pb")))
+        scale = spec.module.probabilistic_sequential.modules[0].sequential.modules[1].network.network
+        self.assertEqual(list(scale.add_state_independent_normal_scale.scale_shape), [2])
+        self.assertTrue(spec.module.probabilistic_sequential.modules[0].sequential.modules[0]
+                        .network.network.mlp.layer_norm)
+        self.assertEqual(list(spec.module.probabilistic_sequential.modules[0].sequential.modules[1].overwrite_keys),
+                         ["loc"])
+
+    def test_lstm_cell_actor(self):
+        actor = TensorDictSequential(
+            TensorDictModule(tdpolicy.LSTMCell(4, 8), in_keys=["observation", "h", "c"], out_keys=["h", "c"]),
+            Actor(nn.Linear(8, 2), in_keys=["h"], out_keys=["action"]))
+        td = TensorDict({"observation": torch.randn(BATCH, 4), "h": torch.randn(BATCH, 8),
+                         "c": torch.randn(BATCH, 8)}, [BATCH])
+        spec, _ = self.export_and_check(actor, td, "lstm.pbtxt")
+        self.assertEqual(spec.module.sequential.modules[0].network.network.lstm_cell.hidden_size, 8)
+        self.assertTrue(spec.module.sequential.modules[1].network.network.HasField("linear"))
+
+    # ---- coverage of the schema: every activation, mappings, distributions, in_keys maps ----
+
+    def test_every_mlp_activation(self):
+        activations = [nn.Tanh, nn.ReLU, nn.ELU, nn.GELU, nn.LeakyReLU, nn.Sigmoid, nn.Softplus, nn.Identity]
+        for activation in activations:
+            for layer_norm, activate_last in ((False, False), (True, True)):
+                with self.subTest(activation=activation.__name__, layer_norm=layer_norm):
+                    net = mlp(3, [8, 8], 4, activation, layer_norm=layer_norm and not activate_last,
+                              activate_last=activate_last)
+                    actor = Actor(net, in_keys=["observation"], out_keys=["action"])
+                    td = TensorDict({"observation": torch.randn(BATCH, 3) * 2}, [BATCH])
+                    spec, _ = self.export_and_check(actor, td, "mlp_%s.pbtxt" % activation.__name__)
+                    m = spec.module.network.network.mlp
+                    self.assertEqual(m.activate_last_layer, activate_last)
+        # A plain nn.Sequential is an mlp too.
+        seq = nn.Sequential(nn.Linear(3, 8), nn.LayerNorm(8), nn.ELU(), nn.Linear(8, 2))
+        spec, _ = self.export_and_check(TensorDictModule(seq, in_keys=["x"], out_keys=["y"]),
+                                        TensorDict({"x": torch.randn(BATCH, 3)}, [BATCH]), "seq.pbtxt")
+        self.assertEqual((spec.module.network.network.mlp.activation, spec.module.network.network.mlp.layer_norm),
+                         ("elu", True))
+
+    def test_mappings_and_in_keys_map(self):
+        for mapping in ["softplus", "exp", "relu", "expln", "biased_softplus_1.0", "biased_softplus_2.0_0.1"]:
+            with self.subTest(mapping=mapping):
+                actor = ProbabilisticTensorDictSequential(
+                    TensorDictModule(mlp(3, [8], 4), in_keys=["observation"], out_keys=["raw"]),
+                    TensorDictModule(NormalParamExtractor(scale_mapping=mapping), in_keys=["raw"],
+                                     out_keys=["mu", "sigma"]),
+                    ProbabilisticTensorDictModule(in_keys={"loc": "mu", "scale": "sigma"}, out_keys=["action"],
+                                                  distribution_class=D.Normal, return_log_prob=True))
+                td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+                actions = TensorDict({"action": torch.randn(BATCH, 2)}, [BATCH])
+                spec, _ = self.export_and_check(actor, td, "map.pbtxt", actions)
+                prob = spec.module.probabilistic_sequential.modules[2].probabilistic
+                self.assertEqual([(b.name, b.key) for b in prob.in_keys_map], [("loc", "mu"), ("scale", "sigma")])
+                extractor = spec.module.probabilistic_sequential.modules[1].network.network.normal_param_extractor
+                self.assertEqual(extractor.scale_mapping, mapping)
+        # A stand-alone mapping module, and tensordict's mapping functions.
+        for module, name in [(nn.Softplus(), "softplus"), (torch.exp, "exp")]:
+            seq = TensorDictSequential(TensorDictModule(nn.Linear(3, 2), in_keys=["x"], out_keys=["h"]),
+                                       TensorDictModule(module, in_keys=["h"], out_keys=["y"]))
+            spec, _ = self.export_and_check(seq, TensorDict({"x": torch.randn(BATCH, 3)}, [BATCH]), "m.pbtxt")
+            self.assertEqual(spec.module.sequential.modules[1].network.network.mapping.name, name)
+
+    def test_distributions(self):
+        cases = [
+            ("normal", D.Normal, {}, 2, lambda: torch.randn(BATCH, 1)),
+            ("independent_normal", IndependentNormal, {}, 4, lambda: torch.randn(BATCH, 2)),
+            ("tanh_normal", TanhNormal, {"upscale": 3.0, "low": -3.0, "high": 1.0, "safe_tanh": True}, 4,
+             lambda: torch.rand(BATCH, 2) * 3.6 - 2.8),
+            ("truncated_normal", TruncatedNormal, {"a": -1.5, "b": 2.0}, 4, lambda: torch.rand(BATCH, 2) * 3 - 1.4),
+            # Bounds from an action spec: one-valued tensors become scalar kwargs (broadcast alike).
+            ("tanh_normal", TanhNormal, {"low": torch.full((2,), -2.0), "high": torch.full((2,), 2.0)}, 4,
+             lambda: torch.rand(BATCH, 2) * 3.6 - 1.8),
+        ]
+        for name, cls, kwargs, width, action in cases:
+            with self.subTest(distribution=name):
+                keys = ["loc", "scale"]
+                actor = ProbabilisticTensorDictSequential(
+                    TensorDictModule(mlp(3, [8], width), in_keys=["observation"], out_keys=["raw"]),
+                    TensorDictModule(NormalParamExtractor(), in_keys=["raw"], out_keys=keys),
+                    ProbabilisticTensorDictModule(in_keys=keys, out_keys=["action"], distribution_class=cls,
+                                                  distribution_kwargs=kwargs, return_log_prob=True,
+                                                  default_interaction_type=InteractionType.DETERMINISTIC))
+                td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+                actions = TensorDict({"action": action()}, [BATCH])
+                spec, _ = self.export_and_check(actor, td, "%s.pbtxt" % name, actions)
+                prob = spec.module.probabilistic_sequential.modules[-1].probabilistic
+                self.assertEqual(prob.distribution, name)
+                for key, value in kwargs.items():
+                    self.assertIn(key, prob.distribution_kwargs)
+        # Beta: both concentrations through a softplus mapping module (torch's Beta has no
+        # deterministic_sample: tensordict and tdpolicy fall back on its mode).
+        keys = ["concentration1", "concentration0"]
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(3, [8], 2), in_keys=["observation"], out_keys=["raw1"]),
+            TensorDictModule(nn.Softplus(), in_keys=["raw1"], out_keys=["concentration1"]),
+            TensorDictModule(mlp(3, [8], 2), in_keys=["observation"], out_keys=["raw0"]),
+            TensorDictModule(nn.Softplus(), in_keys=["raw0"], out_keys=["concentration0"]),
+            ProbabilisticTensorDictModule(in_keys=keys, out_keys=["action"], distribution_class=D.Beta,
+                                          return_log_prob=True))
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        spec, _ = self.export_and_check(actor, td, "beta.pbtxt",
+                                        TensorDict({"action": torch.rand(BATCH, 2) * 0.9 + 0.05}, [BATCH]))
+        self.assertEqual(spec.module.probabilistic_sequential.modules[-1].probabilistic.distribution, "beta")
+        # Discrete: Bernoulli over logits, tensordict's OneHotCategorical, and Delta (a
+        # deterministic actor as a distribution).
+        for cls, name, action in [(D.Bernoulli, "bernoulli", lambda: torch.randint(0, 2, (BATCH, 3)).float()),
+                                  (TDOneHotCategorical, "one_hot_categorical",
+                                   lambda: nn.functional.one_hot(torch.randint(0, 3, (BATCH,)), 3))]:
+            with self.subTest(distribution=name):
+                actor = ProbabilisticTensorDictSequential(
+                    TensorDictModule(mlp(3, [8], 3), in_keys=["observation"], out_keys=["logits"]),
+                    ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=cls,
+                                                  return_log_prob=True))
+                td = TensorDict({"observation": torch.randn(BATCH, 3) * 3}, [BATCH])
+                spec, _ = self.export_and_check(actor, td, "%s.pbtxt" % name, TensorDict({"action": action()}, [BATCH]))
+                self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.distribution, name)
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(3, [8], 2), in_keys=["observation"], out_keys=["param"]),
+            ProbabilisticTensorDictModule(in_keys=["param"], out_keys=["action"], distribution_class=Delta,
+                                          distribution_kwargs={"atol": 1e-4}, return_log_prob=True))
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        spec, _ = self.export_and_check(actor, td, "delta.pbtxt")
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.distribution, "delta")
+
+    def test_formats_hold_the_same_spec(self):
+        actor = ProbabilisticActor(
+            TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=["logits"]),
+            in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical, return_log_prob=True)
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        specs = []
+        for name in ("f.pbtxt", "f.pb", "f.json"):
+            specs.append(tdpolicy.export(actor, self.path(name), example=td))
+            tdpolicy.check(self.path(name), actor, td)
+        self.assertEqual(specs[0], specs[1])
+        self.assertEqual(specs[0], specs[2])
+        self.assertEqual(tdpolicy.spec_format("x.textproto"), "text")
+        with self.assertRaisesRegex(ValueError, "unknown spec extension"):
+            tdpolicy.export(actor, self.path("f.yaml"), example=td)
+
+    def test_default_interaction_types(self):
+        for interaction, name in [(InteractionType.MODE, "mode"), (InteractionType.MEAN, "mean"),
+                                  (InteractionType.DETERMINISTIC, "deterministic")]:
+            with self.subTest(interaction=name):
+                actor = ProbabilisticTensorDictSequential(
+                    TensorDictModule(mlp(3, [8], 4), in_keys=["observation"], out_keys=["raw"]),
+                    TensorDictModule(NormalParamExtractor(), in_keys=["raw"], out_keys=["loc", "scale"]),
+                    ProbabilisticTensorDictModule(in_keys=["loc", "scale"], out_keys=["action"],
+                                                  distribution_class=D.Normal, return_log_prob=True,
+                                                  default_interaction_type=interaction))
+                td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+                path = self.path("interaction.pbtxt")
+                spec = tdpolicy.export(actor, path, example=td)
+                self.assertEqual(spec.module.probabilistic_sequential.modules[2].probabilistic.default_interaction_type,
+                                 name)
+                # Both sides run under the module's own default.
+                report = tdpolicy.check(path, actor, td, interaction=None)
+                self.assertIn("action_log_prob", self.entries(report))
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(3, [8], 3), in_keys=["observation"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          default_interaction_type=InteractionType.RANDOM))
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        spec = tdpolicy.export(actor, self.path("random.pbtxt"), example=td)
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.default_interaction_type,
+                         "random")
+        tdpolicy.check(self.path("random.pbtxt"), actor, td)  # deterministic by default
+        with self.assertRaisesRegex(ValueError, r"actor.module.1 \(ProbabilisticTensorDictModule\) samples"):
+            tdpolicy.check(self.path("random.pbtxt"), actor, td, interaction=None)
+
+    def test_custom_log_prob_keys_and_selected_out_keys(self):
+        actor = ProbabilisticTensorDictSequential(
+            TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=["logits"]),
+            ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical,
+                                          return_log_prob=True, log_prob_key=("stats", "lp")))
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        spec, report = self.export_and_check(actor, td, "lp_key.pbtxt",
+                                             TensorDict({"action": torch.randint(0, 3, (BATCH,))}, [BATCH]))
+        self.assertEqual(spec.module.probabilistic_sequential.modules[1].probabilistic.log_prob_key, "stats/lp")
+        self.assertIn("stats/lp", self.entries(report))
+
+        def composite(selected=("kind", "flag", "kind_log_prob", "flag_log_prob"), **lp):
+            return ProbabilisticTensorDictSequential(
+                TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=[("params", "kind", "logits")]),
+                TensorDictModule(mlp(4, [16], 2), in_keys=["observation"], out_keys=[("params", "flag", "logits")]),
+                ProbabilisticTensorDictModule(
+                    in_keys=["params"], out_keys=["kind", "flag"], distribution_class=CompositeDistribution,
+                    distribution_kwargs={"distribution_map": {"kind": D.Categorical, "flag": D.Bernoulli}},
+                    return_log_prob=True, **lp),
+                selected_out_keys=list(selected) if selected else None)
+
+        actions = TensorDict({"kind": torch.randint(0, 3, (BATCH,)), "flag": torch.randint(0, 2, (BATCH, 2)).float()},
+                             [BATCH])
+        spec, report = self.export_and_check(composite(), td, "selected.pbtxt", actions)
+        self.assertEqual(list(spec.module.probabilistic_sequential.selected_out_keys),
+                         ["kind", "flag", "kind_log_prob", "flag_log_prob"])
+        self.assertEqual(self.entries(report), {"observation", "kind", "flag", "kind_log_prob", "flag_log_prob"})
+        self.assert_export_error(composite(None, log_prob_keys=["kind_lp", "flag_lp"]), td, "actor.module.2",
+                                 "ProbabilisticTensorDictModule", "log_prob_keys=.* on a CompositeDistribution")
+
+    # ---- check() fails when C++ and Python disagree ----
+
+    def test_check_reports_a_changed_weight(self):
+        net = mlp(4, [16], 2)
+        actor = Actor(net, in_keys=["observation"], out_keys=["action"])
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        path = self.path("changed.pbtxt")
+        tdpolicy.export(actor, path, example=td, self_test=False)
+        with torch.no_grad():
+            net[2].bias.add_(1e-3)  # Python moves, the spec does not
+        with self.assertRaises(tdpolicy.CheckError) as raised:
+            tdpolicy.check(path, actor, td)
+        report = raised.exception.report
+        self.assertEqual([key for key, status, _ in report.entries if status != "ok"], ["action"])
+        self.assertIn("action", str(raised.exception))
+
+    def test_check_reports_a_failed_self_test(self):
+        actor = ProbabilisticActor(
+            TensorDictModule(mlp(4, [16], 3), in_keys=["observation"], out_keys=["logits"]),
+            in_keys=["logits"], out_keys=["action"], distribution_class=D.Categorical, return_log_prob=True)
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        path = self.path("bad_self_test.pbtxt")
+        spec = tdpolicy.export(actor, path, example=td)
+        data = bytearray(spec.self_tests[0].expected_log_probs[0].tensor.data)
+        data[0] ^= 0x40  # one log-prob off
+        spec.self_tests[0].expected_log_probs[0].tensor.data = bytes(data)
+        with open(path, "wb") as f:
+            f.write(tdpolicy._export.serialize(spec, "text"))
+        report = tdpolicy.check(path, actor, td, raise_on_mismatch=False)
+        self.assertFalse(report.ok)
+        self.assertIn("action_log_prob", str(report))
+
+    def test_check_needs_the_tdp_binary(self):
+        with self.assertRaisesRegex(FileNotFoundError, "not an executable"):
+            tdpolicy.find_tdp(self.path("no_such_tdp"))
+
+    # ---- what a spec cannot express: errors naming the path and the type ----
+
+    def assert_export_error(self, actor, td, path_text, type_text, why):
+        with self.assertRaises(tdpolicy.ExportError) as raised:
+            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
+        message = str(raised.exception)
+        self.assertIn(path_text, message)
+        self.assertIn(type_text, message)
+        self.assertRegex(message, why)
+        self.assertFalse(os.path.exists(self.path("err.pbtxt")))
+
+    def test_unsupported_network_names_its_path_and_type(self):
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        actor = TensorDictSequential(
+            TensorDictModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["h"]),
+            TensorDictModule(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1), nn.Linear(8, 2)),
+                             in_keys=["h"], out_keys=["action"]))
+        self.assert_export_error(actor, td, "actor.module.1.module.1", "torch.nn.modules.dropout.Dropout",
+                                 "mlp activations")
+        actor = TensorDictModule(nn.Bilinear(3, 3, 2), in_keys=["observation", "observation"], out_keys=["y"])
+        self.assert_export_error(actor, td, "actor.module", "torch.nn.modules.linear.Bilinear",
+                                 "no tdpolicy.Network counterpart")
+        actor = TensorDictModule(lambda x: x * 2, in_keys=["observation"], out_keys=["y"])
+        self.assert_export_error(actor, td, "actor.module", "function", "no tdpolicy.Network counterpart")
+        mixed = MLP(in_features=3, out_features=2, num_cells=[8, 8], activation_class=nn.Tanh)
+        mixed[3] = nn.ReLU()
+        self.assert_export_error(Actor(mixed, in_keys=["observation"]), td, "actor.module.3",
+                                 "torch.nn.modules.activation.ReLU", "mixed activations")
+        self.assert_export_error(TensorDictModule(nn.LSTMCell(3, 4), in_keys=["observation"], out_keys=["h", "c"]),
+                                 td, "actor.module", "torch.nn.modules.rnn.LSTMCell", "tdpolicy.LSTMCell")
+
+    def test_unsupported_distribution_names_its_path_and_type(self):
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+
+        def actor(cls, kwargs=None):
+            return ProbabilisticActor(
+                TensorDictSequential(
+                    TensorDictModule(mlp(3, [8], 4), in_keys=["observation"], out_keys=["p"]),
+                    TensorDictModule(NormalParamExtractor(), in_keys=["p"], out_keys=["loc", "scale"])),
+                in_keys=["loc", "scale"], out_keys=["action"], distribution_class=cls,
+                distribution_kwargs=kwargs or {})
+
+        self.assert_export_error(actor(TorchRLTruncatedNormal), td, "actor.module.1",
+                                 "SafeProbabilisticModule", "TorchRL's TruncatedNormal recentres")
+        self.assert_export_error(actor(D.Cauchy), td, "actor.module.1", "SafeProbabilisticModule",
+                                 "Cauchy is not in tdpolicy's registry")
+        self.assert_export_error(actor(IndependentNormal, {"tanh_loc": True}), td,
+                                 "actor.module.1.distribution_kwargs['tanh_loc']", "bool", "ignores tanh_loc")
+        self.assert_export_error(actor(TanhNormal, {"low": torch.tensor([-1.0, -2.0]), "high": 2.0}), td,
+                                 "actor.module.1.distribution_kwargs['low']", "torch.Tensor",
+                                 "different values")
+
+    def test_unsupported_settings_name_their_path(self):
+        td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
+        from tensordict.nn import add_custom_mapping
+        add_custom_mapping("tdpolicy_test_square", lambda x: x * x)
+        for extractor, type_text, why in [
+                (NormalParamExtractor(scale_lb=0.0), "NormalParamExtractor", "scale_lb=0.0"),
+                (NormalParamExtractor(scale_mapping="tdpolicy_test_square"), "function",
+                 r"not a mapping that tensordict.nn.mappings\(\) names"),
+                (AddStateIndependentNormalScale(4, scale_mapping="tdpolicy_test_square"), "str",
+                 "not one of tensordict's built-in mappings")]:
+            actor = TensorDictSequential(
+                TensorDictModule(nn.Linear(4, 4), in_keys=["observation"], out_keys=["p"]),
+                TensorDictModule(extractor, in_keys=["p"], out_keys=["loc", "scale"]))
+            self.assert_export_error(actor, td, "actor.module.1.module", type_text, why)
+        actor = TensorDictSequential(
+            TensorDictModule(nn.Linear(4, 4), in_keys=["observation"], out_keys=["p"], inplace=False))
+        self.assert_export_error(actor, td, "actor.module.0", "TensorDictModule", "inplace=False")
+
+    def test_torchrl_gru_module_is_refused_with_the_alternative(self):
+        from torchrl.modules import GRUModule
+        gru = GRUModule(input_size=3, hidden_size=4, in_key="observation", out_key="features")
+        actor = TensorDictSequential(gru, TensorDictModule(nn.Linear(4, 2), in_keys=["features"], out_keys=["action"]))
+        td = TensorDict({"observation": torch.randn(BATCH, 3), "recurrent_state": torch.zeros(BATCH, 1, 4),
+                         "is_init": torch.zeros(BATCH, 1, dtype=torch.bool)}, [BATCH])
+        self.assert_export_error(actor, td, "actor.module.0", "GRUModule", "nn.GRUCell")
+
+    def test_subclass_overriding_forward_is_refused(self):
+        class Doubling(TensorDictModule):
+            def forward(self, tensordict, *args, **kwargs):
+                out = super().forward(tensordict, *args, **kwargs)
+                out.set("y", out.get("y") * 2)
+                return out
+
+        td = TensorDict({"x": torch.randn(BATCH, 3)}, [BATCH])
+        self.assert_export_error(TensorDictSequential(Doubling(nn.Linear(3, 2), in_keys=["x"], out_keys=["y"])), td,
+                                 "actor.module.0", "Doubling", "overrides TensorDictModule.forward")
+
+    def test_aggregated_log_prob_mode_is_refused(self):
+        from tensordict.nn import set_composite_lp_aggregate
+        with set_composite_lp_aggregate(True):
+            actor = ProbabilisticTensorDictSequential(
+                TensorDictModule(mlp(3, [8], 3), in_keys=["observation"], out_keys=["logits"]),
+                ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"],
+                                              distribution_class=D.Categorical, return_log_prob=True))
+            td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+            self.assert_export_error(actor, td, "actor.module.1", "ProbabilisticTensorDictModule",
+                                     r"composite_lp_aggregate\(True\)")
+
+    def test_missing_example_input_is_named(self):
+        actor = TensorDictModule(nn.GRUCell(3, 4), in_keys=["observation", "hidden"], out_keys=["hidden"])
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        self.assert_export_error(actor, td, "actor", "TensorDictModule", "reads 'hidden'")
+
+
+class _XmlResult(unittest.TextTestResult):
+    """Also records each test's outcome, for the JUnit XML that Bazel (and .ci/run) read."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes = []
+
+    def _record(self, test, kind, detail=""):
+        self.outcomes.append((test.id(), kind, detail))
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._record(test, "ok")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._record(test, "failure", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._record(test, "error", self._exc_info_to_string(err, test))
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            kind = "failure" if issubclass(err[0], test.failureException) else "error"
+            self._record(subtest, kind, self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._record(test, "skipped", reason)
+
+
+def _write_xml(result, path):
+    from xml.sax.saxutils import escape, quoteattr
+    # A test with failing subtests appears once per failing subtest and is not also a success.
+    failing = {tid.split(" ")[0] for tid, kind, _ in result.outcomes if kind in ("failure", "error")}
+    rows = [(tid, kind, detail) for tid, kind, detail in result.outcomes
+            if not (kind == "ok" and tid in failing)]
+    failures = sum(kind in ("failure", "error") for _, kind, _ in rows)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             '<testsuites><testsuite name="exporter_test" tests="%d" failures="%d">' % (len(rows), failures)]
+    for tid, kind, detail in rows:
+        lines.append("<testcase name=%s classname=\"exporter_test\">" % quoteattr(tid))
+        if kind in ("failure", "error"):
+            lines.append("<%s message=%s>%s</%s>" % (kind, quoteattr(kind), escape(detail), kind))
+        elif kind == "skipped":
+            lines.append("<skipped message=%s/>" % quoteattr(detail))
+        lines.append("</testcase>")
+    lines.append("</testsuite></testsuites>")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+    program = unittest.main(verbosity=2, exit=False,
+                            testRunner=unittest.TextTestRunner(verbosity=2, resultclass=_XmlResult))
+    result = program.result
+    if os.environ.get("XML_OUTPUT_FILE"):
+        _write_xml(result, os.environ["XML_OUTPUT_FILE"])
+    sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
