@@ -45,10 +45,12 @@ bool reset_one(torch::nn::Module& module) {
 }
 
 // Depth first, like tensordict's _reset_parameters; a child is reset after its own children.
+// A ParameterResettable module re-initializes its own subtree (an EnsembleModule resets its
+// copies, not the template they run through), so the walk does not enter it.
 bool reset_children(torch::nn::Module& module) {
   bool any = false;
   for (const auto& child : module.children()) {
-    any |= reset_children(*child);
+    if (dynamic_cast<ParameterResettable*>(child.get()) == nullptr) any |= reset_children(*child);
     any |= reset_one(*child);
   }
   return any;
@@ -57,7 +59,7 @@ bool reset_children(torch::nn::Module& module) {
 }  // namespace
 
 bool TensorDictModuleBase::reset_parameters_recursive() {
-  const bool any = reset_children(*this);
+  const bool any = dynamic_cast<ParameterResettable*>(this) != nullptr ? reset_one(*this) : reset_children(*this);
   if (!any) {
     logger()->warn(
         "{}: reset_parameters_recursive was called without the parameters argument and did "
