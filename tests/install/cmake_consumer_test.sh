@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs tdpolicy into a scratch prefix, checks the layout, builds samples/cmake_consumer with
-# CMake's find_package(tdpolicy) and the C sample with pkg-config (tdpolicy-c), and runs them.
+# CMake's find_package(tdpolicy), the C sample with pkg-config's tdpolicy-c and the C++ simulator
+# with pkg-config's tdpolicy, and runs them.
 # Usage (tests/install/BUILD.bazel): cmake_consumer_test.sh INSTALL CMAKELISTS C_SAMPLE CARTPOLE_SPEC GRU_SPEC
 set -euo pipefail
 
@@ -75,5 +76,10 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -std=c11 -D_POSIX_C_SOURCE=200809L "$c_sample" -o "$tmp/c_policy_pc" $(pkg-config --cflags --libs tdpolicy-c) \
   -Wl,-rpath,"$prefix/lib" -lm
 expect "3 episodes in 8 environments" "$tmp/c_policy_pc" "$cartpole" 3
-pkg-config --exists --print-errors tdpolicy
+# pkg-config: the C++ simulator with tdpolicy.pc (LibTorch, Abseil, protobuf, spdlog).
+start=$SECONDS
+c++ -std=c++17 "$source_dir/cartpole_sim.cc" -o "$tmp/cartpole_sim_pc" $(pkg-config --cflags --libs tdpolicy) \
+  -Wl,-rpath,"$prefix/lib"
+echo "pkg-config C++ build: $((SECONDS - start)) s"
+expect "on CartPole: 3 episodes in 8 environments" "$tmp/cartpole_sim_pc" "$cartpole" 3
 echo "PASS"
