@@ -113,6 +113,8 @@ tdp_status guarded(const char* function, Body&& body) noexcept {
   } catch (const std::bad_alloc&) {
     fixed_message = "tdpolicy: out of memory";
     return TDP_OUT_OF_MEMORY;
+  } catch (const c10::OutOfMemoryError& error) {
+    return record(TDP_OUT_OF_MEMORY, function, error.what_without_backtrace());
   } catch (const c10::IndexError& error) {
     return record(TDP_OUT_OF_RANGE, function, error.what_without_backtrace());
   } catch (const c10::ValueError& error) {

@@ -371,6 +371,81 @@ TEST(CApiTest, ActErrorsSayWhatWasExpected) {
   EXPECT_STREQ(tdp_last_error(), "");
 }
 
+// A CUDA device where the binary has no CUDA (the CPU build) or no GPU is visible: a load error.
+TEST(CApiTest, AnUnusableDeviceIsALoadError) {
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_device(options, "cuda:0"), TDP_OK);
+  tdp_actor* actor = nullptr;
+  const tdp_status status = tdp_actor_load(policy("cartpole_categorical.pbtxt").c_str(), options, &actor);
+  tdp_options_free(options);
+  if (at::hasCUDA()) {
+    EXPECT_EQ(status, TDP_OK) << tdp_last_error();
+    tdp_actor_free(actor);
+    GTEST_SKIP() << "a GPU is visible: nothing to refuse";
+  }
+  EXPECT_EQ(status, TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(actor, nullptr);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("cartpole_categorical.pbtxt"), HasSubstr("device cuda:0 requested")));
+}
+
+// TDP_INTERACTION_MODULE as the actor's type: each module's default (deterministic here).
+TEST(CApiTest, TheModulesOwnInteractionType) {
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_interaction(options, TDP_INTERACTION_MODULE), TDP_OK);
+  Loaded holder;
+  ASSERT_EQ(tdp_actor_load(policy("pendulum_tanh_gaussian.pbtxt").c_str(), options, &holder.actor), TDP_OK)
+      << tdp_last_error();
+  tdp_options_free(options);
+  const int64_t batch = 6;
+  std::vector<float> obs = observations(batch, 3);
+  std::vector<float> by_default(batch), deterministic(batch);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  tdp_output out[] = {{"action", TDP_FLOAT32, by_default.data(), by_default.size()}};
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_ACTOR), TDP_OK) << tdp_last_error();
+  out[0].data = deterministic.data();
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK);
+  EXPECT_EQ(by_default, deterministic);
+  // And per call: RANDOM draws differ from the deterministic action.
+  std::vector<float> random(batch);
+  out[0].data = random.data();
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+  EXPECT_NE(random, deterministic);
+}
+
+// Several threads acting on one actor at once, each with its own buffers, get what one thread
+// gets (deterministic actions), and every error message stays on its own thread.
+TEST(CApiTest, ConcurrentCalls) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"), 0, TDP_BACKEND_LIBTORCH);
+  ASSERT_NE(actor, nullptr);
+  const int64_t batch = 16;
+  std::vector<float> obs = observations(batch, 4, 0.3f);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  std::vector<float> expected(batch);
+  tdp_output out[] = {{"action_log_prob", TDP_FLOAT32, expected.data(), expected.size()}};
+  ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> got(batch);
+      tdp_output mine[] = {{"action_log_prob", TDP_FLOAT32, got.data(), got.size()}};
+      for (int i = 0; i < 50; ++i) {
+        if (tdp_actor_act(actor, batch, in, 1, mine, 1, TDP_INTERACTION_DETERMINISTIC) != TDP_OK || got != expected ||
+            std::string(tdp_last_error()) != "") {
+          ++mismatches[t];
+        }
+        tdp_actor_act(actor, 0, in, 1, mine, 1, TDP_INTERACTION_DETERMINISTIC);  // fails, on this thread only
+        if (std::string(tdp_last_error()) != "tdp_actor_act: batch is 0, expected at least 1") ++mismatches[t];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
 TEST(CApiTest, TheLastErrorIsPerThread) {
   EXPECT_EQ(tdp_options_set_seed(nullptr, 1), TDP_INVALID_ARGUMENT);
   std::string other;
