@@ -30,9 +30,10 @@
  *   batch first: an input of declared shape [4] at batch 2 holds 2 * 4 elements. Element counts
  *   are checked against the declared shapes; a mismatch is an error naming the key.
  * - Names, shapes and strings returned by an actor live as long as the actor.
- * - tdp_actor_act may be called from several threads at once on one actor (see actor.h for the
- *   recurrent-state and random-stream rules); tdp_actor_reset and tdp_actor_free may not run
- *   concurrently with other calls on the same actor.
+ * - tdp_actor_act, tdp_actor_act_flat and tdp_actor_reset may be called from several threads at
+ *   once on one actor (see actor.h for the recurrent-state and random-stream rules: threads sharing
+ *   a recurrent actor share its kept state); tdp_actor_free may not run concurrently with any other
+ *   call on the same actor. Options handles are not synchronized.
  * - Compatibility: functions and enum values are only ever added. The structs tdp_input and
  *   tdp_output keep their layout.
  */
