@@ -20,6 +20,11 @@ def tdp_proto_library(name, srcs, deps = [], visibility = None):
     sources = [stem + ".pb.cc" for stem in stems]
     native.filegroup(name = name + "_srcs", srcs = srcs + [dep + "_srcs" for dep in deps])
     package_dir = native.package_name() or "."
+    # Inside another workspace (tdpolicy as an external repository) the sources and outputs live
+    # under external/<name>/.
+    repository = native.repository_name()
+    if repository != "@":
+        package_dir = "external/{}/{}".format(repository[1:], package_dir)
     native.genrule(
         name = name + "_protoc",
         srcs = srcs + [dep + "_srcs" for dep in deps],

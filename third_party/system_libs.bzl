@@ -68,11 +68,11 @@ cc_library(
     hdrs = glob(["include/**"]),
     includes = ["include/torch/csrc/api/include", "include"],
     linkopts = {linkopts} + select({{
-        "@//:cuda": {cuda_linkopts},
+        "{cuda_setting}": {cuda_linkopts},
         "//conditions:default": [],
     }}),
     deps = select({{
-        "@//:cuda": [":cuda_available"],
+        "{cuda_setting}": [":cuda_available"],
         "//conditions:default": [],
     }}),
 )
@@ -160,7 +160,11 @@ def _libtorch_repository_impl(ctx):
         "-Wl,--as-needed",
     ]
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
+    # tdpolicy's //:cuda, named from this repository: "@//:cuda" when tdpolicy is the main
+    # workspace, "@tdpolicy//:cuda" when another workspace uses it (third_party/dependencies.bzl).
+    setting = ctx.attr.cuda_setting
     ctx.file("BUILD.bazel", _LIBTORCH_BUILD.format(
+        cuda_setting = "@{}//{}:{}".format(setting.workspace_name, setting.package, setting.name),
         linkopts = repr(linkopts),
         cuda_linkopts = repr(cuda_linkopts),
         cuda_target = _CUDA_MISSING.format(why = cuda_why) if cuda_why else _CUDA_PRESENT,
@@ -169,6 +173,7 @@ def _libtorch_repository_impl(ctx):
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
+    attrs = {"cuda_setting": attr.label(default = Label("//:cuda"))},
     environ = ["LIBTORCH_HOME"],
     local = True,
 )

@@ -1,0 +1,652 @@
+// The C API over tdp::actor::Actor (tdp_c.h). Every exported function runs its body inside
+// guarded(), which turns any exception (std::bad_alloc, c10::Error, std::invalid_argument, ...)
+// into a tdp_status and the thread's last-error message, so nothing C++ crosses the boundary.
+#include "sdk/c/tdp_c.h"
+
+#include <ATen/ATen.h>
+#include <absl/status/status.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <c10/core/Device.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/keys.h"
+#include "sdk/tensordict/nested_key.h"
+#include "sdk/tensordict/tensordict.h"
+#include "tdpolicy/spec.pb.h"
+
+struct tdp_actor_options {
+  tdp::actor::ActorOptions options;
+};
+
+struct tdp_actor {
+  // An input or output: what the metadata queries return and what act() checks against.
+  struct Slot {
+    std::string name;  // the spec's form, "a/b"
+    tdp::NestedKey key;
+    tdp_dtype dtype;
+    at::ScalarType scalar;
+    std::vector<int64_t> shape;  // per environment
+    size_t per_env = 1;          // product of shape
+    bool state = false;          // a recurrent state the actor keeps when the caller leaves it out
+  };
+  std::unique_ptr<tdp::actor::Actor> actor;
+  std::string name;
+  std::string version;
+  std::vector<Slot> inputs;
+  std::vector<Slot> outputs;
+};
+
+namespace {
+
+// The message of this thread's last call. `fixed` is used when the message itself cannot be
+// allocated (out of memory), so tdp_last_error() always has something to say.
+thread_local std::string last_message;
+thread_local const char* fixed_message = nullptr;
+
+// Thrown inside guarded() bodies for errors the wrapper itself finds.
+struct CallError {
+  tdp_status status;
+  std::string message;
+};
+
+[[noreturn]] void fail(tdp_status status, std::string message) { throw CallError{status, std::move(message)}; }
+
+tdp_status record(tdp_status status, const char* function, const char* what) noexcept {
+  try {
+    last_message = absl::StrCat(function, ": ", what);
+    fixed_message = nullptr;
+  } catch (...) {
+    fixed_message = "tdpolicy: out of memory while recording an error message";
+  }
+  return status;
+}
+
+tdp_status from_absl(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return TDP_OK;
+    case absl::StatusCode::kInvalidArgument:
+      return TDP_INVALID_ARGUMENT;
+    case absl::StatusCode::kNotFound:
+      return TDP_NOT_FOUND;
+    case absl::StatusCode::kFailedPrecondition:
+      return TDP_FAILED_PRECONDITION;
+    case absl::StatusCode::kOutOfRange:
+      return TDP_OUT_OF_RANGE;
+    case absl::StatusCode::kResourceExhausted:
+      return TDP_RESOURCE_EXHAUSTED;
+    case absl::StatusCode::kUnimplemented:
+      return TDP_UNIMPLEMENTED;
+    case absl::StatusCode::kPermissionDenied:
+      return TDP_PERMISSION_DENIED;
+    default:
+      return TDP_INTERNAL;
+  }
+}
+
+template <typename Body>
+tdp_status guarded(const char* function, Body&& body) noexcept {
+  last_message.clear();
+  fixed_message = nullptr;
+  try {
+    absl::Status status = body();
+    if (status.ok()) return TDP_OK;
+    return record(from_absl(status), function, std::string(status.message()).c_str());
+  } catch (const CallError& error) {
+    return record(error.status, function, error.message.c_str());
+  } catch (const std::bad_alloc&) {
+    fixed_message = "tdpolicy: out of memory";
+    return TDP_OUT_OF_MEMORY;
+  } catch (const c10::OutOfMemoryError& error) {
+    return record(TDP_OUT_OF_MEMORY, function, error.what_without_backtrace());
+  } catch (const c10::IndexError& error) {
+    return record(TDP_OUT_OF_RANGE, function, error.what_without_backtrace());
+  } catch (const c10::ValueError& error) {
+    return record(TDP_INVALID_ARGUMENT, function, error.what_without_backtrace());
+  } catch (const c10::TypeError& error) {
+    return record(TDP_INVALID_ARGUMENT, function, error.what_without_backtrace());
+  } catch (const c10::Error& error) {
+    return record(TDP_INTERNAL, function, error.what_without_backtrace());
+  } catch (const std::invalid_argument& error) {
+    return record(TDP_INVALID_ARGUMENT, function, error.what());
+  } catch (const std::out_of_range& error) {
+    return record(TDP_OUT_OF_RANGE, function, error.what());
+  } catch (const std::exception& error) {
+    return record(TDP_INTERNAL, function, error.what());
+  } catch (...) {
+    return record(TDP_INTERNAL, function, "an unknown exception");
+  }
+}
+
+void require(const void* pointer, const char* what) {
+  if (pointer == nullptr) fail(TDP_INVALID_ARGUMENT, absl::StrCat(what, " is NULL"));
+}
+
+// tdp_dtype and the spec's DType share their numbers.
+std::optional<at::ScalarType> scalar_type(int dtype) {
+  switch (dtype) {
+    case TDP_FLOAT32: return at::kFloat;
+    case TDP_FLOAT64: return at::kDouble;
+    case TDP_FLOAT16: return at::kHalf;
+    case TDP_BFLOAT16: return at::kBFloat16;
+    case TDP_INT64: return at::kLong;
+    case TDP_INT32: return at::kInt;
+    case TDP_INT16: return at::kShort;
+    case TDP_INT8: return at::kChar;
+    case TDP_UINT8: return at::kByte;
+    case TDP_BOOL: return at::kBool;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<tdp_dtype> c_dtype(at::ScalarType type) {
+  for (int d = TDP_FLOAT32; d <= TDP_BOOL; ++d) {
+    if (scalar_type(d) == type) return static_cast<tdp_dtype>(d);
+  }
+  return std::nullopt;
+}
+
+std::string dtype_name(int dtype) {
+  const char* name = tdp_dtype_name(static_cast<tdp_dtype>(dtype));
+  return name != nullptr ? name : absl::StrCat("(tdp_dtype ", dtype, ", not a dtype)");
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+// TDP_INTERACTION_ACTOR is not a type: callers handle it before this.
+std::optional<tdp::nn::InteractionType> interaction(tdp_interaction type, const char* what) {
+  using tdp::nn::InteractionType;
+  switch (type) {
+    case TDP_INTERACTION_MODULE: return std::nullopt;
+    case TDP_INTERACTION_RANDOM: return InteractionType::kRandom;
+    case TDP_INTERACTION_MODE: return InteractionType::kMode;
+    case TDP_INTERACTION_MEDIAN: return InteractionType::kMedian;
+    case TDP_INTERACTION_MEAN: return InteractionType::kMean;
+    case TDP_INTERACTION_DETERMINISTIC: return InteractionType::kDeterministic;
+    default:
+      fail(TDP_INVALID_ARGUMENT,
+           absl::StrCat(what, " is ", static_cast<int>(type),
+                        ", not a tdp_interaction (expected TDP_INTERACTION_ACTOR (-1), MODULE (0), RANDOM (1), "
+                        "MODE (2), MEDIAN (3), MEAN (4) or DETERMINISTIC (5))"));
+  }
+}
+
+const tdp_actor::Slot* find(const std::vector<tdp_actor::Slot>& slots, const char* name) {
+  for (const auto& slot : slots) {
+    if (slot.name == name) return &slot;
+  }
+  return nullptr;
+}
+
+std::string names(const std::vector<tdp_actor::Slot>& slots) {
+  std::vector<std::string> quoted;
+  for (const auto& slot : slots) quoted.push_back(absl::StrCat("\"", slot.name, "\""));
+  return quoted.empty() ? "none" : absl::StrJoin(quoted, ", ");
+}
+
+std::string describe(const tdp_actor::Slot& slot) {
+  return absl::StrCat(dtype_name(slot.dtype), " ", shape_string(slot.shape), " per environment");
+}
+
+// A buffer's element count against batch x the slot's per-environment count.
+void check_buffer(const tdp_actor::Slot& slot, const char* kind, size_t index, int dtype, const void* data,
+                  size_t count, int64_t batch) {
+  if (dtype != slot.dtype) {
+    fail(TDP_INVALID_ARGUMENT, absl::StrCat(kind, "s[", index, "] \"", slot.name, "\": dtype ", dtype_name(dtype),
+                                            ", but the policy's ", kind, " is ", describe(slot)));
+  }
+  const size_t expected = static_cast<size_t>(batch) * slot.per_env;
+  if (count != expected) {
+    fail(TDP_INVALID_ARGUMENT,
+         absl::StrCat(kind, "s[", index, "] \"", slot.name, "\": ", count, " elements, expected ", expected,
+                      " (batch ", batch, " x ", describe(slot), ")"));
+  }
+  if (data == nullptr && expected > 0) {
+    fail(TDP_INVALID_ARGUMENT, absl::StrCat(kind, "s[", index, "] \"", slot.name, "\": data is NULL"));
+  }
+}
+
+std::vector<int64_t> batched(int64_t batch, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> sizes{batch};
+  sizes.insert(sizes.end(), shape.begin(), shape.end());
+  return sizes;
+}
+
+// Runs the policy once at batch 1 on zeros (every declared input given, so the actor's kept
+// state is left alone) with a generator of its own (so the actor's stream is untouched), to
+// learn the outputs' dtypes and shapes.
+void probe_outputs(tdp_actor& self) {
+  tdp::actor::Actor& actor = *self.actor;
+  const c10::Device device = actor.options().device();
+  tdp::TensorDict observation(std::vector<int64_t>{1});
+  for (const auto& input : self.inputs) {
+    observation.set(input.key, at::zeros(batched(1, input.shape), at::TensorOptions().dtype(input.scalar)));
+  }
+  at::Generator generator = device.is_cpu() ? at::detail::createCPUGenerator(0)
+                                            : at::globalContext().defaultGenerator(device).clone();
+  tdp::TensorDict out;
+  try {
+    out = actor.act(observation, tdp::nn::InteractionType::kDeterministic, generator);
+  } catch (const std::exception& deterministic_error) {
+    // A policy whose distribution has no deterministic value still has a random one.
+    try {
+      out = actor.act(observation, tdp::nn::InteractionType::kRandom, generator);
+    } catch (const std::exception&) {
+      fail(TDP_INTERNAL, absl::StrCat("the policy failed on zero observations at batch 1 (run to learn its output "
+                                      "shapes): ",
+                                      deterministic_error.what()));
+    }
+  }
+  std::vector<tdp::NestedKey> keys;
+  for (const std::string& text : actor.spec().output_keys()) {
+    absl::StatusOr<tdp::NestedKey> key = tdp::spec::parse_key(text);
+    if (key.ok()) keys.push_back(*key);
+  }
+  for (const tdp::NestedKey& key : actor.state_keys()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  for (const tdp::NestedKey& key : keys) {
+    if (!out.contains(key)) continue;
+    at::Tensor value = out.get(key);
+    tdp_actor::Slot slot;
+    slot.name = tdp::spec::key_string(key);
+    slot.key = key;
+    std::optional<tdp_dtype> dtype = c_dtype(value.scalar_type());
+    if (!dtype) {
+      fail(TDP_UNIMPLEMENTED, absl::StrCat("output \"", slot.name, "\" has dtype ", c10::toString(value.scalar_type()),
+                                           ", which the C API has no tdp_dtype for"));
+    }
+    slot.dtype = *dtype;
+    slot.scalar = value.scalar_type();
+    slot.shape.assign(value.sizes().begin() + 1, value.sizes().end());
+    for (int64_t size : slot.shape) slot.per_env *= static_cast<size_t>(size);
+    slot.state = std::find(actor.state_keys().begin(), actor.state_keys().end(), key) != actor.state_keys().end();
+    self.outputs.push_back(std::move(slot));
+  }
+}
+
+absl::Status load(const char* spec_path, const tdp_actor_options* options, tdp_actor** result) {
+  require(result, "actor (the tdp_actor** to fill)");
+  *result = nullptr;
+  require(spec_path, "spec_path");
+  tdp::actor::ActorOptions actor_options = options != nullptr ? options->options : tdp::actor::ActorOptions();
+  absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> loaded = tdp::actor::Actor::load(spec_path, actor_options);
+  if (!loaded.ok()) return loaded.status();
+  auto self = std::make_unique<tdp_actor>();
+  self->actor = *std::move(loaded);
+  const tdpolicy::PolicySpec& spec = self->actor->spec();
+  self->name = spec.name();
+  self->version = spec.version();
+  const std::vector<tdp::NestedKey>& state = self->actor->state_keys();
+  for (const tdpolicy::InputSpec& input : spec.inputs()) {
+    absl::StatusOr<tdp::NestedKey> key = tdp::spec::parse_key(input.key());
+    if (!key.ok()) return key.status();
+    tdp_actor::Slot slot;
+    slot.name = input.key();
+    slot.key = *key;
+    const int dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED ? TDP_FLOAT32 : static_cast<int>(input.dtype());
+    std::optional<at::ScalarType> scalar = scalar_type(dtype);
+    if (!scalar) {
+      return absl::UnimplementedError(absl::StrCat(spec_path, ": input \"", input.key(), "\" has dtype ", dtype,
+                                                   ", which the C API has no tdp_dtype for"));
+    }
+    slot.dtype = static_cast<tdp_dtype>(dtype);
+    slot.scalar = *scalar;
+    slot.shape.assign(input.shape().begin(), input.shape().end());
+    for (int64_t size : slot.shape) slot.per_env *= static_cast<size_t>(size);
+    slot.state = std::find(state.begin(), state.end(), *key) != state.end();
+    self->inputs.push_back(std::move(slot));
+  }
+  try {
+    probe_outputs(*self);
+  } catch (const CallError& error) {
+    fail(error.status, absl::StrCat(spec_path, ": ", error.message));
+  }
+  *result = self.release();
+  return absl::OkStatus();
+}
+
+void check_actor(const tdp_actor* actor) { require(actor, "actor"); }
+
+absl::Status describe_slot(const std::vector<tdp_actor::Slot>& slots, const char* kind, size_t index,
+                           const char** name, tdp_dtype* dtype, const int64_t** dims, size_t* ndim) {
+  if (index >= slots.size()) {
+    fail(TDP_OUT_OF_RANGE,
+         absl::StrCat(kind, " index ", index, " is out of range: the policy has ", slots.size(), " ", kind, "s"));
+  }
+  const tdp_actor::Slot& slot = slots[index];
+  if (name != nullptr) *name = slot.name.c_str();
+  if (dtype != nullptr) *dtype = slot.dtype;
+  if (dims != nullptr) *dims = slot.shape.data();
+  if (ndim != nullptr) *ndim = slot.shape.size();
+  return absl::OkStatus();
+}
+
+absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                 const tdp_output* outputs, size_t num_outputs, tdp_interaction type) {
+  check_actor(self);
+  if (batch < 1) fail(TDP_INVALID_ARGUMENT, absl::StrCat("batch is ", batch, ", expected at least 1"));
+  if (num_inputs > 0) require(inputs, "inputs");
+  if (num_outputs > 0) require(outputs, "outputs");
+  const std::optional<tdp::nn::InteractionType> call_type =
+      type == TDP_INTERACTION_ACTOR ? self->actor->options().interaction_type() : interaction(type, "type");
+
+  c10::InferenceMode inference;
+  tdp::TensorDict observation(std::vector<int64_t>{batch});
+  std::vector<const tdp_actor::Slot*> given;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    const tdp_input& input = inputs[i];
+    if (input.name == nullptr) fail(TDP_INVALID_ARGUMENT, absl::StrCat("inputs[", i, "].name is NULL"));
+    const tdp_actor::Slot* slot = find(self->inputs, input.name);
+    if (slot == nullptr) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("inputs[", i, "]: \"", input.name,
+                                              "\" is not an input of the policy; its inputs are ", names(self->inputs)));
+    }
+    if (std::find(given.begin(), given.end(), slot) != given.end()) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("inputs[", i, "]: \"", input.name, "\" is given twice"));
+    }
+    given.push_back(slot);
+    check_buffer(*slot, "input", i, input.dtype, input.data, input.count, batch);
+    observation.set(slot->key,
+                    at::from_blob(const_cast<void*>(input.data), batched(batch, slot->shape), at::TensorOptions().dtype(slot->scalar)));
+  }
+  for (const auto& slot : self->inputs) {
+    if (!slot.state && std::find(given.begin(), given.end(), &slot) == given.end()) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("missing input \"", slot.name, "\" (", describe(slot), ")"));
+    }
+  }
+  std::vector<const tdp_actor::Slot*> wanted;
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const tdp_output& output = outputs[i];
+    if (output.name == nullptr) fail(TDP_INVALID_ARGUMENT, absl::StrCat("outputs[", i, "].name is NULL"));
+    const tdp_actor::Slot* slot = find(self->outputs, output.name);
+    if (slot == nullptr) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("outputs[", i, "]: \"", output.name,
+                                              "\" is not an output of the policy; its outputs are ", names(self->outputs)));
+    }
+    check_buffer(*slot, "output", i, output.dtype, output.data, output.count, batch);
+    wanted.push_back(slot);
+  }
+
+  tdp::TensorDict result = self->actor->act(observation, call_type);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const tdp_actor::Slot& slot = *wanted[i];
+    if (!result.contains(slot.key)) {
+      fail(TDP_INTERNAL, absl::StrCat("outputs[", i, "]: the policy did not write \"", slot.name, "\" in this call"));
+    }
+    at::Tensor value = result.get(slot.key);
+    if (static_cast<size_t>(value.numel()) != outputs[i].count) {
+      fail(TDP_INTERNAL, absl::StrCat("outputs[", i, "] \"", slot.name, "\": the policy wrote ", value.numel(),
+                                      " elements (shape ", shape_string(value.sizes().vec()), "), expected ",
+                                      outputs[i].count));
+    }
+    at::from_blob(outputs[i].data, value.sizes(), at::TensorOptions().dtype(slot.scalar)).copy_(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status act_flat(tdp_actor* self, int64_t batch, const float* observation, float* action, float* log_prob,
+                      tdp_interaction type) {
+  check_actor(self);
+  if (batch < 1) fail(TDP_INVALID_ARGUMENT, absl::StrCat("batch is ", batch, ", expected at least 1"));
+  require(observation, "observation");
+  require(action, "action");
+  if (type == TDP_INTERACTION_MODULE) {
+    fail(TDP_INVALID_ARGUMENT,
+         "TDP_INTERACTION_MODULE is not available on the flat API: pass TDP_INTERACTION_ACTOR or a type");
+  }
+  const std::optional<tdp::nn::InteractionType> call_type =
+      type == TDP_INTERACTION_ACTOR ? std::nullopt : interaction(type, "type");
+  return self->actor->act_flat(observation, batch, action, log_prob, call_type);
+}
+
+absl::Status reset(tdp_actor* self, const uint8_t* env_mask, int64_t batch) {
+  check_actor(self);
+  if (env_mask == nullptr) {
+    self->actor->reset();
+    return absl::OkStatus();
+  }
+  if (batch < 1) fail(TDP_INVALID_ARGUMENT, absl::StrCat("batch is ", batch, ", expected at least 1"));
+  c10::InferenceMode inference;
+  at::Tensor mask = at::from_blob(const_cast<uint8_t*>(env_mask), {batch}, at::kByte).ne(0);
+  self->actor->reset(mask);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tdp_version(void) { return "0.1.0"; }
+
+const char* tdp_last_error(void) { return fixed_message != nullptr ? fixed_message : last_message.c_str(); }
+
+const char* tdp_status_name(tdp_status status) {
+  switch (status) {
+    case TDP_OK: return "TDP_OK";
+    case TDP_INVALID_ARGUMENT: return "TDP_INVALID_ARGUMENT";
+    case TDP_NOT_FOUND: return "TDP_NOT_FOUND";
+    case TDP_FAILED_PRECONDITION: return "TDP_FAILED_PRECONDITION";
+    case TDP_OUT_OF_RANGE: return "TDP_OUT_OF_RANGE";
+    case TDP_RESOURCE_EXHAUSTED: return "TDP_RESOURCE_EXHAUSTED";
+    case TDP_OUT_OF_MEMORY: return "TDP_OUT_OF_MEMORY";
+    case TDP_INTERNAL: return "TDP_INTERNAL";
+    case TDP_UNIMPLEMENTED: return "TDP_UNIMPLEMENTED";
+    case TDP_PERMISSION_DENIED: return "TDP_PERMISSION_DENIED";
+  }
+  return "unknown tdp_status";
+}
+
+const char* tdp_dtype_name(tdp_dtype dtype) {
+  switch (dtype) {
+    case TDP_FLOAT32: return "float32";
+    case TDP_FLOAT64: return "float64";
+    case TDP_FLOAT16: return "float16";
+    case TDP_BFLOAT16: return "bfloat16";
+    case TDP_INT64: return "int64";
+    case TDP_INT32: return "int32";
+    case TDP_INT16: return "int16";
+    case TDP_INT8: return "int8";
+    case TDP_UINT8: return "uint8";
+    case TDP_BOOL: return "bool";
+  }
+  return nullptr;
+}
+
+size_t tdp_dtype_size(tdp_dtype dtype) {
+  std::optional<at::ScalarType> type = scalar_type(dtype);
+  return type ? c10::elementSize(*type) : 0;
+}
+
+tdp_status tdp_options_create(tdp_actor_options** options) {
+  return guarded("tdp_options_create", [&] {
+    require(options, "options (the tdp_actor_options** to fill)");
+    *options = nullptr;
+    *options = new tdp_actor_options();
+    return absl::OkStatus();
+  });
+}
+
+void tdp_options_free(tdp_actor_options* options) { delete options; }
+
+tdp_status tdp_options_set_device(tdp_actor_options* options, const char* device) {
+  return guarded("tdp_options_set_device", [&] {
+    require(options, "options");
+    require(device, "device");
+    std::optional<c10::Device> parsed;
+    try {
+      parsed = c10::Device(std::string(device));
+    } catch (const c10::Error& error) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("\"", device, "\" is not a device (expected \"cpu\", \"cuda\" or \"cuda:N\"): ",
+                                              error.what_without_backtrace()));
+    }
+    options->options.device(*parsed);
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_backend(tdp_actor_options* options, tdp_backend backend) {
+  return guarded("tdp_options_set_backend", [&] {
+    require(options, "options");
+    using tdp::actor::Backend;
+    switch (backend) {
+      case TDP_BACKEND_AUTO: options->options.backend(Backend::kAuto); break;
+      case TDP_BACKEND_LIBTORCH: options->options.backend(Backend::kLibTorch); break;
+      case TDP_BACKEND_FUSED: options->options.backend(Backend::kFused); break;
+      default:
+        fail(TDP_INVALID_ARGUMENT, absl::StrCat("backend is ", static_cast<int>(backend),
+                                                ", not a tdp_backend (expected TDP_BACKEND_AUTO (0), "
+                                                "TDP_BACKEND_LIBTORCH (1) or TDP_BACKEND_FUSED (2))"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_seed(tdp_actor_options* options, uint64_t seed) {
+  return guarded("tdp_options_set_seed", [&] {
+    require(options, "options");
+    options->options.seed(seed);
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_interaction(tdp_actor_options* options, tdp_interaction type) {
+  return guarded("tdp_options_set_interaction", [&] {
+    require(options, "options");
+    if (type == TDP_INTERACTION_ACTOR) {
+      fail(TDP_INVALID_ARGUMENT, "TDP_INTERACTION_ACTOR names the actor's own type; give the type itself");
+    }
+    options->options.interaction_type(interaction(type, "type"));
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_run_self_tests(tdp_actor_options* options, int run) {
+  return guarded("tdp_options_set_run_self_tests", [&] {
+    require(options, "options");
+    options->options.run_self_tests(run != 0);
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_composite_lp_aggregate(tdp_actor_options* options, int aggregate) {
+  return guarded("tdp_options_set_composite_lp_aggregate", [&] {
+    require(options, "options");
+    options->options.composite_lp_aggregate(aggregate != 0);
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_options_set_fused_max_batch(tdp_actor_options* options, int64_t batch) {
+  return guarded("tdp_options_set_fused_max_batch", [&] {
+    require(options, "options");
+    if (batch < 0) fail(TDP_INVALID_ARGUMENT, absl::StrCat("batch is ", batch, ", expected at least 0"));
+    options->options.fused_max_batch(batch);
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_actor_load(const char* spec_path, const tdp_actor_options* options, tdp_actor** actor) {
+  return guarded("tdp_actor_load", [&] { return load(spec_path, options, actor); });
+}
+
+void tdp_actor_free(tdp_actor* actor) { delete actor; }
+
+tdp_status tdp_actor_num_inputs(const tdp_actor* actor, size_t* count) {
+  return guarded("tdp_actor_num_inputs", [&] {
+    check_actor(actor);
+    require(count, "count");
+    *count = actor->inputs.size();
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_actor_num_outputs(const tdp_actor* actor, size_t* count) {
+  return guarded("tdp_actor_num_outputs", [&] {
+    check_actor(actor);
+    require(count, "count");
+    *count = actor->outputs.size();
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_actor_input(const tdp_actor* actor, size_t index, const char** name, tdp_dtype* dtype,
+                           const int64_t** dims, size_t* ndim) {
+  return guarded("tdp_actor_input", [&] {
+    check_actor(actor);
+    return describe_slot(actor->inputs, "input", index, name, dtype, dims, ndim);
+  });
+}
+
+tdp_status tdp_actor_output(const tdp_actor* actor, size_t index, const char** name, tdp_dtype* dtype,
+                            const int64_t** dims, size_t* ndim) {
+  return guarded("tdp_actor_output", [&] {
+    check_actor(actor);
+    return describe_slot(actor->outputs, "output", index, name, dtype, dims, ndim);
+  });
+}
+
+tdp_status tdp_actor_element_count(const tdp_actor* actor, const char* name, size_t* count) {
+  return guarded("tdp_actor_element_count", [&] {
+    check_actor(actor);
+    require(name, "name");
+    require(count, "count");
+    const tdp_actor::Slot* slot = find(actor->inputs, name);
+    if (slot == nullptr) slot = find(actor->outputs, name);
+    if (slot == nullptr) {
+      fail(TDP_INVALID_ARGUMENT, absl::StrCat("\"", name, "\" is neither an input (", names(actor->inputs),
+                                              ") nor an output (", names(actor->outputs), ") of the policy"));
+    }
+    *count = slot->per_env;
+    return absl::OkStatus();
+  });
+}
+
+const char* tdp_actor_name(const tdp_actor* actor) { return actor != nullptr ? actor->name.c_str() : ""; }
+
+const char* tdp_actor_spec_version(const tdp_actor* actor) { return actor != nullptr ? actor->version.c_str() : ""; }
+
+tdp_status tdp_actor_act(tdp_actor* actor, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                         const tdp_output* outputs, size_t num_outputs, tdp_interaction type) {
+  return guarded("tdp_actor_act", [&] { return act(actor, batch, inputs, num_inputs, outputs, num_outputs, type); });
+}
+
+tdp_status tdp_actor_flat_sizes(const tdp_actor* actor, int64_t* observation_size, int64_t* action_size) {
+  return guarded("tdp_actor_flat_sizes", [&] {
+    check_actor(actor);
+    absl::Status fused = actor->actor->fused_status();
+    if (!fused.ok()) {
+      fail(TDP_FAILED_PRECONDITION, absl::StrCat("the policy has no fused plan, so no flat API: ", fused.message()));
+    }
+    if (observation_size != nullptr) *observation_size = actor->actor->flat_observation_size();
+    if (action_size != nullptr) *action_size = actor->actor->flat_action_size();
+    return absl::OkStatus();
+  });
+}
+
+tdp_status tdp_actor_act_flat(tdp_actor* actor, int64_t batch, const float* observation, float* action,
+                              float* log_prob, tdp_interaction type) {
+  return guarded("tdp_actor_act_flat", [&] { return act_flat(actor, batch, observation, action, log_prob, type); });
+}
+
+tdp_status tdp_actor_reset(tdp_actor* actor, const uint8_t* env_mask, int64_t batch) {
+  return guarded("tdp_actor_reset", [&] { return reset(actor, env_mask, batch); });
+}
+
+}  // extern "C"

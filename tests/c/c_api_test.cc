@@ -1,0 +1,461 @@
+// The C API (sdk/c/tdp_c.h) called from C++: metadata, actions equal to the C++ Actor's on the
+// same seed, recurrent state and reset, the flat API, and every kind of bad input, each with a
+// status and a message that says what was wrong.
+#include "sdk/c/tdp_c.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "tests/testing/files.h"
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using tdp::test_util::runfile;
+using tdp::test_util::temp_path;
+using tdp::test_util::write_file;
+
+std::string policy(const std::string& name) { return runfile("policies/" + name); }
+
+// An actor loaded through the C API, freed at the end of the test.
+struct Loaded {
+  tdp_actor* actor = nullptr;
+  ~Loaded() { tdp_actor_free(actor); }
+};
+
+tdp_actor* load(Loaded& holder, const std::string& path, uint64_t seed = 0, tdp_backend backend = TDP_BACKEND_AUTO) {
+  tdp_actor_options* options = nullptr;
+  EXPECT_EQ(tdp_options_create(&options), TDP_OK);
+  EXPECT_EQ(tdp_options_set_seed(options, seed), TDP_OK);
+  EXPECT_EQ(tdp_options_set_backend(options, backend), TDP_OK);
+  EXPECT_EQ(tdp_actor_load(path.c_str(), options, &holder.actor), TDP_OK) << tdp_last_error();
+  tdp_options_free(options);
+  return holder.actor;
+}
+
+std::vector<float> observations(int64_t batch, int64_t width, float scale = 0.05f) {
+  std::vector<float> values(batch * width);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = scale * static_cast<float>(static_cast<int>(i % 7) - 3);
+  return values;
+}
+
+TEST(CApiTest, VersionAndNames) {
+  EXPECT_STREQ(tdp_version(), "0.1.0");
+  EXPECT_STREQ(tdp_status_name(TDP_OK), "TDP_OK");
+  EXPECT_STREQ(tdp_status_name(TDP_NOT_FOUND), "TDP_NOT_FOUND");
+  EXPECT_STREQ(tdp_status_name(static_cast<tdp_status>(99)), "unknown tdp_status");
+  EXPECT_STREQ(tdp_dtype_name(TDP_INT64), "int64");
+  EXPECT_EQ(tdp_dtype_name(static_cast<tdp_dtype>(0)), nullptr);
+  EXPECT_EQ(tdp_dtype_size(TDP_FLOAT32), 4u);
+  EXPECT_EQ(tdp_dtype_size(TDP_BOOL), 1u);
+  EXPECT_EQ(tdp_dtype_size(static_cast<tdp_dtype>(42)), 0u);
+}
+
+TEST(CApiTest, DescribesInputsAndOutputs) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"));
+  ASSERT_NE(actor, nullptr);
+  EXPECT_STREQ(tdp_actor_name(actor), "cartpole_categorical");
+  size_t count = 0;
+  ASSERT_EQ(tdp_actor_num_inputs(actor, &count), TDP_OK);
+  EXPECT_EQ(count, 1u);
+  const char* name = nullptr;
+  tdp_dtype dtype{};
+  const int64_t* dims = nullptr;
+  size_t ndim = 0;
+  ASSERT_EQ(tdp_actor_input(actor, 0, &name, &dtype, &dims, &ndim), TDP_OK);
+  EXPECT_STREQ(name, "observation");
+  EXPECT_EQ(dtype, TDP_FLOAT32);
+  ASSERT_EQ(ndim, 1u);
+  EXPECT_EQ(dims[0], 4);
+
+  ASSERT_EQ(tdp_actor_num_outputs(actor, &count), TDP_OK);
+  ASSERT_EQ(count, 2u);
+  ASSERT_EQ(tdp_actor_output(actor, 0, &name, &dtype, &dims, &ndim), TDP_OK);
+  EXPECT_STREQ(name, "action");
+  EXPECT_EQ(dtype, TDP_INT64);
+  EXPECT_EQ(ndim, 0u);
+  ASSERT_EQ(tdp_actor_output(actor, 1, &name, &dtype, nullptr, nullptr), TDP_OK);
+  EXPECT_STREQ(name, "action_log_prob");
+  EXPECT_EQ(dtype, TDP_FLOAT32);
+
+  size_t elements = 0;
+  ASSERT_EQ(tdp_actor_element_count(actor, "observation", &elements), TDP_OK);
+  EXPECT_EQ(elements, 4u);
+  ASSERT_EQ(tdp_actor_element_count(actor, "action", &elements), TDP_OK);
+  EXPECT_EQ(elements, 1u);
+
+  EXPECT_EQ(tdp_actor_output(actor, 2, &name, nullptr, nullptr, nullptr), TDP_OUT_OF_RANGE);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("output index 2 is out of range: the policy has 2 outputs"));
+  EXPECT_EQ(tdp_actor_element_count(actor, "obs", &elements), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("\"obs\" is neither an input (\"observation\")"));
+}
+
+// The C API acts as the C++ Actor with the same options: same draws for the same seed.
+TEST(CApiTest, ActsAsTheCppActor) {
+  for (const char* name : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt"}) {
+    SCOPED_TRACE(name);
+    const bool discrete = std::string(name).find("cartpole") == 0;
+    const int64_t width = discrete ? 4 : 3;
+    Loaded holder;
+    tdp_actor* actor = load(holder, policy(name), /*seed=*/11);
+    ASSERT_NE(actor, nullptr);
+    auto cpp = tdp::actor::Actor::load(policy(name), tdp::actor::ActorOptions().seed(11));
+    ASSERT_TRUE(cpp.ok()) << cpp.status();
+
+    const int64_t batch = 5;
+    std::vector<float> obs = observations(batch, width);
+    for (tdp_interaction type : {TDP_INTERACTION_ACTOR, TDP_INTERACTION_DETERMINISTIC, TDP_INTERACTION_RANDOM}) {
+      SCOPED_TRACE(static_cast<int>(type));
+      std::vector<int64_t> int_action(batch);
+      std::vector<float> float_action(batch);
+      std::vector<float> log_prob(batch);
+      tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+      tdp_output out[] = {
+          discrete ? tdp_output{"action", TDP_INT64, int_action.data(), int_action.size()}
+                   : tdp_output{"action", TDP_FLOAT32, float_action.data(), float_action.size()},
+          {"action_log_prob", TDP_FLOAT32, log_prob.data(), log_prob.size()}};
+      ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, out, 2, type), TDP_OK) << tdp_last_error();
+      EXPECT_STREQ(tdp_last_error(), "");
+
+      at::Tensor tensor = at::from_blob(obs.data(), {batch, width}, at::kFloat);
+      tdp::TensorDict td({{"observation", tensor}}, {batch});
+      tdp::TensorDict expected =
+          type == TDP_INTERACTION_ACTOR
+              ? (*cpp)->act(td)
+              : (*cpp)->act(td, type == TDP_INTERACTION_RANDOM ? tdp::nn::InteractionType::kRandom
+                                                               : tdp::nn::InteractionType::kDeterministic);
+      at::Tensor action = discrete ? at::from_blob(int_action.data(), {batch}, at::kLong)
+                                   : at::from_blob(float_action.data(), {batch, 1}, at::kFloat);
+      EXPECT_TRUE(at::equal(action, expected.get("action"))) << action << expected.get("action");
+      EXPECT_TRUE(at::allclose(at::from_blob(log_prob.data(), {batch}, at::kFloat),
+                               expected.get("action_log_prob").reshape({batch}), 1e-6, 1e-6));
+    }
+  }
+}
+
+TEST(CApiTest, ActsOnTheLibTorchBackendAndAsksForSomeOutputsOnly) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("goal_hybrid.pbtxt"), 3, TDP_BACKEND_LIBTORCH);
+  ASSERT_NE(actor, nullptr);
+  size_t count = 0;
+  ASSERT_EQ(tdp_actor_num_outputs(actor, &count), TDP_OK);
+  EXPECT_EQ(count, 4u);
+  const int64_t batch = 4;
+  std::vector<float> obs = observations(batch, 4);
+  std::vector<float> param(batch);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  tdp_output out[] = {{"action_param", TDP_FLOAT32, param.data(), param.size()}};
+  ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK) << tdp_last_error();
+
+  auto cpp = tdp::actor::Actor::load(policy("goal_hybrid.pbtxt"),
+                                     tdp::actor::ActorOptions().backend(tdp::actor::Backend::kLibTorch));
+  ASSERT_TRUE(cpp.ok()) << cpp.status();
+  tdp::TensorDict td({{"observation", at::from_blob(obs.data(), {batch, 4}, at::kFloat)}}, {batch});
+  at::Tensor expected = (*cpp)->act(td, tdp::nn::InteractionType::kDeterministic).get("action_param");
+  EXPECT_TRUE(at::allclose(at::from_blob(param.data(), {batch, 1}, at::kFloat), expected, 1e-6, 1e-6));
+}
+
+TEST(CApiTest, FlatApiMatchesTheNamedOne) {
+  Loaded named_holder;
+  Loaded flat_holder;
+  tdp_actor* named = load(named_holder, policy("pendulum_tanh_gaussian.pbtxt"), 5);
+  tdp_actor* flat = load(flat_holder, policy("pendulum_tanh_gaussian.pbtxt"), 5);
+  ASSERT_NE(named, nullptr);
+  ASSERT_NE(flat, nullptr);
+  int64_t observation_size = 0;
+  int64_t action_size = 0;
+  ASSERT_EQ(tdp_actor_flat_sizes(flat, &observation_size, &action_size), TDP_OK) << tdp_last_error();
+  EXPECT_EQ(observation_size, 3);
+  EXPECT_EQ(action_size, 1);
+
+  const int64_t batch = 3;
+  std::vector<float> obs = observations(batch, 3);
+  std::vector<float> flat_action(batch), flat_lp(batch), action(batch), lp(batch);
+  ASSERT_EQ(tdp_actor_act_flat(flat, batch, obs.data(), flat_action.data(), flat_lp.data(),
+                               TDP_INTERACTION_DETERMINISTIC),
+            TDP_OK)
+      << tdp_last_error();
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  tdp_output out[] = {{"action", TDP_FLOAT32, action.data(), action.size()},
+                      {"action_log_prob", TDP_FLOAT32, lp.data(), lp.size()}};
+  ASSERT_EQ(tdp_actor_act(named, batch, in, 1, out, 2, TDP_INTERACTION_DETERMINISTIC), TDP_OK) << tdp_last_error();
+  for (int64_t i = 0; i < batch; ++i) {
+    EXPECT_NEAR(flat_action[i], action[i], 1e-5);
+    EXPECT_NEAR(flat_lp[i], lp[i], 1e-4);
+  }
+
+  EXPECT_EQ(tdp_actor_act_flat(flat, batch, obs.data(), flat_action.data(), nullptr, TDP_INTERACTION_MODULE),
+            TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("TDP_INTERACTION_MODULE is not available on the flat API"));
+  EXPECT_EQ(tdp_actor_act_flat(flat, batch, nullptr, flat_action.data(), nullptr, TDP_INTERACTION_ACTOR),
+            TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_act_flat: observation is NULL");
+}
+
+TEST(CApiTest, FlatApiNeedsAFusedPlan) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"), 0, TDP_BACKEND_LIBTORCH);
+  ASSERT_NE(actor, nullptr);
+  int64_t size = 0;
+  EXPECT_EQ(tdp_actor_flat_sizes(actor, &size, nullptr), TDP_FAILED_PRECONDITION);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("tdp_actor_flat_sizes: the policy has no fused plan"));
+  std::vector<float> obs(4), action(1);
+  EXPECT_EQ(tdp_actor_act_flat(actor, 1, obs.data(), action.data(), nullptr, TDP_INTERACTION_ACTOR),
+            TDP_FAILED_PRECONDITION);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("needs the fused plan"));
+}
+
+// The recurrent state: kept per environment when the caller leaves it out, zeroed by reset.
+TEST(CApiTest, RecurrentStateAndReset) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("recurrent_gru.pbtxt"));
+  ASSERT_NE(actor, nullptr);
+  size_t count = 0;
+  ASSERT_EQ(tdp_actor_num_outputs(actor, &count), TDP_OK);
+  ASSERT_EQ(count, 3u);
+  const char* name = nullptr;
+  ASSERT_EQ(tdp_actor_output(actor, 2, &name, nullptr, nullptr, nullptr), TDP_OK);
+  EXPECT_STREQ(name, "hidden");
+
+  const int64_t batch = 2;
+  std::vector<float> obs = observations(batch, 4, 0.5f);
+  auto step = [&]() {
+    std::vector<float> hidden(batch * 32);
+    tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+    tdp_output out[] = {{"hidden", TDP_FLOAT32, hidden.data(), hidden.size()}};
+    EXPECT_EQ(tdp_actor_act(actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK) << tdp_last_error();
+    return hidden;
+  };
+  std::vector<float> first = step();
+  std::vector<float> second = step();
+  EXPECT_NE(first, second);  // the kept state moved on
+
+  const uint8_t mask[] = {1, 0};
+  ASSERT_EQ(tdp_actor_reset(actor, mask, batch), TDP_OK) << tdp_last_error();
+  std::vector<float> third = step();
+  EXPECT_EQ(std::vector<float>(third.begin(), third.begin() + 32), std::vector<float>(first.begin(), first.begin() + 32));
+  EXPECT_NE(std::vector<float>(third.begin() + 32, third.end()), std::vector<float>(first.begin() + 32, first.end()));
+
+  ASSERT_EQ(tdp_actor_reset(actor, nullptr, 0), TDP_OK);
+  EXPECT_EQ(step(), first);
+
+  // The stateless form: the state given as an input, the kept one left alone.
+  std::vector<float> zeros(batch * 32, 0.0f);
+  std::vector<float> hidden(batch * 32);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()},
+                    {"hidden", TDP_FLOAT32, zeros.data(), zeros.size()}};
+  tdp_output out[] = {{"hidden", TDP_FLOAT32, hidden.data(), hidden.size()}};
+  ASSERT_EQ(tdp_actor_act(actor, batch, in, 2, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK) << tdp_last_error();
+  EXPECT_EQ(hidden, first);
+  EXPECT_EQ(step(), second);
+
+  const uint8_t short_mask[] = {1, 1, 1};
+  EXPECT_EQ(tdp_actor_reset(actor, short_mask, 3), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("env_mask must be a bool tensor of shape [2]"));
+}
+
+TEST(CApiTest, LoadErrorsNameTheFile) {
+  tdp_actor* actor = reinterpret_cast<tdp_actor*>(0x1);
+  EXPECT_EQ(tdp_actor_load("/no/such/policy.pbtxt", nullptr, &actor), TDP_NOT_FOUND);
+  EXPECT_EQ(actor, nullptr);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("tdp_actor_load: "), HasSubstr("/no/such/policy.pbtxt"),
+                                      HasSubstr("no such file")));
+
+  const std::string broken = temp_path("broken.pbtxt");
+  write_file(broken, "name: \"x\"\ninputs { key: \"observation\" shape: 4 }\nmodule { nonsense: 1 }\n");
+  EXPECT_EQ(tdp_actor_load(broken.c_str(), nullptr, &actor), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr(broken), HasSubstr("nonsense")));
+
+  EXPECT_EQ(tdp_actor_load(nullptr, nullptr, &actor), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_load: spec_path is NULL");
+  EXPECT_EQ(tdp_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, nullptr), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_load: actor (the tdp_actor** to fill) is NULL");
+
+  // A recurrent policy does not lower to the fused plan: kFused makes that a load error.
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_backend(options, TDP_BACKEND_FUSED), TDP_OK);
+  EXPECT_NE(tdp_actor_load(policy("recurrent_gru.pbtxt").c_str(), options, &actor), TDP_OK);
+  EXPECT_EQ(actor, nullptr);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("recurrent_gru.pbtxt"));
+  tdp_options_free(options);
+}
+
+TEST(CApiTest, OptionErrors) {
+  EXPECT_EQ(tdp_options_create(nullptr), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("tdp_options_create: options"));
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  EXPECT_EQ(tdp_options_set_device(options, "gpu"), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("\"gpu\" is not a device (expected \"cpu\", \"cuda\" or \"cuda:N\")"));
+  EXPECT_EQ(tdp_options_set_device(options, nullptr), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_options_set_device: device is NULL");
+  EXPECT_EQ(tdp_options_set_device(options, "cpu"), TDP_OK);
+  EXPECT_STREQ(tdp_last_error(), "");
+  EXPECT_EQ(tdp_options_set_backend(options, static_cast<tdp_backend>(7)), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("backend is 7, not a tdp_backend"));
+  EXPECT_EQ(tdp_options_set_interaction(options, static_cast<tdp_interaction>(9)), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("type is 9, not a tdp_interaction"));
+  EXPECT_EQ(tdp_options_set_interaction(options, TDP_INTERACTION_ACTOR), TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(tdp_options_set_fused_max_batch(options, -1), TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(tdp_options_set_seed(nullptr, 1), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_options_set_seed: options is NULL");
+  tdp_options_free(options);
+  tdp_options_free(nullptr);
+  tdp_actor_free(nullptr);
+}
+
+TEST(CApiTest, ActErrorsSayWhatWasExpected) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"));
+  ASSERT_NE(actor, nullptr);
+  std::vector<float> obs = observations(2, 4);
+  std::vector<int64_t> action(2);
+  tdp_output out[] = {{"action", TDP_INT64, action.data(), action.size()}};
+  auto act = [&](std::vector<tdp_input> in, std::vector<tdp_output> outputs, int64_t batch = 2,
+                 tdp_interaction type = TDP_INTERACTION_ACTOR) {
+    return tdp_actor_act(actor, batch, in.data(), in.size(), outputs.data(), outputs.size(), type);
+  };
+  const tdp_input good{"observation", TDP_FLOAT32, obs.data(), obs.size()};
+
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, obs.data(), 7}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(),
+               "tdp_actor_act: inputs[0] \"observation\": 7 elements, expected 8 (batch 2 x float32 [4] per environment)");
+  EXPECT_EQ(act({{"observation", TDP_FLOAT64, obs.data(), 8}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("inputs[0] \"observation\": dtype float64, but the policy's input is float32 [4]"));
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, nullptr, 8}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("inputs[0] \"observation\": data is NULL"));
+  EXPECT_EQ(act({{"obs", TDP_FLOAT32, obs.data(), 8}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("\"obs\" is not an input of the policy; its inputs are \"observation\""));
+  EXPECT_EQ(act({{nullptr, TDP_FLOAT32, obs.data(), 8}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("inputs[0].name is NULL"));
+  EXPECT_EQ(act({good, good}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("\"observation\" is given twice"));
+  EXPECT_EQ(act({}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("missing input \"observation\" (float32 [4] per environment)"));
+
+  EXPECT_EQ(act({good}, {{"action", TDP_FLOAT32, action.data(), 2}}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("outputs[0] \"action\": dtype float32, but the policy's output is int64 []"));
+  EXPECT_EQ(act({good}, {{"action", TDP_INT64, action.data(), 3}}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("outputs[0] \"action\": 3 elements, expected 2"));
+  EXPECT_EQ(act({good}, {{"logits", TDP_FLOAT32, action.data(), 2}}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("\"logits\" is not an output of the policy; its outputs are \"action\", "
+                                          "\"action_log_prob\""));
+  EXPECT_EQ(act({good}, {out[0]}, 0), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("batch is 0, expected at least 1"));
+  EXPECT_EQ(act({good}, {out[0]}, 2, static_cast<tdp_interaction>(17)), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("type is 17, not a tdp_interaction"));
+  // Categorical has no mean: the SDK's error comes through as a status.
+  EXPECT_NE(act({good}, {out[0]}, 2, TDP_INTERACTION_MEAN), TDP_OK);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("tdp_actor_act: "));
+  EXPECT_GT(std::string(tdp_last_error()).size(), std::string("tdp_actor_act: ").size());
+
+  EXPECT_EQ(tdp_actor_act(actor, 2, nullptr, 1, out, 1, TDP_INTERACTION_ACTOR), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_act: inputs is NULL");
+  EXPECT_EQ(tdp_actor_act(nullptr, 2, &good, 1, out, 1, TDP_INTERACTION_ACTOR), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_act: actor is NULL");
+  EXPECT_EQ(tdp_actor_num_inputs(actor, nullptr), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_actor_num_inputs: count is NULL");
+
+  // A success clears the message; outputs may be left out entirely.
+  EXPECT_EQ(act({good}, {}), TDP_OK);
+  EXPECT_STREQ(tdp_last_error(), "");
+}
+
+// A CUDA device where the binary has no CUDA (the CPU build) or no GPU is visible: a load error.
+TEST(CApiTest, AnUnusableDeviceIsALoadError) {
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_device(options, "cuda:0"), TDP_OK);
+  tdp_actor* actor = nullptr;
+  const tdp_status status = tdp_actor_load(policy("cartpole_categorical.pbtxt").c_str(), options, &actor);
+  tdp_options_free(options);
+  if (at::hasCUDA()) {
+    EXPECT_EQ(status, TDP_OK) << tdp_last_error();
+    tdp_actor_free(actor);
+    GTEST_SKIP() << "a GPU is visible: nothing to refuse";
+  }
+  EXPECT_EQ(status, TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(actor, nullptr);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("cartpole_categorical.pbtxt"), HasSubstr("device cuda:0 requested")));
+}
+
+// TDP_INTERACTION_MODULE as the actor's type: each module's default (deterministic here).
+TEST(CApiTest, TheModulesOwnInteractionType) {
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_interaction(options, TDP_INTERACTION_MODULE), TDP_OK);
+  Loaded holder;
+  ASSERT_EQ(tdp_actor_load(policy("pendulum_tanh_gaussian.pbtxt").c_str(), options, &holder.actor), TDP_OK)
+      << tdp_last_error();
+  tdp_options_free(options);
+  const int64_t batch = 6;
+  std::vector<float> obs = observations(batch, 3);
+  std::vector<float> by_default(batch), deterministic(batch);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  tdp_output out[] = {{"action", TDP_FLOAT32, by_default.data(), by_default.size()}};
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_ACTOR), TDP_OK) << tdp_last_error();
+  out[0].data = deterministic.data();
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK);
+  EXPECT_EQ(by_default, deterministic);
+  // And per call: RANDOM draws differ from the deterministic action.
+  std::vector<float> random(batch);
+  out[0].data = random.data();
+  ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+  EXPECT_NE(random, deterministic);
+}
+
+// Several threads acting on one actor at once, each with its own buffers, get what one thread
+// gets (deterministic actions), and every error message stays on its own thread.
+TEST(CApiTest, ConcurrentCalls) {
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"), 0, TDP_BACKEND_LIBTORCH);
+  ASSERT_NE(actor, nullptr);
+  const int64_t batch = 16;
+  std::vector<float> obs = observations(batch, 4, 0.3f);
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+  std::vector<float> expected(batch);
+  tdp_output out[] = {{"action_log_prob", TDP_FLOAT32, expected.data(), expected.size()}};
+  ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK);
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> got(batch);
+      tdp_output mine[] = {{"action_log_prob", TDP_FLOAT32, got.data(), got.size()}};
+      for (int i = 0; i < 50; ++i) {
+        if (tdp_actor_act(actor, batch, in, 1, mine, 1, TDP_INTERACTION_DETERMINISTIC) != TDP_OK || got != expected ||
+            std::string(tdp_last_error()) != "") {
+          ++mismatches[t];
+        }
+        tdp_actor_act(actor, 0, in, 1, mine, 1, TDP_INTERACTION_DETERMINISTIC);  // fails, on this thread only
+        if (std::string(tdp_last_error()) != "tdp_actor_act: batch is 0, expected at least 1") ++mismatches[t];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+TEST(CApiTest, TheLastErrorIsPerThread) {
+  EXPECT_EQ(tdp_options_set_seed(nullptr, 1), TDP_INVALID_ARGUMENT);
+  std::string other;
+  std::thread thread([&] {
+    other = tdp_last_error();
+    tdp_options_create(nullptr);
+  });
+  thread.join();
+  EXPECT_EQ(other, "");
+  EXPECT_STREQ(tdp_last_error(), "tdp_options_set_seed: options is NULL");
+}
+
+}  // namespace

@@ -1,0 +1,70 @@
+"""tdpolicy_dependencies(): what another Bazel workspace declares to build against tdpolicy.
+
+In the other workspace's WORKSPACE:
+
+    local_repository(name = "tdpolicy", path = "/path/to/tdpolicy")   # or git_repository
+    load("@tdpolicy//third_party:dependencies.bzl", "tdpolicy_dependencies")
+    tdpolicy_dependencies()
+
+then `deps = ["@tdpolicy//sdk/actor"]` (C++) or `["@tdpolicy//sdk/c:tdp_c"]` (C). Run Bazel through
+tdpolicy's bazelw (`/path/to/tdpolicy/bazelw build //...` from the other workspace): it installs the
+Debian packages and the venv, and sets LIBTORCH_HOME and TDP_VENV, which these repositories read.
+The other workspace's .bazelrc needs `build --cxxopt=-std=c++17` (and, with Debian's
+bazel-bootstrap, `build --spawn_strategy=local`). Repositories the other workspace already declares
+(say, its own rules_cc) are left alone.
+"""
+
+load("//third_party:system_libs.bzl", "libtorch_repository", "pkg_config_library", "python_venv")
+
+def _stand_in_impl(ctx):
+    # One of tdpolicy's offline stand-ins (third_party/<name>), linked into its own repository.
+    source = ctx.path(ctx.attr.workspace_file).dirname
+    for child in source.readdir():
+        ctx.symlink(child, child.basename)
+
+_stand_in = repository_rule(
+    implementation = _stand_in_impl,
+    attrs = {"workspace_file": attr.label(mandatory = True, allow_single_file = True)},
+    local = True,
+)
+
+def _maybe(rule, name, **kwargs):
+    if not native.existing_rule(name):
+        rule(name = name, **kwargs)
+
+def tdpolicy_dependencies():
+    """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, Debian's
+    Abseil, protobuf, GoogleTest, Google Benchmark, zlib and spdlog, and the offline Bazel stand-ins."""
+    for name in ["rules_cc", "rules_java", "rules_proto", "remote_coverage_tools"]:
+        _maybe(_stand_in, name, workspace_file = Label("//third_party/" + name + ":WORKSPACE"))
+    _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
+    _maybe(libtorch_repository, "libtorch")
+    _maybe(python_venv, "python_venv")
+    _maybe(
+        pkg_config_library,
+        "absl",
+        package = "libabsl-dev",
+        targets = {"absl": [
+            "absl_flags",
+            "absl_flags_parse",
+            "absl_flat_hash_map",
+            "absl_flat_hash_set",
+            "absl_hash",
+            "absl_status",
+            "absl_statusor",
+            "absl_str_format",
+            "absl_strings",
+            "absl_synchronization",
+            "absl_time",
+        ]},
+    )
+    _maybe(pkg_config_library, "protobuf", package = "libprotobuf-dev", targets = {"protobuf": ["protobuf"]})
+    _maybe(
+        pkg_config_library,
+        "gtest",
+        package = "libgmock-dev",
+        targets = {"gtest": ["gtest", "gmock"], "gtest_main": ["gtest_main", "gmock"]},
+    )
+    _maybe(pkg_config_library, "benchmark", package = "libbenchmark-dev", targets = {"benchmark": ["benchmark"]})
+    _maybe(pkg_config_library, "zlib", package = "zlib1g-dev", targets = {"zlib": ["zlib"]})
+    _maybe(pkg_config_library, "spdlog", package = "libspdlog-dev", targets = {"spdlog": ["spdlog", "fmt"]})
