@@ -57,7 +57,7 @@ struct EnsembleModuleOptions {
   TORCH_ARG(bool, expand_input) = true;
   TORCH_ARG(EnsemblePath, path) = EnsemblePath::kAuto;
   // Under kAuto, the largest num_copies x rows the batched path takes.
-  TORCH_ARG(int64_t, batched_max_elements) = 4096;
+  TORCH_ARG(int64_t, batched_max_elements) = 2048;
 };
 
 class EnsembleModuleImpl : public TensorDictModuleBase, public ParameterResettable {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "sdk/log/log.h"
+#include "sdk/nn/ensemble_module.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/scripted_module.h"
 #include "sdk/nn/tensordict_module.h"
@@ -130,6 +131,13 @@ struct Builder {
         return network(spec.network(), path + ".network");
       case tdpolicy::Module::kProbabilistic:
         return internal::build_probabilistic(spec.probabilistic());
+      case tdpolicy::Module::kEnsemble: {
+        const auto& ensemble = spec.ensemble();
+        return std::make_shared<nn::EnsembleModuleImpl>(
+            module(ensemble.module(), path + ".ensemble.module"),
+            nn::EnsembleModuleOptions(ensemble.num_copies()).expand_input(!ensemble.has_expand_input() ||
+                                                                          ensemble.expand_input()));
+      }
       case tdpolicy::Module::KIND_NOT_SET:
         break;
     }

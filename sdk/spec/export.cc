@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "sdk/nn/ensemble_module.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
@@ -175,6 +176,11 @@ void export_module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out
       if (seq->is_named()) child->set_name(seq->names()[i]);
       export_module(*seq->modules()[i], child, absl::StrCat(where, ".sequential.modules[", i, "]"), written);
     }
+  } else if (auto* ensemble = dynamic_cast<const nn::EnsembleModuleImpl*>(&module)) {
+    auto* spec = out->mutable_ensemble();
+    spec->set_num_copies(ensemble->options().num_copies());
+    spec->set_expand_input(ensemble->options().expand_input());
+    export_module(*ensemble->module(), spec->mutable_module(), where + ".ensemble.module", written);
   } else if (auto* td_module = dynamic_cast<const nn::TensorDictModuleImpl*>(&module)) {
     export_network(*td_module, out->mutable_network(), where);
     mark_overwrites(td_module->out_keys_source(), written, out);

@@ -616,6 +616,26 @@ class Validator {
     return true;
   }
 
+  // The copies' keys are the module's (each gains the leading copies dim, which per-env shapes
+  // do not show); their parameters count num_copies times.
+  bool ensemble(const tdpolicy::Ensemble& spec, const std::string& path) {
+    constexpr int64_t kMaxCopies = 1 << 16;
+    if (spec.num_copies() < 1 || spec.num_copies() > kMaxCopies) {
+      fail(path + ".num_copies", absl::StrCat(spec.num_copies(), " copies; expected 1 to ", kMaxCopies));
+      return false;
+    }
+    if (!spec.has_module()) {
+      fail(path + ".module", "the ensemble has no module", "add `module { network { ... } }`");
+      return false;
+    }
+    const double before = total_;
+    if (!module(spec.module(), path + ".module")) return false;
+    // The template's declared elements were counted once above; its stacked copies add
+    // num_copies times as many, checked before the ensemble allocates them.
+    return count((total_ - before) * static_cast<double>(spec.num_copies()), path + ".num_copies",
+                 absl::StrCat("the ensemble's ", spec.num_copies(), " copies"), "weights");
+  }
+
   bool module(const tdpolicy::Module& spec, const std::string& path) {
     if (++depth_ > 64) {
       fail(path, "modules are nested more than 64 deep");
@@ -648,8 +668,12 @@ class Validator {
       case tdpolicy::Module::kProbabilistic:
         ok = probabilistic(spec.probabilistic(), path + ".probabilistic", overwrites);
         break;
+      case tdpolicy::Module::kEnsemble:
+        ok = ensemble(spec.ensemble(), path + ".ensemble");
+        break;
       case tdpolicy::Module::KIND_NOT_SET:
-        fail(path, "no module kind is set", "one of sequential, probabilistic_sequential, network, probabilistic");
+        fail(path, "no module kind is set",
+             "one of sequential, probabilistic_sequential, network, probabilistic, ensemble");
         break;
     }
     --depth_;
