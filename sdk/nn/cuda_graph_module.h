@@ -22,6 +22,10 @@
 // options().generators(), which are registered with the graph (the graph-safe RNG of
 // ATen/cuda/CUDAGraph.h); drawing from any other generator inside the module fails the capture.
 //
+// A capture records device work only: a module that synchronizes with the host while captured
+// (a .item(), distribution argument validation with validate_args) fails the capture, and the
+// error names it; graph-captured policies run with validation off (the default).
+//
 // Outputs. A module that writes into and returns the TensorDict it is given (TensorDictModule,
 // the sequences and the probabilistic modules do) gets its out_keys written into the caller's
 // TensorDict; any other module's output TensorDict is returned as a copy. Both are clones of the

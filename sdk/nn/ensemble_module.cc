@@ -14,6 +14,7 @@
 
 #include "sdk/nn/networks.h"
 #include "sdk/nn/tensordict_module.h"
+#include "sdk/nn/tensordict_params.h"
 #include "sdk/nn/tensordict_sequential.h"
 
 namespace tdp::nn {
@@ -21,12 +22,6 @@ namespace {
 
 bool holds_tensors(const torch::nn::Module& module) {
   return !module.parameters(/*recurse=*/true).empty() || !module.buffers(/*recurse=*/true).empty();
-}
-
-// The child of `parent` named `name`, made (an empty module) if it does not exist yet.
-std::shared_ptr<torch::nn::Module> child_of(torch::nn::Module& parent, const std::string& name) {
-  if (const auto* found = parent.named_children().find(name)) return *found;
-  return parent.register_module(name, std::make_shared<torch::nn::Module>("EnsembleParameters"));
 }
 
 // [E, d1, ..., dk, n] -> [E, d1 * ... * dk, n] and back: batched matmuls take one row dim.
@@ -64,7 +59,6 @@ EnsembleModuleImpl::EnsembleModuleImpl(TensorDictModuleRef module, EnsembleModul
   set_in_keys(module_->in_keys());
   set_out_keys(module_->out_keys());
   register_module("module", module_);
-  params_ = register_module("params", std::make_shared<torch::nn::Module>("EnsembleParameters"));
   stack_copies();
   unbatchable_reason_ = plan_batched();
   if (options_.path() == EnsemblePath::kBatched && !unbatchable_reason_.empty()) {
@@ -77,25 +71,21 @@ void EnsembleModuleImpl::stack_copies() {
     template_tensors_.push_back(item.value());
     names_.push_back(NestedKey(std::vector<std::string>(absl::StrSplit(item.key(), '.'))));
   }
-  const size_t parameter_count = template_tensors_.size();
   for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
     if (!item.value().defined()) continue;
     template_tensors_.push_back(item.value());
     names_.push_back(NestedKey(std::vector<std::string>(absl::StrSplit(item.key(), '.'))));
   }
-  torch::NoGradGuard no_grad;
+  // [num_copies, ...] of each; parameters require grad as the template's do, buffers stay buffers.
+  TensorDict stacked({options_.num_copies()});
   for (size_t j = 0; j < template_tensors_.size(); ++j) {
     const at::Tensor& tensor = template_tensors_[j];
     std::vector<int64_t> shape = {options_.num_copies()};
     shape.insert(shape.end(), tensor.sizes().begin(), tensor.sizes().end());
-    at::Tensor stacked = at::empty(shape, tensor.options());
-    std::shared_ptr<torch::nn::Module> owner = params_;
-    const std::vector<std::string>& path = names_[j].path();
-    for (size_t level = 0; level + 1 < path.size(); ++level) owner = child_of(*owner, path[level]);
-    stacked_tensors_.push_back(j < parameter_count ? owner->register_parameter(path.back(), stacked,
-                                                                                tensor.requires_grad())
-                                                   : owner->register_buffer(path.back(), stacked));
+    stacked.set(names_[j], at::empty(shape, tensor.options()).requires_grad_(tensor.requires_grad()));
   }
+  params_ = register_module("params", TensorDictParams(stacked, /*no_convert=*/true));
+  for (const NestedKey& name : names_) stacked_tensors_.push_back(params_->data().get(name));
   reset_parameters();
 }
 
@@ -113,11 +103,7 @@ void EnsembleModuleImpl::reset_parameters() {
   for (size_t j = 0; j < template_tensors_.size(); ++j) template_tensors_[j].copy_(saved[j]);
 }
 
-TensorDict EnsembleModuleImpl::params() const {
-  TensorDict out(std::vector<int64_t>{});
-  for (size_t j = 0; j < stacked_tensors_.size(); ++j) out.set(names_[j], stacked_tensors_[j]);
-  return out;
-}
+TensorDict EnsembleModuleImpl::params() const { return params_->data(); }
 
 const at::Tensor& EnsembleModuleImpl::stacked(const at::Tensor& tensor) const {
   for (size_t j = 0; j < template_tensors_.size(); ++j) {
@@ -276,20 +262,10 @@ TensorDict EnsembleModuleImpl::forward_loop(const TensorDict& input) {
     }
   }
   std::lock_guard<std::mutex> lock(loop_mutex_);
-  // The template's own data, restored after the calls (exceptions included).
-  std::vector<at::Tensor> originals;
-  for (const at::Tensor& tensor : template_tensors_) originals.push_back(tensor.variable_data());
-  struct Restore {
-    std::vector<at::Tensor>& tensors;
-    std::vector<at::Tensor>& originals;
-    ~Restore() {
-      for (size_t j = 0; j < tensors.size(); ++j) tensors[j].set_data(originals[j]);
-    }
-  } restore{template_tensors_, originals};
   std::vector<TensorDict> outputs;
   outputs.reserve(options_.num_copies());
   for (int64_t copy = 0; copy < options_.num_copies(); ++copy) {
-    for (size_t j = 0; j < template_tensors_.size(); ++j) template_tensors_[j].set_data(stacked_tensors_[j][copy]);
+    ToModule swapped(*module_, params_->data()[copy]);
     TensorDict given = options_.expand_input() ? input.clone(/*deep=*/false) : input[copy];
     outputs.push_back(module_->forward(given));
   }

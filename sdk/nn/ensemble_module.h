@@ -11,8 +11,8 @@
 // an earlier ensemble) and copy i reads slice i.
 //
 // The copies' parameters and buffers are stacked on a leading [num_copies] dim and registered
-// under the child "params", at the wrapped module's own names ("params.module.layers.0.weight"),
-// so parameters(), to(), optimizers and specs see them; the wrapped module stays registered as
+// under the child "params" (a TensorDictParams), at the wrapped module's own names
+// ("params.module.layers.0.weight"), so parameters(), to(), optimizers and specs see them; the wrapped module stays registered as
 // "module" (as in tensordict) and serves as the template each copy runs through. params()
 // returns them as a TensorDict nested by submodule path. reset_parameters() (and so a parent's
 // reset_parameters_recursive()) re-initializes every copy independently.
@@ -22,7 +22,7 @@
 //   in TensorDictSequentials) and modules without parameters or buffers, each Linear runs all
 //   copies at once as one batched matmul (baddbmm) over the stacked weights; differentiable.
 // - loop: any other module runs once per copy, with the copy's parameters swapped into the
-//   template for the call (tensordict's to_module). The swap replaces tensor data, so no gradient
+//   template for the call (ToModule, tensordict's to_module). The swap replaces tensor data, so no gradient
 //   reaches the stacked parameters: the loop path refuses to run with grad mode on while they
 //   require grad (use the batched path, or torch::NoGradGuard / c10::InferenceMode).
 // options().path() chooses: kAuto takes the batched path when the module allows it and
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "sdk/nn/tensordict_module_base.h"
+#include "sdk/nn/tensordict_params.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn {
@@ -69,8 +70,9 @@ class EnsembleModuleImpl : public TensorDictModuleBase, public ParameterResettab
   // Re-initializes every copy independently (the template's layers' own initialization).
   void reset_parameters() override;
 
-  // The stacked parameters and buffers, nested by the wrapped module's submodule path; the
-  // tensors are the registered ones (writing them in place changes the ensemble).
+  // The stacked parameters and buffers (batch_size [num_copies]), nested by the wrapped module's
+  // submodule path; the tensors are the registered ones (writing them in place changes the
+  // ensemble); params()[i] are copy i's, as from_module(*module()) names them.
   TensorDict params() const;
   // Empty when the batched path can run this module; else why not.
   const std::string& unbatchable_reason() const { return unbatchable_reason_; }
@@ -95,7 +97,7 @@ class EnsembleModuleImpl : public TensorDictModuleBase, public ParameterResettab
 
   std::shared_ptr<TensorDictModuleBase> module_;
   EnsembleModuleOptions options_;
-  std::shared_ptr<torch::nn::Module> params_;
+  TensorDictParams params_{nullptr};
   // The template's parameters and buffers, and their stacked counterparts, in the same order.
   std::vector<at::Tensor> template_tensors_;
   std::vector<at::Tensor> stacked_tensors_;
