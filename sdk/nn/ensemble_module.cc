@@ -265,7 +265,10 @@ TensorDict EnsembleModuleImpl::forward_loop(const TensorDict& input) {
   std::vector<TensorDict> outputs;
   outputs.reserve(options_.num_copies());
   for (int64_t copy = 0; copy < options_.num_copies(); ++copy) {
-    ToModule swapped(*module_, params_->data()[copy]);
+    std::vector<at::Tensor> values;
+    values.reserve(stacked_tensors_.size());
+    for (const at::Tensor& stacked : stacked_tensors_) values.push_back(stacked.select(0, copy));
+    ToModule swapped(template_tensors_, values);
     TensorDict given = options_.expand_input() ? input.clone(/*deep=*/false) : input[copy];
     outputs.push_back(module_->forward(given));
   }

@@ -80,11 +80,35 @@ ToModule::ToModule(torch::nn::Module& module, const TensorDict& params) {
                                                shape_to_string(mine.sizes())));
     }
   }
+  std::vector<at::Tensor> targets;
+  std::vector<at::Tensor> values;
   for (const NestedKey& key : keys) {
-    at::Tensor target = own.get(key);
-    originals_.push_back(target.variable_data());
-    target.set_data(params.get(key));
-    targets_.push_back(std::move(target));
+    targets.push_back(own.get(key));
+    values.push_back(params.get(key));
+  }
+  swap_in(std::move(targets), values);
+}
+
+ToModule::ToModule(std::vector<at::Tensor> targets, const std::vector<at::Tensor>& values) {
+  if (targets.size() != values.size()) {
+    throw std::invalid_argument(absl::StrCat("to_module: ", targets.size(), " tensors but ", values.size(), " values"));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].sizes() != values[i].sizes() || targets[i].scalar_type() != values[i].scalar_type()) {
+      throw std::invalid_argument(absl::StrCat("to_module: value ", i, " is ", c10::toString(values[i].scalar_type()),
+                                               shape_to_string(values[i].sizes()), "; the tensor is ",
+                                               c10::toString(targets[i].scalar_type()),
+                                               shape_to_string(targets[i].sizes())));
+    }
+  }
+  swap_in(std::move(targets), values);
+}
+
+void ToModule::swap_in(std::vector<at::Tensor> targets, const std::vector<at::Tensor>& values) {
+  targets_ = std::move(targets);
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    originals_.push_back(targets_[i].variable_data());
+    targets_[i].set_data(values[i]);
   }
 }
 

@@ -39,11 +39,16 @@ TensorDict from_modules(const std::vector<std::shared_ptr<torch::nn::Module>>& m
 class ToModule {
  public:
   ToModule(torch::nn::Module& module, const TensorDict& params);
+  // The same swap for tensors already paired with their values (a module's parameters and
+  // views of stacked copies, as EnsembleModule's loop does per call without building TensorDicts).
+  ToModule(std::vector<at::Tensor> targets, const std::vector<at::Tensor>& values);
   ~ToModule();
   ToModule(const ToModule&) = delete;
   ToModule& operator=(const ToModule&) = delete;
 
  private:
+  void swap_in(std::vector<at::Tensor> targets, const std::vector<at::Tensor>& values);
+
   std::vector<at::Tensor> targets_;
   std::vector<at::Tensor> originals_;
 };
