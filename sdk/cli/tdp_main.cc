@@ -40,6 +40,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/cli/json_tensordict.h"
+#include "sdk/nn/key_graph.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -64,6 +65,7 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(std::string, device, "cpu", "run, bench: the actor's device, cpu or cuda[:N] (a --config=cuda build)");
 ABSL_FLAG(std::string, cuda_graph, "spec",
           "run, bench on a GPU: spec (the spec's cuda_graph block), on (default buckets), off");
+ABSL_FLAG(bool, dot, false, "describe: print the key graph as Graphviz DOT instead");
 ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
 ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
 ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
@@ -93,9 +95,12 @@ constexpr const char* kUsageText =
     "commands:\n"
     "  validate SPEC   load the spec (parse, validate, build, parameters) and run its self tests;\n"
     "                  prints OK: <name> <version>\n"
-    "  describe SPEC   the module tree, the inputs (shape, dtype), the output keys, the\n"
-    "                  parameter count of each top-level module and the path (fused CPU plan or\n"
-    "                  LibTorch) each module takes, and why\n"
+    "  describe SPEC [--dot]\n"
+    "                  the module tree, the inputs (shape, dtype), the output keys, the key graph\n"
+    "                  (which module reads and writes which key), the parameter count of each\n"
+    "                  top-level module and the path (fused CPU plan or LibTorch) each module takes,\n"
+    "                  and why; --dot prints the key graph as Graphviz DOT (modules the output\n"
+    "                  keys do not need dashed)\n"
     "  run SPEC --input=FILE.json [--interaction=mode|median|mean|random|deterministic]\n"
     "           [--seed=N] [--lp_aggregate=true|false] [--backend=auto|libtorch|fused]\n"
     "           [--device=cpu|cuda[:N]] [--cuda_graph=spec|on|off]\n"
@@ -324,6 +329,13 @@ int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
   if (!actor.ok()) return failed(actor.status());
   const tdpolicy::PolicySpec& spec = (*actor)->spec();
   const std::shared_ptr<tdp::nn::TensorDictModuleBase>& module = (*actor)->module();
+  const tdp::nn::KeyGraph graph(module);
+  if (absl::GetFlag(FLAGS_dot)) {
+    std::vector<tdp::NestedKey> outputs;
+    for (const auto& key : spec.output_keys()) outputs.push_back(*tdp::spec::parse_key(key));
+    std::cout << graph.to_dot(outputs);
+    return std::cout.good() ? kOk : kFailed;
+  }
   std::cout << spec.name() << " " << spec.version() << "\n";
   if (!spec.description().empty()) std::cout << spec.description() << "\n";
   std::cout << "\ninputs:\n";
@@ -333,6 +345,9 @@ int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
   std::cout << "\noutput keys:\n";
   for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
   std::cout << "\nmodule:\n" << module->to_string() << "\n";
+  std::cout << "\nkey graph (reads -> writes):\n";
+  std::istringstream lines(graph.to_text());
+  for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
   std::cout << "\nparameters:\n";
   for (const auto& [name, child] : top_level_modules(module, spec.module())) {
     std::cout << "  " << name << " (" << child->type_name() << "): " << with_commas(parameter_count(*child)) << "\n";

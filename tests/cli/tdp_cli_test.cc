@@ -220,12 +220,22 @@ TEST(TdpCli, Describe) {
   EXPECT_THAT(describe.out, HasSubstr("inputs:\n  observation  [4]  FLOAT32\n  goal/position  [2]  FLOAT32\n"));
   EXPECT_THAT(describe.out, HasSubstr("output keys:\n  action\n  action_log_prob\n  goal/embedding\n"));
   EXPECT_THAT(describe.out, HasSubstr("module:\nProbabilisticTensorDictSequential("));
+  EXPECT_THAT(describe.out, HasSubstr("key graph (reads -> writes):\n  0 (TensorDictModule): observation -> params\n"));
   // MLP 4 -> 8 -> 4: 4*8 + 8 + 8*4 + 4; Linear 2 -> 3: 2*3 + 3.
   EXPECT_THAT(describe.out, HasSubstr("parameters:\n  trunk (TensorDictModule): 76\n  goal (TensorDictModule): 9\n"));
   EXPECT_THAT(describe.out, HasSubstr("  total: 85\n"));
   // Two inputs: the fused plan takes one, so every module runs on LibTorch, and says why.
   EXPECT_THAT(describe.out, HasSubstr("backend (auto: the fused CPU plan up to batch 64, LibTorch above):\n"
                                       "  module: LibTorch (not lowerable to the fused CPU plan: inputs: "));
+}
+
+TEST(TdpCli, DescribeDotPrintsTheKeyGraph) {
+  Result dot = tdp({"describe", kActor, "--dot"});
+  ASSERT_EQ(dot.exit_code, 0) << dot.err;
+  EXPECT_THAT(dot.out, StartsWith("digraph keys {\n"));
+  EXPECT_THAT(dot.out, HasSubstr("\"key:observation\" -> \"module:0\";"));
+  EXPECT_THAT(dot.out, HasSubstr("\"key:goal/position\""));
+  EXPECT_THAT(dot.out, ::testing::EndsWith("}\n"));
 }
 
 TEST(TdpCli, DescribeShowsTheFusedPathOfEachModule) {
