@@ -119,6 +119,13 @@ class Actor::Impl {
     for (const std::string& key : policy.spec.output_keys()) {
       if (auto parsed = spec::parse_key(key); parsed.ok()) output_keys.push_back(*std::move(parsed));
     }
+    // Aggregated, a composite's log-prob is one entry ("sample_log_prob") that a spec written
+    // for per-part log-probs does not list: the actor returns what its mode computes.
+    if (lp_aggregate && probabilistic != nullptr) {
+      for (const NestedKey& key : probabilistic->log_prob_keys()) {
+        if (std::find(output_keys.begin(), output_keys.end(), key) == output_keys.end()) output_keys.push_back(key);
+      }
+    }
     for (const NestedKey& key : state_keys) {
       for (const auto& input : policy.spec.inputs()) {
         if (spec::parse_key(input.key()).value_or(NestedKey()) == key) {

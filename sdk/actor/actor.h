@@ -138,7 +138,8 @@ struct ActorOptions {
   // it and every act() runs under it, whatever the calling thread's setting. Empty: the mode in
   // force (tdp::nn::composite_lp_aggregate(): a scope, else COMPOSITE_LP_AGGREGATE, else false)
   // when the actor is made. The constructor that takes a built Policy expects one built under
-  // the same mode.
+  // the same mode. Aggregated, act() also returns the root's log-prob keys ("sample_log_prob")
+  // when the spec's output_keys do not list them.
   TORCH_ARG(std::optional<bool>, composite_lp_aggregate);
   // What act() returns: the spec's output keys and the recurrent state (false), or every entry
   // of the TensorDict the policy produced: the observation, intermediate entries and outputs

@@ -236,6 +236,21 @@ TEST(ActorTest, TheAggregationModeIsTheActorsAtLoadAndAtEveryCall) {
   }
 }
 
+TEST(ActorTest, AggregatedActorsReturnTheSummedLogProb) {
+  const std::string goal = test_util::runfile("policies/goal_hybrid.pbtxt");
+  ASSERT_OK_AND_ASSIGN(auto aggregated, Actor::load(goal, ActorOptions().composite_lp_aggregate(true).seed(2)));
+  ASSERT_OK_AND_ASSIGN(auto per_part, Actor::load(goal, ActorOptions().composite_lp_aggregate(false).seed(2)));
+  at::manual_seed(0);
+  TensorDict obs({{"observation", at::randn({4, aggregated->spec().inputs(0).shape(0)})}}, {4});
+  const TensorDict summed = aggregated->act(obs, InteractionType::kDeterministic);
+  const TensorDict parts = per_part->act(obs, InteractionType::kDeterministic);
+  ASSERT_TRUE(summed.contains("sample_log_prob"));
+  EXPECT_FALSE(parts.contains("sample_log_prob"));
+  EXPECT_TRUE(at::allclose(summed.get("sample_log_prob"),
+                           parts.get("action_type_log_prob") + parts.get("action_param_log_prob").sum(-1), 1e-5,
+                           1e-5));
+}
+
 TEST(ActorTest, ReturnAllEntriesGivesTheWholeTensorDict) {
   TensorDict obs = observations(3);
   ASSERT_OK_AND_ASSIGN(auto selected, load(kCategorical, ActorOptions().seed(1)));
