@@ -4,7 +4,8 @@
 // host, which is what a simulator needs before it steps (and waits for the
 // eager kernels as the graph call waits for its replay). Prints a Markdown
 // table of medians, eager/graph ratios, actions per second at 4096, and the
-// time to capture all buckets at load. Built with --config=cuda; run by
+// time to capture all buckets at load; then an ensemble of 10 critics, batched against looped
+// (issue 15). Built with --config=cuda; run by
 // tests/gpu/gpu_check.sh on the GPU machine:
 //
 //   ./bazelw build -c opt --config=cuda //tests/benchmarks:cuda_graph_benchmark
@@ -13,6 +14,7 @@
 //
 // Without a visible GPU it says so and exits 0 (1 under TDP_REQUIRE_GPU): there is nothing to measure.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -24,6 +26,9 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/nn/ensemble_module.h"
+#include "sdk/nn/networks.h"
+#include "sdk/nn/tensordict_module.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -62,6 +67,43 @@ double median_us(Actor& actor, const TensorDict& observation, int calls) {
   }
   std::nth_element(times.begin(), times.begin() + calls / 2, times.end());
   return times[calls / 2];
+}
+
+// Issue 15's GPU figure: an ensemble of 10 critics (17 -> 256 -> 256 -> 1) on the GPU, the batched
+// path (one baddbmm per layer for all copies) against the loop path, eager, under InferenceMode,
+// each call until its values are on the host.
+void print_ensemble_rows(const c10::Device& cuda) {
+  c10::InferenceMode inference;
+  auto critic = [] {
+    return tdp::nn::TensorDictModule(tdp::nn::Mlp(tdp::nn::MlpOptions(17, {256, 256}, 1).activation("tanh")),
+                                     tdp::nn::TensorDictModuleOptions({"observation"}, {"value"}));
+  };
+  tdp::nn::EnsembleModule batched(critic(), tdp::nn::EnsembleModuleOptions(10).path(tdp::nn::EnsemblePath::kBatched));
+  tdp::nn::EnsembleModule looped(critic(), tdp::nn::EnsembleModuleOptions(10).path(tdp::nn::EnsemblePath::kLoop));
+  batched->to(cuda);
+  looped->to(cuda);
+  std::printf("\n| ensemble of 10 critics on %s | batch | batched (us) | loop (us) | loop / batched |\n",
+              cuda.str().c_str());
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  for (int64_t batch : {1, 32, 256, 4096}) {
+    TensorDict td({batch});
+    td.set("observation", at::randn({batch, 17}, at::TensorOptions().device(cuda)));
+    auto time = [&](tdp::nn::EnsembleModule& ensemble) {
+      for (int i = 0; i < 20; ++i) ensemble->forward(td).get("value").cpu();
+      std::vector<double> times;
+      for (int i = 0; i < 300; ++i) {
+        const Clock::time_point start = Clock::now();
+        at::Tensor values = ensemble->forward(td).get("value").cpu();
+        times.push_back(seconds_since(start) * 1e6);
+      }
+      std::nth_element(times.begin(), times.begin() + 150, times.end());
+      return times[150];
+    };
+    const double batched_us = time(batched);
+    const double looped_us = time(looped);
+    std::printf("| | %lld | %.1f | %.1f | %.2fx |\n", static_cast<long long>(batch), batched_us, looped_us,
+                looped_us / batched_us);
+  }
 }
 
 }  // namespace
@@ -111,5 +153,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  print_ensemble_rows(cuda);
   return 0;
 }
