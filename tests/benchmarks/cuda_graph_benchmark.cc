@@ -1,16 +1,13 @@
-// Actor::act on a GPU, eager against CUDA-graph replay, on the CartPole and
-// Pendulum policies at batch 1, 64, 1024 and 4096 (one graph bucket each),
-// RANDOM interaction. Each timed call is act() plus a copy of the action to the
-// host, which is what a simulator needs before it steps (and waits for the
-// eager kernels as the graph call waits for its replay). Prints a Markdown
-// table of medians, eager/graph ratios, actions per second at 4096, and the
-// time to capture all buckets at load; then an ensemble of 10 critics, batched against looped
-// (issue 15). Built with --config=cuda; run by
-// tests/gpu/gpu_check.sh on the GPU machine:
+// Actor::act on a GPU, eager against CUDA-graph replay, on the CartPole and Pendulum policies at
+// batch 1, 64, 1024 and 4096 (one graph bucket each), RANDOM interaction. Each timed call is act()
+// plus a copy of the action to the host, which is what a simulator needs before it steps (and
+// waits for the eager kernels as the graph call waits for its replay). Prints a Markdown table of
+// medians, eager/graph ratios, actions per second at 4096 and the time to capture all buckets at
+// load; then an ensemble of 10 critics, batched against looped (issue 15). Built with
+// --config=cuda; run by tests/gpu/gpu_check.sh on the GPU machine:
 //
 //   ./bazelw build -c opt --config=cuda //tests/benchmarks:cuda_graph_benchmark
-//   bazel-bin/tests/benchmarks/cuda_graph_benchmark [policies folder]   #
-//   default: ./policies
+//   bazel-bin/tests/benchmarks/cuda_graph_benchmark [policies folder]   # default: ./policies
 //
 // Without a visible GPU it says so and exits 0 (1 under TDP_REQUIRE_GPU): there is nothing to measure.
 #include <ATen/ATen.h>
