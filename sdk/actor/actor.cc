@@ -240,6 +240,8 @@ class Actor::Impl {
   absl::Status plan_status = absl::OkStatus();
   // Calls on the plan so far: the Philox counter of the next one.
   std::atomic<uint64_t> fused_calls{0};
+  // The plan's slots that return_all_entries returns.
+  std::vector<int> fused_all_slots;
 
   void lower_fused() {
     if (options.backend() == Backend::kLibTorch) {
@@ -262,6 +264,10 @@ class Actor::Impl {
     auto lowered = fused::FusedPlan::lower(policy);
     if (precondition.ok() && lowered.ok()) {
       plan = *std::move(lowered);
+      // return_all_entries: every entry the modules write, after the observation's.
+      for (int s = 0; s < plan->slot_count(); ++s) {
+        if (s != plan->input_slot() && plan->slot(s).key != NestedKey("_")) fused_all_slots.push_back(s);
+      }
       return;
     }
     plan_status = precondition.ok() ? lowered.status() : precondition;
@@ -296,16 +302,14 @@ class Actor::Impl {
     }
     c10::InferenceMode inference;
     obs = obs.contiguous();
-    // return_all_entries: the observation's entries, then every entry the modules write.
-    std::vector<int> slots = plan->output_slots();
-    if (options.return_all_entries()) {
-      slots.clear();
-      for (int s = 0; s < plan->slot_count(); ++s) {
-        if (s != plan->input_slot() && plan->slot(s).key != NestedKey("_")) slots.push_back(s);
-      }
-    }
-    std::vector<at::Tensor> outs;
-    std::vector<fused::FusedPlan::Destination> destinations;
+    const std::vector<int>& slots = options.return_all_entries() ? fused_all_slots : plan->output_slots();
+    // Per-thread scratch, reused from call to call: the only allocations per call are the
+    // output tensors themselves.
+    thread_local std::vector<at::Tensor> outs;
+    thread_local std::vector<fused::FusedPlan::Destination> destinations;
+    thread_local std::vector<int64_t> shape;
+    outs.clear();
+    destinations.clear();
     // Integer entries (categorical samples) go through a per-thread float buffer and are
     // converted in a loop: cheaper at batch 1 than a dispatched .to(kLong).
     thread_local std::vector<float> integers;
@@ -314,8 +318,8 @@ class Actor::Impl {
     if (static_cast<int64_t>(integers.size()) < integer_floats) integers.resize(integer_floats);
     int64_t integer_offset = 0;
     for (int s : slots) {
-      std::vector<int64_t> shape = {batch};
       const auto& slot = plan->slot(s);
+      shape.assign(1, batch);
       shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
       outs.push_back(at::empty(shape, slot.integer ? at::kLong : at::kFloat));
       if (slot.integer) {
@@ -334,7 +338,7 @@ class Actor::Impl {
         int64_t* to = outs[i].data_ptr<int64_t>();
         for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
       }
-      out.set(slot.key, outs[i]);
+      out.set(slot.key, std::move(outs[i]));
     }
     return out;
   }
