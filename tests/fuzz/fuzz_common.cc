@@ -51,7 +51,8 @@ void run_policy(const spec::Policy& policy) {
     auto key = spec::parse_key(input.key());
     // The validator accepted the spec, so every declared key parses and every dtype is known.
     TDP_FUZZ_CHECK(key.ok(), "a validated spec has an input key that does not parse: " + input.key());
-    auto dtype = spec::scalar_type(input.dtype());
+    auto dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED ? std::optional<at::ScalarType>(at::kFloat)
+                                                              : spec::scalar_type(input.dtype());
     TDP_FUZZ_CHECK(dtype.has_value(), "a validated spec has an input of unknown dtype: " + input.key());
     std::vector<int64_t> shape{2};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());

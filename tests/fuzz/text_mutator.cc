@@ -10,6 +10,7 @@
 // not parse, falls back to libFuzzer's byte mutations (LLVMFuzzerMutate), which keep the parser
 // itself fuzzed.
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/reflection.h>
 #include <google/protobuf/text_format.h>
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -174,6 +176,19 @@ void set_scalar(std::mt19937_64& rng, Message* message, const FieldDescriptor* f
   }
 }
 
+// A copy of one of `messages` of type `type` (each taken with chance 1/`one_in`), or null.
+std::unique_ptr<Message> pick_donor(std::mt19937_64& rng, const std::vector<Message*>& messages,
+                                    const google::protobuf::Descriptor* type, int one_in) {
+  for (Message* other : messages) {
+    if (other->GetDescriptor() == type && rng() % one_in == 0) {
+      std::unique_ptr<Message> copy(other->New());
+      copy->CopyFrom(*other);
+      return copy;
+    }
+  }
+  return nullptr;
+}
+
 // One edit somewhere in the tree.
 void mutate_once(std::mt19937_64& rng, tdpolicy::PolicySpec* spec) {
   std::vector<Message*> messages;
@@ -188,14 +203,11 @@ void mutate_once(std::mt19937_64& rng, tdpolicy::PolicySpec* spec) {
     const int op = size == 0 ? 0 : static_cast<int>(rng() % 4);
     if (op == 0) {  // add an element
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        // A copy of a same-typed message from elsewhere, when there is one (copied first: the
+        // donor may hold the field that grows).
+        std::unique_ptr<Message> donor = pick_donor(rng, messages, field->message_type(), 2);
         Message* added = r->AddMessage(message, field);
-        // A copy of a same-typed message from elsewhere, when there is one.
-        for (Message* other : messages) {
-          if (other != added && other->GetDescriptor() == added->GetDescriptor() && rng() % 2 == 0) {
-            added->CopyFrom(*other);
-            break;
-          }
-        }
+        if (donor) added->CopyFrom(*donor);
       } else {
         switch (field->cpp_type()) {
           case FieldDescriptor::CPPTYPE_INT64: r->AddInt64(message, field, interesting_int(rng, 1)); break;
@@ -215,15 +227,9 @@ void mutate_once(std::mt19937_64& rng, tdpolicy::PolicySpec* spec) {
       r->SwapElements(message, field, static_cast<int>(rng() % size), static_cast<int>(rng() % size));
     } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {  // mutate inside an element
       // (the collect() walk already reaches inside elements; here: replace one with a same-typed copy)
+      std::unique_ptr<Message> donor = pick_donor(rng, messages, field->message_type(), 3);
       Message* element = r->MutableRepeatedMessage(message, field, static_cast<int>(rng() % size));
-      for (Message* other : messages) {
-        if (other != element && other->GetDescriptor() == element->GetDescriptor() && rng() % 3 == 0) {
-          std::unique_ptr<Message> copy(other->New());
-          copy->CopyFrom(*other);
-          element->CopyFrom(*copy);
-          break;
-        }
-      }
+      if (donor) element->CopyFrom(*donor);
     } else {
       set_scalar(rng, message, field, static_cast<int>(rng() % size));
     }
@@ -235,15 +241,11 @@ void mutate_once(std::mt19937_64& rng, tdpolicy::PolicySpec* spec) {
     } else {
       // Setting an unset member of a oneof switches the module's kind; copying a same-typed
       // message from elsewhere moves whole subtrees around.
+      // The donor is copied before MutableMessage, which deletes the oneof's other member (and
+      // with it messages collected above).
+      std::unique_ptr<Message> donor = pick_donor(rng, messages, field->message_type(), 3);
       Message* target = r->MutableMessage(message, field);
-      for (Message* other : messages) {
-        if (other != target && other->GetDescriptor() == target->GetDescriptor() && rng() % 3 == 0) {
-          std::unique_ptr<Message> copy(other->New());
-          copy->CopyFrom(*other);
-          target->CopyFrom(*copy);
-          break;
-        }
-      }
+      if (donor) target->CopyFrom(*donor);
     }
     return;
   }
