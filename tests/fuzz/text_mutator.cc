@@ -60,7 +60,8 @@ int64_t interesting_int(std::mt19937_64& rng, int64_t current) {
                                    std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::max()};
   switch (rng() % 3) {
     case 0:
-      return current + static_cast<int64_t>(rng() % 5) - 2;
+      // Wrapping, as uint64: INT64_MAX + 1 is INT64_MIN here, not undefined behaviour.
+      return static_cast<int64_t>(static_cast<uint64_t>(current) + rng() % 5 - 2);
     default:
       return values[rng() % (sizeof(values) / sizeof(values[0]))];
   }
@@ -72,6 +73,14 @@ double interesting_double(std::mt19937_64& rng, double current) {
                                   -std::numeric_limits<double>::infinity(), 3.0e38, 4.0e38};
   if (rng() % 3 == 0) return current * -2.0;
   return values[rng() % (sizeof(values) / sizeof(values[0]))];
+}
+
+// double -> float without undefined behaviour: out of range becomes an infinity.
+float to_float(double value) {
+  if (std::isfinite(value) && std::fabs(value) > std::numeric_limits<float>::max()) {
+    return value > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(value);
 }
 
 // Every message in the tree (the root included), so an edit can land at any depth.
@@ -140,7 +149,7 @@ void set_scalar(std::mt19937_64& rng, Message* message, const FieldDescriptor* f
       break;
     }
     case FieldDescriptor::CPPTYPE_FLOAT: {
-      const float v = static_cast<float>(interesting_double(rng, rep ? r->GetRepeatedFloat(*message, field, index) : r->GetFloat(*message, field)));
+      const float v = to_float(interesting_double(rng, rep ? r->GetRepeatedFloat(*message, field, index) : r->GetFloat(*message, field)));
       rep ? r->SetRepeatedFloat(message, field, index, v) : r->SetFloat(message, field, v);
       break;
     }
@@ -213,7 +222,7 @@ void mutate_once(std::mt19937_64& rng, tdpolicy::PolicySpec* spec) {
           case FieldDescriptor::CPPTYPE_INT64: r->AddInt64(message, field, interesting_int(rng, 1)); break;
           case FieldDescriptor::CPPTYPE_INT32: r->AddInt32(message, field, static_cast<int32_t>(interesting_int(rng, 1))); break;
           case FieldDescriptor::CPPTYPE_DOUBLE: r->AddDouble(message, field, interesting_double(rng, 1)); break;
-          case FieldDescriptor::CPPTYPE_FLOAT: r->AddFloat(message, field, static_cast<float>(interesting_double(rng, 1))); break;
+          case FieldDescriptor::CPPTYPE_FLOAT: r->AddFloat(message, field, to_float(interesting_double(rng, 1))); break;
           case FieldDescriptor::CPPTYPE_BOOL: r->AddBool(message, field, rng() % 2 == 0); break;
           case FieldDescriptor::CPPTYPE_STRING: r->AddString(message, field, mutate_string(rng, "")); break;
           case FieldDescriptor::CPPTYPE_ENUM: r->AddEnumValue(message, field, static_cast<int>(rng() % 8)); break;
