@@ -21,6 +21,7 @@
 #include "sdk/spec/cuda_graph_settings.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
+#include "sdk/spec/tensor_proto.h"
 
 namespace tdp::spec {
 namespace {
@@ -40,6 +41,12 @@ class Validator {
       if (!key) return error_;
       for (int64_t size : input.shape()) {
         if (size < 0) return failed(path + ".shape", absl::StrCat("negative size ", size));
+      }
+      // A binary or JSON spec can carry any number in an enum field (proto3 enums are open).
+      if (input.dtype() != tdpolicy::DTYPE_UNSPECIFIED && !scalar_type(input.dtype())) {
+        return failed(path + ".dtype", absl::StrCat("unknown dtype ", static_cast<int>(input.dtype())),
+                      "one of FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT8, BOOL; "
+                      "FLOAT32 when unset");
       }
       if (!declared(input.shape(), path + ".shape", "the per-env shape")) return error_;
       if (written_.count(*key)) return failed(path + ".key", absl::StrCat("input \"", input.key(), "\" is declared twice"));

@@ -57,6 +57,14 @@ TEST(Validation, TheBaseSpecIsValidAndBuilds) {
   EXPECT_OK(build_policy(valid(), "t.pbtxt", "."));
 }
 
+// Found by //tests/fuzz:spec_binary_fuzzer's oracle: an enum number no DType names (binary and
+// JSON specs can hold one) passed validation and was read as float32 by the actor.
+TEST(Validation, UnknownInputDtype) {
+  tdpolicy::PolicySpec spec = valid();
+  spec.mutable_inputs(0)->set_dtype(static_cast<tdpolicy::DType>(42));
+  EXPECT_THAT(error_of(spec), ::testing::HasSubstr("t.pbtxt: inputs[0].dtype: unknown dtype 42 (hint: one of FLOAT32"));
+}
+
 TEST(Validation, UnknownDistribution) {
   auto spec = valid();
   module_at(spec, 1).mutable_probabilistic()->set_distribution("categorial");

@@ -1,0 +1,77 @@
+#include "tests/fuzz/fuzz_common.h"
+
+#include <ATen/ATen.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/keys.h"
+#include "sdk/spec/tensor_proto.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace tdp::fuzz {
+
+void check(bool ok, const char* condition, const std::string& message, const char* file, int line) {
+  if (ok) return;
+  std::fprintf(stderr, "%s:%d: fuzz invariant broken: %s: %s\n", file, line, condition, message.c_str());
+  std::abort();
+}
+
+spec::Limits fuzz_limits() {
+  spec::Limits limits;
+  limits.max_spec_bytes = int64_t{16} << 20;
+  limits.max_input_bytes = int64_t{16} << 20;
+  limits.max_tensor_elements = int64_t{1} << 20;
+  limits.max_total_elements = int64_t{1} << 22;
+  return limits;
+}
+
+spec::LoadOptions fuzz_load_options() {
+  spec::LoadOptions options;
+  options.limits = fuzz_limits();
+  options.run_self_tests = true;
+  return options;
+}
+
+void check_error(const absl::Status& status, const std::string& source, const std::string& other_source) {
+  TDP_FUZZ_CHECK(!status.ok(), "expected an error");
+  TDP_FUZZ_CHECK(!status.message().empty(), "an error Status without a message");
+  const bool named = status.message().find(source) != absl::string_view::npos ||
+                     (!other_source.empty() && status.message().find(other_source) != absl::string_view::npos);
+  TDP_FUZZ_CHECK(named, "the error does not name its source \"" + source + "\": " + std::string(status.message()));
+}
+
+void run_policy(const spec::Policy& policy) {
+  c10::InferenceMode inference;
+  TensorDict td(std::vector<int64_t>{2});
+  for (const auto& input : policy.spec.inputs()) {
+    auto key = spec::parse_key(input.key());
+    // The validator accepted the spec, so every declared key parses and every dtype is known.
+    TDP_FUZZ_CHECK(key.ok(), "a validated spec has an input key that does not parse: " + input.key());
+    auto dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED ? std::optional<at::ScalarType>(at::kFloat)
+                                                              : spec::scalar_type(input.dtype());
+    TDP_FUZZ_CHECK(dtype.has_value(), "a validated spec has an input of unknown dtype: " + input.key());
+    std::vector<int64_t> shape{2};
+    shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+    try {
+      td.set(*key, at::zeros(shape, at::TensorOptions().dtype(*dtype)));
+    } catch (const std::exception&) {
+      return;  // two inputs at the same path (a key and its parent): the module is not reached
+    }
+  }
+  for (auto type : {nn::InteractionType::kDeterministic, nn::InteractionType::kMode, nn::InteractionType::kMedian,
+                    nn::InteractionType::kMean, nn::InteractionType::kRandom}) {
+    nn::InteractionTypeGuard guard(type);
+    TensorDict copy = td.clone();
+    try {
+      policy.module->forward(copy);
+    } catch (const std::exception&) {
+      // allowed: module code throws with a message naming the key (the Actor makes it a Status)
+    }
+  }
+}
+
+}  // namespace tdp::fuzz
