@@ -48,6 +48,7 @@
 #include "sdk/spec/keys.h"
 #include "sdk/spec/limits.h"
 #include "sdk/spec/policy.h"
+#include "sdk/spec/tensor_proto.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -400,20 +401,20 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
     if (std::find(state.begin(), state.end(), *key) != state.end()) continue;
     std::vector<int64_t> shape{batch};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
+    // An unspecified input dtype is FLOAT32 (InputSpec); the rest is the spec's one dtype table.
+    const std::optional<at::ScalarType> dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED
+                                                    ? std::optional<at::ScalarType>(at::kFloat)
+                                                    : tdp::spec::scalar_type(input.dtype());
+    if (!dtype) throw std::invalid_argument(absl::StrCat("input \"", input.key(), "\" has no tensor dtype"));
     at::Tensor value;
-    switch (input.dtype()) {
-      case tdpolicy::DTYPE_UNSPECIFIED:
-      case tdpolicy::FLOAT32: value = at::randn(shape); break;
-      case tdpolicy::FLOAT64: value = at::randn(shape, at::kDouble); break;
-      case tdpolicy::FLOAT16: value = at::randn(shape).to(at::kHalf); break;
-      case tdpolicy::BFLOAT16: value = at::randn(shape).to(at::kBFloat16); break;
-      case tdpolicy::BOOL: value = at::rand(shape) < 0.5; break;
-      case tdpolicy::INT64: value = at::randint(0, 2, shape, at::kLong); break;
-      case tdpolicy::INT32: value = at::randint(0, 2, shape, at::kInt); break;
-      case tdpolicy::INT16: value = at::randint(0, 2, shape, at::kShort); break;
-      case tdpolicy::INT8: value = at::randint(0, 2, shape, at::kChar); break;
-      case tdpolicy::UINT8: value = at::randint(0, 2, shape, at::kByte); break;
-      default: throw std::invalid_argument(absl::StrCat("input \"", input.key(), "\" has no tensor dtype"));
+    if (*dtype == at::kFloat || *dtype == at::kDouble) {
+      value = at::randn(shape, *dtype);
+    } else if (at::isFloatingType(*dtype)) {
+      value = at::randn(shape).to(*dtype);
+    } else if (*dtype == at::kBool) {
+      value = at::rand(shape) < 0.5;
+    } else {
+      value = at::randint(0, 2, shape, *dtype);
     }
     td.set(*key, value);
   }
