@@ -24,5 +24,8 @@ using TensorKwargs = std::unordered_map<std::string, at::Tensor>;
 // The form every wrapped callable is reduced to: the inputs in in_keys order (undefined for a
 // missing non-strict input) to the outputs in out_keys_source() order.
 using TensorFunction = std::function<TensorList(TensorList& inputs)>;
+// The form of a callable that takes its inputs by name: arguments by name to the outputs in
+// out_keys_source() order.
+using KwargsFunction = std::function<TensorList(const TensorKwargs& arguments)>;
 
 }  // namespace tdp::nn

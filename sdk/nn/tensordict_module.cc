@@ -129,6 +129,7 @@ TensorFunction any_module_function(torch::nn::AnyModule module,
 
 TensorDictModuleImpl::TensorDictModuleImpl(TensorDictModuleOptions options)
     : TensorDictModuleBase("TensorDictModule"), options_(std::move(options)) {
+  honor_skip_existing();
   if (!options_.in_keys_map().empty()) {
     if (!options_.in_keys().empty()) {
       throw std::invalid_argument(
@@ -163,6 +164,26 @@ TensorDictModuleImpl::TensorDictModuleImpl(TensorDictModuleOptions options)
   }
   set_out_keys(options_.out_keys());
   for (const NestedKey& key : out_keys_source()) drop_output_.push_back(key == NestedKey("_"));
+  input_defaults_.resize(in_keys().size());
+  for (const auto& [key, value] : options_.in_key_defaults()) {
+    auto at = std::find(in_keys().begin(), in_keys().end(), key);
+    if (at == in_keys().end()) {
+      throw std::invalid_argument(describe() + ": in_key_defaults has " + key.to_string() +
+                                  ", which is not one of in_keys " + keys_to_string(in_keys()) + ".");
+    }
+    if (!value.defined()) {
+      throw std::invalid_argument(describe() + ": the default for " + key.to_string() + " is an undefined tensor.");
+    }
+    input_defaults_[static_cast<size_t>(at - in_keys().begin())] = value;
+  }
+}
+
+void TensorDictModuleImpl::check_method_kwargs() const {
+  if (!options_.method_kwargs().empty() && !kwargs_function_) {
+    throw std::invalid_argument(describe() +
+                                ": method_kwargs need a callable that takes its arguments by name (a const "
+                                "TensorKwargs&, with in_keys_map); this one takes them by position.");
+  }
 }
 
 TensorDictModuleImpl::TensorDictModuleImpl(torch::nn::AnyModule module,
@@ -172,6 +193,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(torch::nn::AnyModule module,
   if (!arg_names_.empty()) detail::throw_no_names(describe());
   module_ = register_module("module", module.ptr());
   function_ = detail::any_module_function(std::move(module), out_keys_source(), describe());
+  check_method_kwargs();
 }
 
 TensorDictModuleImpl::TensorDictModuleImpl(std::shared_ptr<torch::nn::Module> module,
@@ -186,6 +208,7 @@ TensorDictModuleImpl::TensorDictModuleImpl(std::shared_ptr<torch::nn::Module> mo
     function_repr_ = std::move(function_repr);
   }
   function_ = std::move(function);
+  check_method_kwargs();
 }
 
 void TensorDictModuleImpl::throw_empty() const {
@@ -199,24 +222,45 @@ std::vector<std::string> TensorDictModuleImpl::repr_fields() const {
   return {"module=" + function_repr_};
 }
 
+TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordict, const TensorKwargs& kwargs,
+                                                     const std::optional<TensorDict>& tensordict_out) {
+  if (!kwargs.empty() && !kwargs_function_) {
+    std::string names;
+    for (const auto& entry : kwargs) names += (names.empty() ? "" : ", ") + entry.first;
+    throw std::invalid_argument(describe() + ": got keyword arguments (" + names +
+                                ") but the wrapped callable takes its arguments by position; kwargs need a "
+                                "callable that takes a const TensorKwargs& (with in_keys_map).");
+  }
+  return forward_with(tensordict, tensordict_out, [&](TensorDict td, const std::optional<TensorDict>& out) {
+    return call(std::move(td), out, kwargs);
+  });
+}
+
 TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,
                                               const std::optional<TensorDict>& tensordict_out) {
+  static const TensorKwargs kNoKwargs;
+  return call(std::move(tensordict), tensordict_out, kNoKwargs);
+}
+
+TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
+                                      const TensorKwargs& kwargs) {
   const std::vector<NestedKey>& keys = in_keys();
   TensorList inputs;
   inputs.reserve(keys.size());
   bool any_missing = false;
-  if (options_.strict()) {
-    for (const NestedKey& key : keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const NestedKey& key = keys[i];
+    if (input_defaults_[i].defined()) {
+      inputs.push_back(tensordict.get(key, input_defaults_[i]));
+    } else if (options_.strict()) {
       if (!tensordict.contains(key)) {
         throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
                        " (strict=True); it has keys " +
                        keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
       }
       inputs.push_back(tensordict.get(key));
-    }
-  } else {
-    static const at::Tensor kMissing;
-    for (const NestedKey& key : keys) {
+    } else {
+      static const at::Tensor kMissing;
       inputs.push_back(tensordict.get(key, kMissing));
       any_missing |= !inputs.back().defined();
     }
@@ -224,12 +268,21 @@ TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,
 
   TensorList outputs;
   try {
-    outputs = function_(inputs);
+    if (kwargs.empty() && options_.method_kwargs().empty()) {
+      outputs = function_(inputs);
+    } else {
+      // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
+      // method_kwargs, each overriding the one before.
+      TensorKwargs arguments = kwargs;
+      for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
+      for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
+      outputs = kwargs_function_(arguments);
+    }
   } catch (const std::exception& error) {
     if (any_missing) {
       std::vector<NestedKey> missing;
-      for (const NestedKey& key : keys) {
-        if (!tensordict.contains(key)) missing.push_back(key);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
       }
       const char* what = error.what();
       if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {

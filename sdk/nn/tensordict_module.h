@@ -25,7 +25,19 @@
 // {key, argument} with out_to_in_map(false); it needs a callable that takes arguments by name.
 // With `strict`, a missing input throws tdp::KeyError naming the module, the key and the keys
 // present; otherwise an undefined tensor is passed (and if the call then fails, the KeyError
-// names the missing inputs).
+// names the missing inputs). `in_key_defaults` gives a tensor to use for an input that is
+// missing (as `td.get(key, default)`), strict or not.
+//
+// The reference's extras, in C++ terms:
+// - `method`: wrap a member function of a LibTorch module instead of its forward; the module
+//   is still the child "module":
+//     TensorDictModule encode(net, &Net::encode, TensorDictModuleOptions({"obs"}, {"z"}));
+// - `method_kwargs`: fixed tensors by name added to every call of a callable that takes its
+//   arguments by name (a `const TensorKwargs&`), e.g. a constant temperature;
+// - per-call kwargs: forward_with_kwargs(td, kwargs) passes more tensors by name to such a callable.
+//   Per-call kwargs are overridden by the inputs read from the TensorDict, and both by
+//   method_kwargs (the order tensordict merges them in). A callable taking positional
+//   arguments rejects kwargs (method_kwargs at construction, per-call kwargs at the call).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -54,6 +66,8 @@ namespace tdp::nn {
 
 // {argument name, TensorDict key} pairs (or {key, argument name}, see out_to_in_map).
 using InKeyMap = std::vector<std::pair<NestedKey, NestedKey>>;
+// {in_key, tensor used when the key is missing} pairs.
+using InKeyDefaults = std::vector<std::pair<NestedKey, at::Tensor>>;
 
 struct TensorDictModuleOptions {
   TensorDictModuleOptions() = default;
@@ -72,6 +86,10 @@ struct TensorDictModuleOptions {
   TORCH_ARG(Inplace, inplace) = Inplace::kTrue;
   // Whether a missing input throws (true) or is passed as an undefined tensor (false).
   TORCH_ARG(bool, strict) = false;
+  // Tensors used for inputs missing from the TensorDict, by in_key.
+  TORCH_ARG(InKeyDefaults, in_key_defaults);
+  // Tensors by name added to every call of a callable that takes its arguments by name.
+  TORCH_ARG(TensorKwargs, method_kwargs);
 
  public:
   TensorDictModuleOptions& inplace(bool value) {
@@ -114,6 +132,24 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
     }
   }
 
+  // A member function of a LibTorch module, called instead of its forward (Python's `method`).
+  template <typename M, typename R, typename... Args,
+            typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  TensorDictModuleImpl(std::shared_ptr<M> module, R (M::*method)(Args...), TensorDictModuleOptions options)
+      : TensorDictModuleImpl(std::move(options)) {
+    if (module == nullptr || method == nullptr) throw_empty();
+    module_ = register_module("module", module);
+    set_function([module, method](Args... args) -> R { return ((*module).*method)(std::forward<Args>(args)...); });
+  }
+  template <typename M, typename R, typename... Args,
+            typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+  TensorDictModuleImpl(std::shared_ptr<M> module, R (M::*method)(Args...) const, TensorDictModuleOptions options)
+      : TensorDictModuleImpl(std::move(options)) {
+    if (module == nullptr || method == nullptr) throw_empty();
+    module_ = register_module("module", module);
+    set_function([module, method](Args... args) -> R { return ((*module).*method)(std::forward<Args>(args)...); });
+  }
+
   // Any LibTorch module, type-erased; also the way to wrap modules with default arguments.
   TensorDictModuleImpl(torch::nn::AnyModule module, TensorDictModuleOptions options);
 
@@ -124,8 +160,7 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
     if constexpr (std::is_pointer_v<F> || detail::is_std_function<F>::value) {
       if (!function) throw_empty();
     }
-    function_ = detail::make_function(std::move(function), arg_names_, in_keys().size(),
-                                      out_keys_source(), describe());
+    set_function(std::move(function));
     function_repr_ = "<function>";
   }
 
@@ -133,6 +168,12 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
   // receives the inputs in in_keys order. scripted_module() builds TorchScript modules this way.
   TensorDictModuleImpl(std::shared_ptr<torch::nn::Module> module, TensorFunction function,
                        TensorDictModuleOptions options, std::string function_repr = "<function>");
+
+  // forward() that passes `kwargs` to a callable taking its arguments by name (see the header
+  // comment); std::invalid_argument for a callable taking them by position. (Not an overload
+  // of forward: LibTorch's module holders need one forward.)
+  TensorDict forward_with_kwargs(const TensorDict& tensordict, const TensorKwargs& kwargs,
+                                 const std::optional<TensorDict>& tensordict_out = std::nullopt);
 
   const TensorDictModuleOptions& options() const { return options_; }
   // The wrapped module, or nullptr when a plain function is wrapped.
@@ -149,12 +190,30 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
   // Validates the options and sets the keys; the public constructors then set function_.
   explicit TensorDictModuleImpl(TensorDictModuleOptions options);
   [[noreturn]] void throw_empty() const;
+  // Sets function_ (and kwargs_function_ for a callable taking its arguments by name).
+  template <typename F>
+  void set_function(F function) {
+    if constexpr (std::is_invocable_v<F&, const TensorKwargs&>) {
+      kwargs_function_ = detail::make_kwargs_function(function, out_keys_source(), describe());
+    }
+    function_ = detail::make_function(std::move(function), arg_names_, in_keys().size(), out_keys_source(),
+                                      describe());
+    check_method_kwargs();
+  }
+  // method_kwargs need a callable that takes its arguments by name.
+  void check_method_kwargs() const;
+  TensorDict call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
+                  const TensorKwargs& kwargs);
 
   TensorDictModuleOptions options_;
   std::vector<std::string> arg_names_;
   std::shared_ptr<torch::nn::Module> module_;
   TensorFunction function_;
+  // Set when the callable takes its arguments by name: the call used when kwargs are given.
+  KwargsFunction kwargs_function_;
   std::string function_repr_;
+  // Per in_key: the tensor used when the key is missing (undefined: none).
+  std::vector<at::Tensor> input_defaults_;
   // One flag per out key: true for "_", whose output is dropped.
   std::vector<bool> drop_output_;
 };

@@ -15,6 +15,35 @@ bool contains(const std::vector<NestedKey>& keys, const NestedKey& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+// Whether `key` is one of `keys` or lies under one of them.
+bool covered(const NestedKey& key, const std::vector<NestedKey>& a, const std::vector<NestedKey>& b) {
+  for (const auto* keys : {&a, &b}) {
+    for (const NestedKey& kept : *keys) {
+      if (key.starts_with(kept)) return true;
+    }
+  }
+  return false;
+}
+
+// tensordict's `td.select(*in_keys, *out_keys, inplace=True)`, non-strict: removes, in place,
+// every entry that is neither one of the keys nor under one, then the nested TensorDicts that
+// emptied (a nested TensorDict on the way to a kept key stays, holding only what is kept).
+void keep_only(TensorDict& td, const std::vector<NestedKey>& in_keys, const std::vector<NestedKey>& out_keys) {
+  std::vector<NestedKey> emptied;
+  for (const NestedKey& key : td.keys(/*include_nested=*/true, /*leaves_only=*/true)) {
+    if (covered(key, in_keys, out_keys)) continue;
+    td.erase(key);
+    for (NestedKey parent = key.parent(); !parent.empty(); parent = parent.parent()) emptied.push_back(parent);
+  }
+  // Deepest first, so that a parent is looked at after its children are gone.
+  std::sort(emptied.begin(), emptied.end(), [](const NestedKey& x, const NestedKey& y) { return x.size() > y.size(); });
+  for (const NestedKey& key : emptied) {
+    if (!covered(key, in_keys, out_keys) && td.contains(key) && td.get_tensordict(key).keys().empty()) {
+      td.erase(key);
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_string(Inplace inplace) {
@@ -61,7 +90,7 @@ void TensorDictModuleBase::set_apparent_out_keys(std::vector<NestedKey> keys) {
 
 TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
                                          const std::optional<TensorDict>& tensordict_out) {
-  if (skip_existing_enabled() && should_skip(tensordict)) return tensordict;
+  if (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict)) return tensordict;
   if (selected_) {
     return forward_with_selection(tensordict, tensordict_out,
                                   [this](TensorDict td, const std::optional<TensorDict>& out) {
@@ -72,13 +101,13 @@ TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
 }
 
 bool TensorDictModuleBase::forward_handles(const TensorDict& tensordict) const {
-  return selected_ || (skip_existing_enabled() && should_skip(tensordict));
+  return selected_ || (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict));
 }
 
 TensorDict TensorDictModuleBase::forward_with(const TensorDict& tensordict,
                                               const std::optional<TensorDict>& tensordict_out,
                                               ForwardBody body) {
-  if (skip_existing_enabled() && should_skip(tensordict)) return tensordict;
+  if (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict)) return tensordict;
   if (selected_) return forward_with_selection(tensordict, tensordict_out, body);
   return body(tensordict, tensordict_out);
 }
@@ -93,6 +122,11 @@ bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
 
 TensorDict TensorDictModuleBase::forward_with_selection(
     const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out, ForwardBody body) {
+  if (selection_rule_ == OutKeysSelection::kReference) {
+    TensorDict result = body(tensordict, tensordict_out);
+    keep_only(result, in_keys_, out_keys_);
+    return result;
+  }
   // A dropped key that the caller passed in is the caller's data: it stays (updated).
   std::vector<bool> existed(dropped_out_keys_.size());
   for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
@@ -107,7 +141,8 @@ TensorDict TensorDictModuleBase::forward_with_selection(
   return result;
 }
 
-TensorDictModuleBase& TensorDictModuleBase::select_out_keys(const std::vector<NestedKey>& keys) {
+TensorDictModuleBase& TensorDictModuleBase::select_out_keys(const std::vector<NestedKey>& keys,
+                                                            OutKeysSelection rule) {
   for (const NestedKey& key : keys) {
     if (!contains(out_keys_, key)) {
       throw std::invalid_argument("Can't select non existent key: " + key.to_string() + ". " +
@@ -121,6 +156,7 @@ TensorDictModuleBase& TensorDictModuleBase::select_out_keys(const std::vector<Ne
     if (!contains(out_keys_, key)) dropped_out_keys_.push_back(key);
   }
   selected_ = true;
+  selection_rule_ = rule;
   return *this;
 }
 
@@ -128,6 +164,7 @@ TensorDictModuleBase& TensorDictModuleBase::reset_out_keys() {
   out_keys_ = out_keys_source_;
   dropped_out_keys_.clear();
   selected_ = false;
+  selection_rule_ = OutKeysSelection::kReference;
   return *this;
 }
 

@@ -11,8 +11,11 @@
 //   };
 //   auto module = std::make_shared<AddOne>();  module->forward(td);   // td now has "b"
 //
-// forward() is the entry point; it applies the skip-existing mode (skip_existing.h) and
-// select_out_keys(), and calls the subclass's forward_impl().
+// forward() is the entry point; it applies select_out_keys() and, for the module kinds that
+// honour it, the skip-existing mode (skip_existing.h), and calls the subclass's forward_impl().
+// As in tensordict, only TensorDictModule, TensorDictSequential and the probabilistic modules
+// (and their subclasses) honour skip-existing: a custom subclass of this base, a WrapModule or a
+// wrapper always runs (a subclass opts in with honor_skip_existing()).
 #pragma once
 
 #include <c10/util/FunctionRef.h>
@@ -38,6 +41,19 @@ namespace tdp::nn {
 enum class Inplace { kFalse, kTrue, kEmpty };
 std::string to_string(Inplace inplace);  // True, False or 'empty', as Python prints them
 
+// What select_out_keys() leaves in a module's output.
+enum class OutKeysSelection {
+  // tensordict's rule for the module's kind (the default). A single module (TensorDictModule,
+  // ProbabilisticTensorDictModule, WrapModule, a subclass) keeps only its in_keys and the
+  // selected out_keys in the TensorDict it returns: every other entry is removed, in place,
+  // including entries the caller passed that the module never touched. A sequence removes
+  // only the unselected keys its modules wrote (kKeepOtherEntries' rule).
+  kReference,
+  // Removes only the unselected keys the module writes, and keeps those the caller passed in
+  // (updated); every other entry stays. The same as kReference for sequences.
+  kKeepOtherEntries,
+};
+
 // Implemented by user modules that hold parameters and know how to re-initialize them, so that
 // reset_parameters_recursive() reaches them (LibTorch's own layers are handled without it).
 class ParameterResettable {
@@ -59,11 +75,11 @@ class TensorDictModuleBase : public torch::nn::Module {
   // Every key the module writes, whatever the selection.
   const std::vector<NestedKey>& out_keys_source() const { return out_keys_source_; }
 
-  // Keeps only `keys` (a subset of out_keys()) in the output: the other keys the module writes
-  // are removed after each call unless the input already held them (then they are updated,
-  // as tensordict's TensorDictSequential does). Keys the module does not write are never
-  // touched. Throws std::invalid_argument naming the key that is not an out_key.
-  virtual TensorDictModuleBase& select_out_keys(const std::vector<NestedKey>& keys);
+  // Keeps only `keys` (a subset of out_keys()) among the outputs; what else the returned
+  // TensorDict keeps is `rule`'s (see OutKeysSelection: by default tensordict's rule for this
+  // kind of module). Throws std::invalid_argument naming the key that is not an out_key.
+  virtual TensorDictModuleBase& select_out_keys(const std::vector<NestedKey>& keys,
+                                                OutKeysSelection rule = OutKeysSelection::kReference);
   // Undoes select_out_keys().
   virtual TensorDictModuleBase& reset_out_keys();
 
@@ -100,6 +116,10 @@ class TensorDictModuleBase : public torch::nn::Module {
                           ForwardBody body);
   bool forward_handles(const TensorDict& tensordict) const;
 
+  // Makes forward() honour the skip-existing mode (see the header comment); the module kinds
+  // that do in tensordict call it in their constructors.
+  void honor_skip_existing() { honors_skip_existing_ = true; }
+
   void set_in_keys(std::vector<NestedKey> keys);
   // Sets out_keys_source() and out_keys(), dropping any selection.
   void set_out_keys(std::vector<NestedKey> keys);
@@ -126,6 +146,8 @@ class TensorDictModuleBase : public torch::nn::Module {
   // Written keys that select_out_keys() left out; empty when there is no selection.
   std::vector<NestedKey> dropped_out_keys_;
   bool selected_ = false;
+  OutKeysSelection selection_rule_ = OutKeysSelection::kReference;
+  bool honors_skip_existing_ = false;
 };
 
 // A tensordict module given to a container: converts from any module holder of, or

@@ -142,21 +142,29 @@ TensorList call_positional(F& f, TensorList& in, const std::vector<NestedKey>& o
 [[noreturn]] void throw_needs_names(const std::string& who);
 [[noreturn]] void throw_no_names(const std::string& who);
 
+// A callable taking its inputs by name, reduced to a function of the arguments by name.
+template <typename F>
+KwargsFunction make_kwargs_function(F f, const std::vector<NestedKey>& out_keys, const std::string& who) {
+  return [f = std::move(f), out_keys, who](const TensorKwargs& kwargs) mutable {
+    using R = std::invoke_result_t<F&, const TensorKwargs&>;
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(f, kwargs);
+      return TensorList{};
+    } else {
+      return to_tensor_list(std::invoke(f, kwargs), out_keys, who);
+    }
+  };
+}
+
 template <typename F>
 TensorFunction make_function(F f, const std::vector<std::string>& arg_names, size_t num_in_keys,
                              const std::vector<NestedKey>& out_keys, const std::string& who) {
   if constexpr (std::is_invocable_v<F&, const TensorKwargs&>) {
     if (arg_names.empty()) throw_needs_names(who);
-    return [f = std::move(f), names = arg_names, out_keys, who](TensorList& in) mutable {
+    return [g = make_kwargs_function(std::move(f), out_keys, who), names = arg_names](TensorList& in) {
       TensorKwargs kwargs;
       for (size_t i = 0; i < in.size(); ++i) kwargs.emplace(names[i], in[i]);
-      using R = std::invoke_result_t<F&, const TensorKwargs&>;
-      if constexpr (std::is_void_v<R>) {
-        std::invoke(f, std::as_const(kwargs));
-        return TensorList{};
-      } else {
-        return to_tensor_list(std::invoke(f, std::as_const(kwargs)), out_keys, who);
-      }
+      return g(kwargs);
     };
   } else if constexpr (std::is_invocable_v<F&, const TensorList&>) {
     if (!arg_names.empty()) throw_no_names(who);

@@ -48,6 +48,7 @@ TensorDictSequentialImpl::TensorDictSequentialImpl(std::string type_name,
     : TensorDictModuleBase(std::move(type_name)),
       options_(std::move(options)),
       modules_(unwrap(modules)) {
+  honor_skip_existing();
   names_.resize(modules_.size());
   rebuild();
   if (!options_.selected_out_keys().empty()) select_out_keys(options_.selected_out_keys());
@@ -57,6 +58,7 @@ TensorDictSequentialImpl::TensorDictSequentialImpl(
     std::string type_name, std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
     TensorDictSequentialOptions options)
     : TensorDictModuleBase(std::move(type_name)), options_(std::move(options)), named_(true) {
+  honor_skip_existing();
   for (auto& [name, ref] : named_modules) {
     names_.push_back(name);
     modules_.push_back(ref.ptr());
@@ -258,8 +260,8 @@ std::shared_ptr<TensorDictSequentialImpl> TensorDictSequentialImpl::select_subse
   return std::make_shared<TensorDictSequentialImpl>(std::move(items));
 }
 
-TensorDictSequentialImpl& TensorDictSequentialImpl::select_out_keys(
-    const std::vector<NestedKey>& keys) {
+TensorDictSequentialImpl& TensorDictSequentialImpl::select_out_keys(const std::vector<NestedKey>& keys,
+                                                                    OutKeysSelection /*rule*/) {
   for (const NestedKey& key : keys) {
     if (!contains(out_keys(), key)) {
       throw std::invalid_argument("All keys in selected_out_keys must be in out_keys. " +

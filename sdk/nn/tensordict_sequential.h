@@ -96,7 +96,10 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
       std::optional<std::vector<NestedKey>> in_keys = std::nullopt,
       std::optional<std::vector<NestedKey>> out_keys = std::nullopt) const;
 
-  TensorDictSequentialImpl& select_out_keys(const std::vector<NestedKey>& keys) override;
+  // tensordict's sequence rule, whatever `rule` says: the unselected keys the modules write are
+  // removed unless the caller passed them in (then they are updated); other entries stay.
+  TensorDictSequentialImpl& select_out_keys(const std::vector<NestedKey>& keys,
+                                            OutKeysSelection rule = OutKeysSelection::kReference) override;
   TensorDictSequentialImpl& reset_out_keys() override;
 
   const TensorDictSequentialOptions& options() const { return options_; }

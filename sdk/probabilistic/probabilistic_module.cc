@@ -81,6 +81,7 @@ ProbabilisticTensorDictModuleOptions& ProbabilisticTensorDictModuleOptions::comp
 ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
     ProbabilisticTensorDictModuleOptions options)
     : TensorDictModuleBase("ProbabilisticTensorDictModule"), options_(std::move(options)) {
+  honor_skip_existing();
   if (options_.in_keys().empty()) {
     throw std::invalid_argument("ProbabilisticTensorDictModule: in_keys must not be empty.");
   }

@@ -40,6 +40,15 @@ std::vector<TensorDictModuleRef> checked(std::vector<TensorDictModuleRef> module
   return modules;
 }
 
+std::vector<std::pair<std::string, TensorDictModuleRef>> checked(
+    std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+    const ProbabilisticTensorDictSequentialOptions& options) {
+  std::vector<TensorDictModuleRef> modules;
+  for (const auto& entry : named_modules) modules.push_back(entry.second);
+  checked(std::move(modules), options);
+  return named_modules;
+}
+
 // The probabilistic children's `keys_of`, last module first, joined: the one walk behind
 // log_prob_keys(), dist_params_keys(), dist_sample_keys() and num_samples().
 template <typename T, typename KeysOf>
@@ -73,6 +82,15 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     std::vector<TensorDictModuleRef> modules, ProbabilisticTensorDictSequentialOptions options)
     : TensorDictSequentialImpl("ProbabilisticTensorDictSequential",
                                checked(std::move(modules), options), options.sequential_options()),
+      prob_options_(std::move(options)) {
+  configure();
+}
+
+ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
+    std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+    ProbabilisticTensorDictSequentialOptions options)
+    : TensorDictSequentialImpl("ProbabilisticTensorDictSequential", checked(std::move(named_modules), options),
+                               options.sequential_options()),
       prob_options_(std::move(options)) {
   configure();
 }
@@ -275,6 +293,19 @@ LogProb ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& tensor
   if (return_composite_ && d.is_composite()) return d.composite()->log_prob(tensordict);
   if (ProbabilisticModuleInterface* last = prob_children_.back()) return last->log_prob(tensordict, d);
   throw std::runtime_error(describe() + ": the last module is not probabilistic; use return_composite.");
+}
+
+LogProb ProbabilisticTensorDictSequentialImpl::log_prob(const TensorDict& tensordict, TensorDict tensordict_out,
+                                                        const std::optional<AnyDistribution>& dist) const {
+  LogProb result = log_prob(tensordict.clone(/*deep=*/false), dist);
+  const auto* parts = std::get_if<TensorDict>(&result);
+  if (parts == nullptr) return result;
+  // In the parts' order (log_prob_keys() lists the last module first).
+  const std::vector<NestedKey> wanted = log_prob_keys();
+  for (const NestedKey& key : parts->keys(/*include_nested=*/true, /*leaves_only=*/true)) {
+    if (std::find(wanted.begin(), wanted.end(), key) != wanted.end()) tensordict_out.set(key, parts->get(key));
+  }
+  return tensordict_out;
 }
 
 std::vector<NestedKey> ProbabilisticTensorDictSequentialImpl::log_prob_keys() const {

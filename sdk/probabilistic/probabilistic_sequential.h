@@ -65,6 +65,10 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // last module is not probabilistic.
   explicit ProbabilisticTensorDictSequentialImpl(
       std::vector<TensorDictModuleRef> modules, ProbabilisticTensorDictSequentialOptions options = {});
+  // Named modules, in this order (Python's OrderedDict form); the same rules.
+  explicit ProbabilisticTensorDictSequentialImpl(
+      std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+      ProbabilisticTensorDictSequentialOptions options = {});
 
   bool return_composite() const { return return_composite_; }
   // The modules before the last one, as a TensorDictSequential sharing them; null when no
@@ -85,6 +89,13 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   AnyDistribution build_dist_from_params(const TensorDict& tensordict) const;
   LogProb log_prob(const TensorDict& tensordict,
                    const std::optional<AnyDistribution>& dist = std::nullopt) const override;
+  // log_prob() computed on a shallow copy of `tensordict` (which is left as it was), with the
+  // log-prob entries written into `tensordict_out` when they form a TensorDict (per-part
+  // log-probs): then `tensordict_out` is returned. A single log-prob tensor is returned as is,
+  // as in tensordict. (tensordict 0.13 returns a composite's per-part TensorDict without
+  // writing it into tensordict_out; here it is written, as its documentation says.)
+  LogProb log_prob(const TensorDict& tensordict, TensorDict tensordict_out,
+                   const std::optional<AnyDistribution>& dist = std::nullopt) const;
 
   // The sub-modules' keys, last module first (as the reference).
   std::vector<NestedKey> log_prob_keys() const override;
@@ -143,6 +154,10 @@ class ProbabilisticTensorDictSequential
                                     ProbabilisticTensorDictSequentialOptions options = {})
       : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
             std::move(modules), std::move(options))) {}
+  ProbabilisticTensorDictSequential(std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
+                                    ProbabilisticTensorDictSequentialOptions options = {})
+      : ModuleHolder(std::make_shared<ProbabilisticTensorDictSequentialImpl>(
+            std::move(named_modules), std::move(options))) {}
 };
 
 }  // namespace tdp::nn

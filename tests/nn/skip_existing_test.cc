@@ -8,6 +8,7 @@
 #include "sdk/nn/skip_existing.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
+#include "sdk/nn/wrap_module.h"
 #include "tests/testing/module_keys.h"
 #include "tests/testing/tensordicts.h"
 
@@ -118,6 +119,66 @@ TEST(SkipExistingTest, KeyListLimitsWhatIsSkipped) {
   action(td);
   EXPECT_EQ(td.get("value").item<float>(), 0.0f);   // listed: reused
   EXPECT_EQ(td.get("action").item<float>(), 1.0f);  // not listed: recomputed
+}
+
+// tensordict honours skip-existing in TensorDictModule, TensorDictSequential and the
+// probabilistic modules only (their forward carries _set_skip_existing_None); any other module
+// runs whatever the mode.
+TEST(SkipExistingTest, CustomSubclassAlwaysRuns) {
+  auto module = std::make_shared<InToOut>();
+  TensorDict td = make_td({{"in", torch::zeros({})}, {"out", torch::zeros({})}});
+  SkipExistingGuard guard(true);
+  module->forward(td);
+  EXPECT_EQ(td.get("out").item<float>(), 1.0f);
+}
+
+struct OptedIn : InToOut {
+  OptedIn() { honor_skip_existing(); }
+};
+
+TEST(SkipExistingTest, SubclassMayOptIn) {
+  auto module = std::make_shared<OptedIn>();
+  TensorDict td = make_td({{"in", torch::zeros({})}, {"out", torch::zeros({})}});
+  SkipExistingGuard guard(true);
+  module->forward(td);
+  EXPECT_EQ(td.get("out").item<float>(), 0.0f);
+}
+
+TEST(SkipExistingTest, WrapModuleWithNoOutKeysAlwaysRuns) {
+  int calls = 0;
+  WrapModule module([&calls](TensorDict td) {
+    ++calls;
+    return td;
+  });
+  SkipExistingGuard guard(true);
+  module(make_td({{"in", torch::zeros({})}}));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(SkipExistingTest, NestedSequenceIsSkippedAsAWholeWhileOthersRun) {
+  TensorDictModule first([](const at::Tensor& x) { return x + 1; }, keys({"in"}, {"mid"}));
+  TensorDictModule second([](const at::Tensor& x) { return x + 1; }, keys({"mid"}, {"mid2"}));
+  TensorDictModule last([](const at::Tensor& x) { return x + 1; }, keys({"mid2"}, {"out"}));
+  TensorDictSequential inner({first, second});
+  TensorDictSequential outer({inner, last});
+  TensorDict td = make_td({{"in", torch::zeros({})}, {"mid", torch::full({}, 5.0)}, {"mid2", torch::full({}, 10.0)}});
+  {
+    SkipExistingGuard guard(true);
+    outer(td);
+  }
+  EXPECT_EQ(td.get("mid").item<float>(), 5.0f);  // inner skipped: both its outputs were there
+  EXPECT_EQ(td.get("out").item<float>(), 11.0f);  // last ran on the kept mid2
+}
+
+TEST(SkipExistingTest, ThreadLocalModeSkipsOnlyInItsThread) {
+  TensorDictModule module([](const at::Tensor& x) { return x + 1; }, keys({"in"}, {"out"}));
+  SkipExistingGuard local(true, /*thread_local_=*/true);
+  TensorDict here = make_td({{"in", torch::zeros({})}, {"out", torch::zeros({})}});
+  TensorDict there = make_td({{"in", torch::zeros({})}, {"out", torch::zeros({})}});
+  module(here);
+  std::thread([&] { module(there); }).join();
+  EXPECT_EQ(here.get("out").item<float>(), 0.0f);
+  EXPECT_EQ(there.get("out").item<float>(), 1.0f);
 }
 
 }  // namespace

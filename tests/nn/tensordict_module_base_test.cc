@@ -52,6 +52,63 @@ TEST(SelectOutKeysTest, TensorDictModule) {
   }
 }
 
+// tensordict 0.13, checked in the venv: m = TensorDictModule(lambda a: (a + 1, a + 2), ["a"],
+// ["b", "c"]); m.select_out_keys("b"); m(TensorDict(a=0., extra=1., c=7.)) returns the same
+// TensorDict with keys ['a', 'b'] only: 'extra' and the caller's 'c' are gone. With
+// tensordict_out=TensorDict(z=1.) it returns that TensorDict with keys ['b'].
+TEST(SelectOutKeysTest, SingleModuleKeepsOnlyInKeysAndSelectionAsTensordictDoes) {
+  TensorDictModule mod([](const at::Tensor& a) { return std::make_tuple(a + 1, a + 2); }, keys({"a"}, {"b", "c"}));
+  mod->select_out_keys({"b"});
+  TensorDict td = make_td({{"a", torch::zeros({})}, {"extra", torch::ones({})}, {"c", torch::full({}, 7.0)}});
+  TensorDict out = mod(td);
+  EXPECT_TRUE(out.is_same(td));
+  EXPECT_THAT(key_strings(td.keys()), UnorderedElementsAre("'a'", "'b'"));
+
+  TensorDict given = make_td({{"z", torch::ones({})}});
+  out = mod->forward(make_td({{"a", torch::zeros({})}, {"extra", torch::ones({})}}), given);
+  EXPECT_TRUE(out.is_same(given));
+  EXPECT_THAT(key_strings(given.keys()), UnorderedElementsAre("'b'"));
+}
+
+TEST(SelectOutKeysTest, NestedEntriesAreKeptOnlyOnTheWayToASelectedKey) {
+  TensorDictModule mod([](const at::Tensor& a) { return std::make_tuple(a + 1, a + 2); },
+                       keys({"a"}, {{"out", "b"}, {"out", "c"}}));
+  mod->select_out_keys({{"out", "b"}});
+  TensorDict td = make_td({{"a", torch::zeros({})}, {{"side", "x"}, torch::ones({})}});
+  mod(td);
+  EXPECT_THAT(key_strings(td.keys(/*include_nested=*/true)), UnorderedElementsAre("'a'", "'out'", "('out', 'b')"));
+}
+
+TEST(SelectOutKeysTest, KeepOtherEntriesOptionRemovesOnlyUnselectedOutputs) {
+  TensorDictModule mod([](const at::Tensor& a) { return std::make_tuple(a + 1, a + 2); }, keys({"a"}, {"b", "c"}));
+  mod->select_out_keys({"b"}, OutKeysSelection::kKeepOtherEntries);
+  TensorDict td = make_td({{"a", torch::zeros({})}, {"extra", torch::ones({})}});
+  mod(td);
+  EXPECT_THAT(key_strings(td.keys()), UnorderedElementsAre("'a'", "'b'", "'extra'"));
+  // A dropped key the caller passed in stays, updated.
+  td = make_td({{"a", torch::zeros({})}, {"c", torch::full({}, 7.0)}});
+  mod(td);
+  EXPECT_EQ(td.get("c").item<float>(), 2.0f);
+  // reset_out_keys() also forgets the rule.
+  mod->reset_out_keys();
+  mod->select_out_keys({"b"});
+  td = make_td({{"a", torch::zeros({})}, {"extra", torch::ones({})}});
+  mod(td);
+  EXPECT_THAT(key_strings(td.keys()), UnorderedElementsAre("'a'", "'b'"));
+}
+
+// The sequence rule is the same under both options: the caller's other entries stay.
+TEST(SelectOutKeysTest, SequenceKeepsTheCallersEntriesUnderEitherRule) {
+  for (OutKeysSelection rule : {OutKeysSelection::kReference, OutKeysSelection::kKeepOtherEntries}) {
+    TensorDictSequential seq({TensorDictModule([](const at::Tensor& a) { return a + 1; }, keys({"a"}, {"b"})),
+                              TensorDictModule([](const at::Tensor& b) { return b + 1; }, keys({"b"}, {"c"}))});
+    seq->select_out_keys({"c"}, rule);
+    TensorDict td = make_td({{"a", torch::zeros({})}, {"extra", torch::ones({})}});
+    seq(td);
+    EXPECT_THAT(key_strings(td.keys()), UnorderedElementsAre("'a'", "'c'", "'extra'"));
+  }
+}
+
 TEST(SelectOutKeysTest, NonExistentKeyIsRejected) {
   auto mod = three_outputs();
   EXPECT_EQ(error_of<std::invalid_argument>([&] { mod->select_out_keys({{"d", "e"}}); }),

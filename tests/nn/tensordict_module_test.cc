@@ -396,5 +396,99 @@ TEST(TensorDictModuleTest, ModuleErrorsCarryTheModule) {
               HasSubstr("TensorDictModule(in_keys=['x'], out_keys=['y'])"));
 }
 
+// tensordict's `method` / `method_kwargs`: TensorDictModule(MyNet(), in_keys=["a"], out_keys=["b"],
+// method="my_func", method_kwargs={...}) calls that method, not forward.
+struct TwoHeads : torch::nn::Module {
+  TwoHeads() { scale = register_parameter("scale", torch::full({}, 3.0)); }
+  at::Tensor forward(const at::Tensor& x) { return x + 1; }
+  at::Tensor encode(const at::Tensor& x) { return x * scale; }
+  at::Tensor shifted(const at::Tensor& x, const at::Tensor& y) const { return x - y; }
+  TensorList by_name(const TensorKwargs& kw) { return {kw.at("x") * kw.at("temperature")}; }
+  at::Tensor scale;
+};
+
+TEST(TensorDictModuleMethodTest, CallsTheNamedMemberFunctionAndKeepsTheModuleAsChild) {
+  auto net = std::make_shared<TwoHeads>();
+  TensorDictModule encode(net, &TwoHeads::encode, keys({"x"}, {"z"}));
+  TensorDict td = make_td({{"x", torch::full({2}, 2.0)}}, {2});
+  encode(td);
+  EXPECT_TRUE(torch::equal(td.get("z"), torch::full({2}, 6.0)));
+  ASSERT_EQ(encode->named_parameters().size(), 1u);
+  EXPECT_EQ(encode->named_parameters().begin()->key(), "module.scale");
+  TensorDictModule shifted(net, &TwoHeads::shifted, keys({"x", "y"}, {"d"}));
+  shifted(td.set("y", torch::ones({2})));
+  EXPECT_TRUE(torch::equal(td.get("d"), torch::ones({2})));
+}
+
+TEST(TensorDictModuleMethodTest, MethodKwargsAreAddedToEveryCall) {
+  auto net = std::make_shared<TwoHeads>();
+  TensorDictModule module(net, &TwoHeads::by_name,
+                          TensorDictModuleOptions()
+                              .in_keys_map({{"x", "obs"}})
+                              .out_keys({"y"})
+                              .method_kwargs({{"temperature", torch::full({}, 0.5)}}));
+  TensorDict td = make_td({{"obs", torch::full({2}, 4.0)}}, {2});
+  module(td);
+  EXPECT_TRUE(torch::equal(td.get("y"), torch::full({2}, 2.0)));
+}
+
+TEST(TensorDictModuleMethodTest, PerCallKwargsReachACallableTakingArgumentsByName) {
+  TensorDictModule module([](const TensorKwargs& kw) { return kw.at("x") * kw.at("temperature"); },
+                          TensorDictModuleOptions().in_keys_map({{"x", "obs"}}).out_keys({"y"}));
+  TensorDict td = make_td({{"obs", torch::full({2}, 4.0)}}, {2});
+  module->forward_with_kwargs(td, {{"temperature", torch::full({}, 0.25)}});
+  EXPECT_TRUE(torch::equal(td.get("y"), torch::ones({2})));
+  // The TensorDict's input wins over a kwarg of the same name (tensordict's merge order).
+  module->forward_with_kwargs(td, {{"temperature", torch::ones({})}, {"x", torch::zeros({2})}});
+  EXPECT_TRUE(torch::equal(td.get("y"), torch::full({2}, 4.0)));
+}
+
+TEST(TensorDictModuleMethodTest, MethodKwargsWinOverPerCallKwargs) {
+  TensorDictModule module([](const TensorKwargs& kw) { return kw.at("x") * kw.at("temperature"); },
+                          TensorDictModuleOptions()
+                              .in_keys_map({{"x", "obs"}})
+                              .out_keys({"y"})
+                              .method_kwargs({{"temperature", torch::full({}, 2.0)}}));
+  TensorDict td = make_td({{"obs", torch::ones({2})}}, {2});
+  module->forward_with_kwargs(td, {{"temperature", torch::full({}, 100.0)}});
+  EXPECT_TRUE(torch::equal(td.get("y"), torch::full({2}, 2.0)));
+}
+
+TEST(TensorDictModuleMethodTest, PositionalCallablesRejectKwargs) {
+  TensorDictModule module([](const at::Tensor& x) { return x; }, keys({"x"}, {"y"}));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] {
+                module->forward_with_kwargs(make_td({{"x", torch::ones({})}}), {{"temperature", torch::ones({})}});
+              }),
+              HasSubstr("got keyword arguments (temperature) but the wrapped callable takes its arguments by position"));
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
+                TensorDictModule([](const at::Tensor& x) { return x; },
+                                 TensorDictModuleOptions({"x"}, {"y"}).method_kwargs({{"t", torch::ones({})}}));
+              }),
+              HasSubstr("method_kwargs need a callable that takes its arguments by name"));
+}
+
+TEST(TensorDictModuleDefaultsTest, MissingInputTakesItsDefaultStrictOrNot) {
+  for (bool strict : {false, true}) {
+    TensorDictModule module([](const at::Tensor& x, const at::Tensor& h) { return x + h; },
+                            TensorDictModuleOptions({"x", "h"}, {"y"})
+                                .strict(strict)
+                                .in_key_defaults({{"h", torch::full({}, 10.0)}}));
+    TensorDict td = make_td({{"x", torch::ones({2})}}, {2});
+    module(td);
+    EXPECT_TRUE(torch::equal(td.get("y"), torch::full({2}, 11.0))) << strict;
+    EXPECT_FALSE(td.contains("h"));  // the default is read, not written
+    module(td.set("h", torch::zeros({2})));
+    EXPECT_TRUE(torch::equal(td.get("y"), torch::ones({2})));
+  }
+}
+
+TEST(TensorDictModuleDefaultsTest, DefaultForAKeyThatIsNotAnInputIsRejected) {
+  EXPECT_THAT(error_of<std::invalid_argument>([] {
+                TensorDictModule([](const at::Tensor& x) { return x; },
+                                 TensorDictModuleOptions({"x"}, {"y"}).in_key_defaults({{"h", torch::zeros({})}}));
+              }),
+              HasSubstr("in_key_defaults has 'h', which is not one of in_keys ['x']"));
+}
+
 }  // namespace
 }  // namespace tdp::nn

@@ -261,5 +261,47 @@ TEST(ProbabilisticSequential, Repr) {
   EXPECT_NE(repr.find("distribution_class=normal"), std::string::npos) << repr;
 }
 
+// tensordict's OrderedDict form: ProbabilisticTensorDictSequential(OrderedDict(loc=..., sample=...)).
+TEST(ProbabilisticSequential, NamedFormKeepsTheNamesAndTheRules) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module(std::vector<std::pair<std::string, TensorDictModuleRef>>{
+      {"loc", plus_one("x", "loc")}, {"sample", normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))}});
+  EXPECT_TRUE(module->is_named());
+  EXPECT_EQ(module->names(), (std::vector<std::string>{"loc", "sample"}));
+  EXPECT_EQ((*module)["sample"].get(), module->modules()[1].get());
+  EXPECT_FALSE(module->return_composite());
+  TensorDict td = module(input().clone(false));
+  EXPECT_TRUE(std::get<at::Tensor>(module->log_prob(td)).allclose(minus_half_log_2pi()));
+  EXPECT_EQ(module->named_parameters().size(), 0u);
+  EXPECT_THROW(Seq(std::vector<std::pair<std::string, TensorDictModuleRef>>{{"loc", plus_one("x", "loc")}},
+                   ProbabilisticTensorDictSequentialOptions().return_composite(false)),
+               std::invalid_argument);
+}
+
+TEST(ProbabilisticSequential, LogProbWritesPerPartEntriesIntoTheGivenTensorDict) {
+  CompositeLpAggregateGuard guard(false, true);
+  Seq module({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample0"})),
+              plus_one("sample0", "loc2"),
+              normal(ProbabilisticTensorDictModuleOptions(DistKeyMap{{"loc", "loc2"}}, {"sample1"}))});
+  TensorDict td = module(input().clone(false));
+  TensorDict given({{"kept", torch::zeros({3})}}, {});
+  TensorDict before = td.clone(/*deep=*/false);
+  LogProb lp = module->log_prob(td, given);
+  ASSERT_TRUE(std::holds_alternative<TensorDict>(lp));
+  EXPECT_TRUE(std::get<TensorDict>(lp).is_same(given));
+  EXPECT_EQ(given.keys(), (std::vector<NestedKey>{"kept", "sample0_log_prob", "sample1_log_prob"}));
+  EXPECT_TRUE(given.get("sample1_log_prob").allclose(minus_half_log_2pi()));
+  EXPECT_EQ(td.keys(), before.keys());  // the input is left as it was
+
+  // One log-prob tensor is returned as is, and the given TensorDict is not touched.
+  CompositeLpAggregateGuard aggregated(true, true);
+  Seq single({plus_one("x", "loc"), normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))});
+  TensorDict out({}, {});
+  LogProb one = single->log_prob(single(input().clone(false)), out);
+  ASSERT_TRUE(std::holds_alternative<at::Tensor>(one));
+  EXPECT_TRUE(std::get<at::Tensor>(one).allclose(minus_half_log_2pi()));
+  EXPECT_TRUE(out.keys().empty());
+}
+
 }  // namespace
 }  // namespace tdp::nn
