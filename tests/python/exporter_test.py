@@ -20,6 +20,7 @@ from tensordict import TensorDict
 from tensordict.nn import (
     AddStateIndependentNormalScale,
     CompositeDistribution,
+    EnsembleModule,
     InteractionType,
     NormalParamExtractor,
     ProbabilisticTensorDictModule,
@@ -224,6 +225,22 @@ class ExporterTest(unittest.TestCase):
         self.assertTrue(spec.module.sequential.modules[1].network.network.HasField("linear"))
 
     # ---- coverage of the schema: every activation, mappings, distributions, in_keys maps ----
+
+    def test_ensemble_of_critics(self):
+        # Four critics over one observation, then a chained ensemble reading each copy's features
+        # (expand_input=False): the spec's ensemble kind, stacked parameters renamed params_td -> params.
+        features = EnsembleModule(TensorDictModule(mlp(5, [16], 8), in_keys=["observation"], out_keys=["features"]),
+                                  num_copies=4)
+        values = EnsembleModule(TensorDictModule(nn.Linear(8, 1), in_keys=["features"], out_keys=["value"]),
+                                num_copies=4, expand_input=False)
+        critics = TensorDictSequential(features, values)
+        td = TensorDict({"observation": torch.randn(BATCH, 5)}, [BATCH])
+        spec, report = self.export_and_check(critics, td, "critics.pbtxt")
+        self.assertEqual(self.entries(report), {"observation", "features", "value"})
+        first, second = (m.ensemble for m in spec.module.sequential.modules)
+        self.assertEqual((first.num_copies, first.HasField("expand_input")), (4, False))
+        self.assertEqual((second.num_copies, second.expand_input), (4, False))
+        self.assertEqual(second.module.network.network.linear.out_features, 1)
 
     def test_every_mlp_activation(self):
         activations = [nn.Tanh, nn.ReLU, nn.ELU, nn.GELU, nn.LeakyReLU, nn.Sigmoid, nn.Softplus, nn.Identity]

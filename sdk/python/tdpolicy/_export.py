@@ -25,6 +25,7 @@ from torch import nn
 import tensordict
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import (
+    EnsembleModule,
     AddStateIndependentNormalScale,
     CompositeDistribution,
     InteractionType,
@@ -191,6 +192,10 @@ class _Walker:
         msg = out if out is not None else spec_pb2.Module()
         if name is not None:
             msg.name = name
+        if isinstance(obj, EnsembleModule):
+            self.check_forward(obj, path, EnsembleModule)
+            self.ensemble(obj, path, msg.ensemble)
+            return msg
         if isinstance(obj, ProbabilisticTensorDictSequential):  # before TensorDictSequential
             self.check_forward(obj, path, ProbabilisticTensorDictSequential)
             self.check_sequence(obj, path)
@@ -238,6 +243,23 @@ class _Walker:
                               "(or a TorchRL Actor / ProbabilisticActor built on them)")
         msg.overwrite_keys.extend(overwrites)
         return msg
+
+    # EnsembleModule -> tdpolicy.Ensemble. tdpolicy names the copies' stacked parameters
+    # "params.<module's names>" where tensordict has "params_td.<...>"; the template's are
+    # "module.<...>" in both.
+    def ensemble(self, obj, path, msg):
+        msg.num_copies = int(obj.params_td.batch_size[0])
+        if not _ensemble_expands_input(obj, path):
+            msg.expand_input = False
+        first = len(self.parameters)
+        self.module_at(obj.module, path + ".module", None, "module.", "module.", msg.module)
+        cpp_template = self.cpp_prefix + "module."
+        python_template = self.python_prefix + "module."
+        for cpp, python, _ in list(self.parameters[first:]):
+            inner_cpp, inner_python = cpp[len(cpp_template):], python[len(python_template):]
+            stacked = obj.params_td.get(tuple(inner_python.split(".")))
+            self.parameters.append((self.cpp_prefix + "params." + inner_cpp,
+                                    self.python_prefix + "params_td." + inner_python, stacked))
 
     def module_at(self, child, path, name, cpp_step, python_step, out):
         saved = self.cpp_prefix, self.python_prefix
@@ -647,6 +669,25 @@ class _Walker:
         if kwargs:
             raise ExportError(path, obj, "CompositeDistribution kwargs with no spec field: %s" % ", ".join(kwargs))
         return msg
+
+
+def _ensemble_expands_input(obj, path):
+    """tensordict's EnsembleModule keeps expand_input only in the in_dims of its torch.vmap
+    wrapper ((None, 0): every copy reads the same input; 0: the input has the copies dim). Read
+    there, by name, as torch 2.11's vmap closure holds it."""
+    wrapper = obj.vmapped_forward
+    try:
+        cells = dict(zip(wrapper.__code__.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
+        in_dims = cells["in_dims"]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise ExportError(path, obj, "cannot read expand_input from this torch's vmap wrapper (no in_dims "
+                          "in its closure); tdpolicy reads it as torch 2.11 keeps it")
+    if in_dims == (None, 0):
+        return True
+    if in_dims == 0:
+        return False
+    raise ExportError(path, obj, "vmap in_dims %r is neither expand_input=True's (None, 0) nor False's 0"
+                      % (in_dims,))
 
 
 # ---- running the module in Python ---------------------------------------------------------------
