@@ -184,7 +184,9 @@ class BatchingActor::Impl {
   }
 
   // Which pending requests the next batch takes: the oldest request's type, in arrival order,
-  // while the rows fit and no environment repeats. `closed`: no later request can join.
+  // while the rows fit and no environment repeats one already taken or one of an earlier request
+  // of another type (which must run first: an environment's steps keep their order). `closed`: no
+  // later request can join.
   struct Plan {
     std::vector<size_t> members;
     int64_t rows = 0;
@@ -193,17 +195,21 @@ class BatchingActor::Impl {
   Plan plan() const {
     Plan next;
     const int type_id = queue.front().type_id;
-    std::unordered_set<int64_t> envs;
+    std::unordered_set<int64_t> taken;
+    std::unordered_set<int64_t> waiting;  // of earlier requests of other types
     for (size_t i = 0; i < queue.size(); ++i) {
       const Pending& pending = queue[i];
-      if (pending.type_id != type_id) continue;
+      if (pending.type_id != type_id) {
+        waiting.insert(pending.env_ids.begin(), pending.env_ids.end());
+        continue;
+      }
       bool repeats = false;
-      for (int64_t id : pending.env_ids) repeats = repeats || envs.count(id) > 0;
+      for (int64_t id : pending.env_ids) repeats = repeats || taken.count(id) > 0 || waiting.count(id) > 0;
       if (repeats || next.rows + pending.rows > options.max_batch_size()) {
         next.closed = true;
         break;
       }
-      envs.insert(pending.env_ids.begin(), pending.env_ids.end());
+      taken.insert(pending.env_ids.begin(), pending.env_ids.end());
       next.members.push_back(i);
       next.rows += pending.rows;
     }

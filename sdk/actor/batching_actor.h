@@ -14,11 +14,12 @@
 // the oldest pending request decides which interaction type runs next; the pending requests of
 // that type are taken in arrival order while their rows fit in max_batch_size. The batch runs as
 // soon as it holds min_batch_size rows, or no later request could join it (the next one does
-// not fit, or repeats an environment id), or max_delay has passed since the oldest pending
-// request arrived. With min_batch_size 1 a batch runs at once, and the requests that arrive while
-// it runs are merged into the next one; a larger min_batch_size trades up to max_delay of latency
-// for fuller batches. Requests of different interaction types never share a call (a request
-// without a type takes the wrapped actor's at submit()).
+// not fit, or names an environment that the batch or an earlier pending request of another type
+// already names: an environment's steps keep their order), or max_delay has passed since the
+// oldest pending request arrived. With min_batch_size 1 a batch runs at once, and the requests
+// that arrive while it runs are merged into the next one; a larger min_batch_size trades up to
+// max_delay of latency for fuller batches. Requests of different interaction types never share a
+// call (a request without a type takes the wrapped actor's at submit()).
 //
 // Recurrent policies (state keys, tdp::spec::state_keys): the wrapped Actor keeps state per row
 // of its own batch, which means nothing across merged requests. So the batcher keeps the state

@@ -406,6 +406,32 @@ TEST(BatchingActorTest, AnEnvironmentPendingTwiceIsSerializedIntoALaterBatch) {
   EXPECT_EQ(batcher.stats().batches, 2);
 }
 
+TEST(BatchingActorTest, AnEnvironmentsStepsKeepTheirOrderAcrossInteractionTypes) {
+  // Pending in this order: env 2 (deterministic), env 1 (random), env 1 (deterministic). The
+  // deterministic batch must not take env 1's second step before its random first one.
+  auto reference = load_actor(kGru);
+  ASSERT_NE(reference, nullptr);
+  BatchingActor batcher(load_actor(kGru),
+                        BatchingActorOptions().min_batch_size(3).max_delay(std::chrono::milliseconds(100)));
+  const at::Tensor obs = at::randn({3, 1, 4}, at::detail::createCPUGenerator(8));
+  auto on = [](int64_t env, InteractionType type) {
+    return BatchingRequest().env_ids(at::tensor(std::vector<int64_t>{env}, at::kLong)).interaction_type(type);
+  };
+  auto env2 = batcher.submit(observation(obs[0]), on(2, InteractionType::kDeterministic));
+  auto env1_first = batcher.submit(observation(obs[1]), on(1, InteractionType::kRandom));
+  auto env1_second = batcher.submit(observation(obs[2]), on(1, InteractionType::kDeterministic));
+  ASSERT_TRUE(ready(env2));
+  ASSERT_TRUE(ready(env1_first));
+  ASSERT_TRUE(ready(env1_second));
+  // The hidden state does not depend on the sampled action, so the reference steps env 1 twice.
+  SequentialEnv env1;
+  env1.step(*reference, obs[1]);
+  expect_rows_equal(env1_second.get(), env1.step(*reference, obs[2]), "env 1, second step");
+  SequentialEnv other;
+  expect_rows_equal(env2.get(), other.step(*reference, obs[0]), "env 2");
+  EXPECT_NO_THROW(env1_first.get());
+}
+
 TEST(BatchingActorTest, ShutdownRunsPendingRequestsAndLaterSubmitsFail) {
   auto actor = load_actor(kCartPole);
   ASSERT_NE(actor, nullptr);
