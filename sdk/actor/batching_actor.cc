@@ -82,7 +82,6 @@ class BatchingActor::Impl {
       const at::ScalarType dtype = spec::scalar_type(input.dtype()).value_or(at::kFloat);
       inputs.push_back({*key, input.key(), {input.shape().begin(), input.shape().end()}, dtype, state});
       if (state) state_inputs.push_back(inputs.back());
-      all_keys.push_back(*key);
     }
     for (const Input& input : state_inputs) state_names.push_back(input.name);
     worker = std::thread([this] { run(); });
@@ -93,7 +92,6 @@ class BatchingActor::Impl {
   std::vector<Input> inputs;
   std::vector<Input> state_inputs;
   std::vector<std::string> state_names;
-  std::vector<NestedKey> all_keys;
 
   // ---- the queue (guarded by mutex) ----
   mutable std::mutex mutex;
