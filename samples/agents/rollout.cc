@@ -35,6 +35,7 @@
 #include "sdk/actor/actor.h"
 #include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/declared_inputs.h"
 #include "sdk/spec/keys.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -90,23 +91,6 @@ absl::StatusOr<std::string> env_name(const std::string& policy) {
                                                  absl::StrJoin(tdp::envs::env_names(), ", "), ")"));
 }
 
-std::optional<at::ScalarType> scalar_type_of(tdpolicy::DType dtype) {
-  switch (dtype) {
-    case tdpolicy::DTYPE_UNSPECIFIED:
-    case tdpolicy::FLOAT32: return at::kFloat;
-    case tdpolicy::FLOAT64: return at::kDouble;
-    case tdpolicy::FLOAT16: return at::kHalf;
-    case tdpolicy::BFLOAT16: return at::kBFloat16;
-    case tdpolicy::INT64: return at::kLong;
-    case tdpolicy::INT32: return at::kInt;
-    case tdpolicy::INT16: return at::kShort;
-    case tdpolicy::INT8: return at::kChar;
-    case tdpolicy::UINT8: return at::kByte;
-    case tdpolicy::BOOL: return at::kBool;
-    default: return std::nullopt;
-  }
-}
-
 // Every input the spec declares must be an observation entry of the environment with the same
 // per-environment shape and dtype (recurrent state excepted: the actor supplies it), and every
 // action key the environment reads must be among the spec's outputs.
@@ -130,7 +114,7 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
                                                      " but ", env.name(), "'s \"", input.key(), "\" has shape ",
                                                      tdp::shape_to_string(entry->shape)));
     }
-    const std::optional<at::ScalarType> dtype = scalar_type_of(input.dtype());
+    const at::ScalarType dtype = tdp::spec::input_scalar_type(input);
     if (dtype != entry->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has dtype ",
                                                      tdpolicy::DType_Name(input.dtype()), " but ", env.name(), "'s \"",

@@ -17,8 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/spec/keys.h"
-#include "sdk/spec/tensor_proto.h"
+#include "sdk/spec/declared_inputs.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -74,13 +73,10 @@ class BatchingActor::Impl {
     if (actor == nullptr) throw std::invalid_argument("BatchingActor: the actor is null");
     check_options(options);
     const std::vector<NestedKey>& state_keys = actor->state_keys();
-    for (const auto& input : actor->spec().inputs()) {
-      auto key = spec::parse_key(input.key());
-      if (!key.ok()) continue;  // the spec loaded, so its keys parse
-      const bool state = std::find(state_keys.begin(), state_keys.end(), *key) != state_keys.end();
-      // An unspecified dtype is FLOAT32 (InputSpec); the rest is the spec's one dtype table.
-      const at::ScalarType dtype = spec::scalar_type(input.dtype()).value_or(at::kFloat);
-      inputs.push_back({*key, input.key(), {input.shape().begin(), input.shape().end()}, dtype, state});
+    declared = spec::DeclaredInputs(actor->spec());
+    for (const spec::DeclaredInput& input : declared.inputs()) {
+      const bool state = std::find(state_keys.begin(), state_keys.end(), input.key) != state_keys.end();
+      inputs.push_back({input.key, input.name, input.shape, input.dtype, state});
       if (state) state_inputs.push_back(inputs.back());
     }
     for (const Input& input : state_inputs) state_names.push_back(input.name);
@@ -89,6 +85,7 @@ class BatchingActor::Impl {
 
   std::shared_ptr<Actor> actor;
   BatchingActorOptions options;
+  spec::DeclaredInputs declared;
   std::vector<Input> inputs;
   std::vector<Input> state_inputs;
   std::vector<std::string> state_names;
@@ -137,25 +134,12 @@ class BatchingActor::Impl {
       fail(absl::StrCat("the observation carries the recurrent state ", absl::StrJoin(given_state, ", "), " but not ",
                         absl::StrJoin(missing, ", "), "; pass every state key or none (and env_ids)"));
     }
+    declared.check(observation, "BatchingActor.submit",
+                   stateless_form ? std::vector<NestedKey>{} : actor->state_keys());
     TensorDict selected({rows});
     for (const Input& input : inputs) {
       if (input.state && !stateless_form) continue;
-      std::vector<int64_t> expected = {rows};
-      expected.insert(expected.end(), input.shape.begin(), input.shape.end());
-      const std::string declared = absl::StrCat(c10::toString(input.dtype), " ", shape_string(expected));
-      if (!observation.contains(input.key) || observation.is_tensordict(input.key)) {
-        fail(absl::StrCat("input \"", input.name, "\" is missing (declared ", declared, ")"));
-      }
-      const at::Tensor value = observation.get(input.key);
-      if (value.sizes() != c10::IntArrayRef(expected)) {
-        fail(absl::StrCat("input \"", input.name, "\" has shape ", shape_string(value.sizes()), ", expected ",
-                          shape_string(expected)));
-      }
-      if (value.scalar_type() != input.dtype) {
-        fail(absl::StrCat("input \"", input.name, "\" has dtype ", c10::toString(value.scalar_type()), ", expected ",
-                          c10::toString(input.dtype)));
-      }
-      selected.set(input.key, value);
+      selected.set(input.key, observation.get(input.key));
     }
     Pending pending{std::move(selected), rows, std::nullopt, -1, {}, Clock::now(), {}};
     pending.type = request.interaction_type() ? request.interaction_type() : actor->options().interaction_type();

@@ -45,6 +45,7 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/declared_inputs.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/limits.h"
 #include "sdk/spec/policy.h"
@@ -401,11 +402,7 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
     if (std::find(state.begin(), state.end(), *key) != state.end()) continue;
     std::vector<int64_t> shape{batch};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
-    // An unspecified input dtype is FLOAT32 (InputSpec); the rest is the spec's one dtype table.
-    const std::optional<at::ScalarType> dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED
-                                                    ? std::optional<at::ScalarType>(at::kFloat)
-                                                    : tdp::spec::scalar_type(input.dtype());
-    if (!dtype) throw std::invalid_argument(absl::StrCat("input \"", input.key(), "\" has no tensor dtype"));
+    const std::optional<at::ScalarType> dtype = tdp::spec::input_scalar_type(input);
     at::Tensor value;
     if (*dtype == at::kFloat || *dtype == at::kDouble) {
       value = at::randn(shape, *dtype);

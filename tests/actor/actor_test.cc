@@ -251,6 +251,33 @@ TEST(ActorTest, AggregatedActorsReturnTheSummedLogProb) {
                            1e-5));
 }
 
+// Every call's observation is checked against the spec's inputs, on either backend: the error
+// names the key, the declared dtype and shape, and what was given.
+TEST(ActorTest, AWrongObservationIsAnErrorNamingTheInput) {
+  const std::string cartpole = test_util::runfile("policies/cartpole_categorical.pbtxt");
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch}) {
+    ASSERT_OK_AND_ASSIGN(auto actor, Actor::load(cartpole, ActorOptions().backend(backend)));
+    auto message = [&](const TensorDict& obs) {
+      try {
+        actor->act(obs);
+      } catch (const std::invalid_argument& error) {
+        return std::string(error.what());
+      }
+      return std::string("no error");
+    };
+    EXPECT_EQ(message(TensorDict({{"observation", at::zeros({2, 5})}}, {2})),
+              "Actor.act: input \"observation\" has shape [2, 5], expected [2, 4] (Float [4] per environment, "
+              "batch_size [2])");
+    EXPECT_EQ(message(TensorDict({{"observation", at::zeros({2, 4}, at::kDouble)}}, {2})),
+              "Actor.act: input \"observation\" has dtype Double, expected Float");
+    EXPECT_EQ(message(TensorDict({{"obs", at::zeros({2, 4})}}, {2})),
+              "Actor.act: input \"observation\" is missing (declared Float [4] per environment, batch_size [2])");
+    EXPECT_EQ(actor->act(TensorDict({{"observation", at::zeros({2, 4})}, {"extra", at::zeros({2})}}, {2}))
+                  .get("action").sizes(),
+              c10::IntArrayRef({2}));
+  }
+}
+
 TEST(ActorTest, ReturnAllEntriesGivesTheWholeTensorDict) {
   TensorDict obs = observations(3);
   ASSERT_OK_AND_ASSIGN(auto selected, load(kCategorical, ActorOptions().seed(1)));

@@ -220,7 +220,7 @@ TEST(BatchingActorTest, ABadRequestFailsAloneWhileGoodOnesInTheSameWindowSucceed
   std::vector<Bad> bad;
   bad.push_back({"missing key",
                  batcher.submit(TensorDict({{"obs", at::zeros({1, 4})}}, {1})),
-                 {"input \"observation\" is missing", "declared Float [1, 4]"}});
+                 {"input \"observation\" is missing", "declared Float [4] per environment, batch_size [1]"}});
   bad.push_back({"trailing shape",
                  batcher.submit(observation(at::zeros({1, 5}))),
                  {"input \"observation\" has shape [1, 5], expected [1, 4]"}});

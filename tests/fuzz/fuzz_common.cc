@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/spec/declared_inputs.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/tensor_proto.h"
 #include "sdk/tensordict/tensordict.h"
@@ -51,8 +52,11 @@ void run_policy(const spec::Policy& policy) {
     auto key = spec::parse_key(input.key());
     // The validator accepted the spec, so every declared key parses and every dtype is known.
     TDP_FUZZ_CHECK(key.ok(), "a validated spec has an input key that does not parse: " + input.key());
-    auto dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED ? std::optional<at::ScalarType>(at::kFloat)
-                                                              : spec::scalar_type(input.dtype());
+    std::optional<at::ScalarType> dtype;
+    try {
+      dtype = spec::input_scalar_type(input);
+    } catch (const std::invalid_argument&) {
+    }
     TDP_FUZZ_CHECK(dtype.has_value(), "a validated spec has an input of unknown dtype: " + input.key());
     std::vector<int64_t> shape{2};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
