@@ -17,6 +17,11 @@
 // carries the state keys is used as given and the actor's copy is left alone (the stateless
 // form); one that carries some of them but not all is an error naming the missing ones.
 //
+// Observations: every declared input (tdp::spec::DeclaredInputs) must be present with the
+// observation's batch_size + its declared shape and dtype, else act() throws
+// std::invalid_argument naming the key, what is declared and what was given; entries the spec
+// does not declare are ignored.
+//
 // Thread safety: act() may be called from many threads at once. Each call's interaction type and
 // aggregation mode are scoped to its thread; the kept recurrent state is guarded by a mutex
 // (threads sharing one recurrent actor share that state, so give each simulator thread its own
