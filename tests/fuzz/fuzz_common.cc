@@ -43,6 +43,10 @@ void check_error(const absl::Status& status, const std::string& source, const st
   const bool named = status.message().find(source) != absl::string_view::npos ||
                      (!other_source.empty() && status.message().find(other_source) != absl::string_view::npos);
   TDP_FUZZ_CHECK(named, "the error does not name its source \"" + source + "\": " + std::string(status.message()));
+  // build_policy's last resort, for an exception nothing on the way turned into a Status with a
+  // field path: reaching it means the validator let through what the builder then refused.
+  TDP_FUZZ_CHECK(status.message().find(": cannot load the policy: ") == absl::string_view::npos,
+                 "the error is the loader's generic fallback, not a field path: " + std::string(status.message()));
 }
 
 void run_policy(const spec::Policy& policy) {

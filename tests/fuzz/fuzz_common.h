@@ -29,7 +29,8 @@ spec::Limits fuzz_limits();
 spec::LoadOptions fuzz_load_options();
 
 // Every error must say something and name where it came from: `source`, or `other_source` when
-// not empty (a parameters file's errors name that file).
+// not empty (a parameters file's errors name that file), and must not be build_policy's generic
+// "cannot load the policy: <exception>" fallback (validation should have named the field).
 void check_error(const absl::Status& status, const std::string& source, const std::string& other_source = "");
 
 // Calls the module on zeros of the declared input shapes at batch 2, under every interaction
