@@ -103,8 +103,7 @@ struct Builder {
       case tdpolicy::Network::kCat: {
         nn::Cat cat;
         return std::make_shared<nn::TensorDictModuleImpl>(
-            cat.ptr(), [c = cat.ptr()](nn::TensorList& in) { return nn::TensorList{c->forward(in)}; }, options,
-            "Cat");
+            cat.ptr(), [c = cat.ptr()](nn::TensorList& in) { return nn::TensorList{c->forward(in)}; }, options, "Cat");
       }
       case tdpolicy::Network::KIND_NOT_SET:
         break;

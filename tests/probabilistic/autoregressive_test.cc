@@ -267,8 +267,7 @@ INSTANTIATE_TEST_SUITE_P(AggregationModes, Autoregressive, ::testing::Bool(),
 
 TEST(OneHot, MatchesTorchAndRejectsFloats) {
   OneHot one_hot(3);
-  EXPECT_TRUE(one_hot(at::tensor({2, 0}, at::kLong))
-                  .equal(at::tensor({0.f, 0.f, 1.f, 1.f, 0.f, 0.f}).reshape({2, 3})));
+  EXPECT_TRUE(one_hot(at::tensor({2, 0}, at::kLong)).equal(at::tensor({0.f, 0.f, 1.f, 1.f, 0.f, 0.f}).reshape({2, 3})));
   EXPECT_EQ(one_hot(at::tensor({1}, at::kInt)).scalar_type(), at::kFloat);
   EXPECT_THROW(one_hot(at::tensor({1.0f})), std::invalid_argument);
   EXPECT_THROW(one_hot(at::tensor({3}, at::kLong)), c10::Error);
