@@ -107,6 +107,16 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
   const int64_t obs_dim = obs_specs[0].numel();
   const std::vector<NestedKey> sample_keys = actor->dist_sample_keys();
   Scorer scorer(sample_keys);
+  // The distribution that scores the stored actions. With one probabilistic module it is
+  // get_dist(). With several (return_composite: autoregressive heads, a later part computed
+  // from an earlier sample) it is get_dist_given_samples(): the joint over all parts, each
+  // conditioned on the stored earlier samples, so log_prob is log p(a1) + log p(a2 | a1) and
+  // the entropy H(a1) + H(a2 | a1 stored). (tensordict's get_dist would re-draw a1 and score a2
+  // under that draw: not the probability of the action taken.)
+  auto dist_of = [&](const TensorDict& td, bool rollout) {
+    if (actor->return_composite()) return actor->get_dist_given_samples(td);
+    return rollout ? actor->build_dist_from_params(td) : actor->get_dist(td);
+  };
 
   at::manual_seed(config.seed);  // the critic's initialization
   nn::TensorDictModule critic(
@@ -159,8 +169,10 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
           nn::GeneratorGuard stream(gen);
           actor->forward(step_td);
         }
-        // The parameters are in step_td now: score the drawn actions without rerunning the nets.
-        const Scored scored = scorer.score(actor->build_dist_from_params(step_td), step_td, false);
+        // The parameters are in step_td now: score the drawn actions without rerunning the nets
+        // (one probabilistic module); autoregressive heads score jointly, each part given the
+        // drawn earlier parts.
+        const Scored scored = scorer.score(dist_of(step_td, /*rollout=*/true), step_td, false);
         const at::Tensor value = value_of(obs);
         TensorDict out = env.step(step_td);
 
@@ -238,7 +250,7 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         at::Tensor adv = advantages.index_select(0, idx);
         if (config.normalize_advantages && M > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
 
-        const Scored scored = scorer.score(actor->get_dist(mb), mb, true);
+        const Scored scored = scorer.score(dist_of(mb, /*rollout=*/false), mb, true);
         const at::Tensor log_ratio = scored.log_prob - old_logp;
         const at::Tensor ratio = log_ratio.exp();
         const at::Tensor pg_loss =

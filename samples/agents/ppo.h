@@ -1,6 +1,8 @@
 // PPO (Schulman et al. 2017, clipped objective) written on the SDK: the actor is the
 // ProbabilisticTensorDictSequential a policy spec builds, whose get_dist() gives the
-// distribution that scores actions (log-prob and entropy from the SDK's distributions); the
+// distribution that scores actions (log-prob and entropy from the SDK's distributions; with
+// several probabilistic modules, autoregressive heads, get_dist_given_samples(): the joint
+// log p(a1) + log p(a2 | stored a1)); the
 // critic is a TensorDictModule over an Mlp writing "state_value"; advantages come from GAE;
 // one Adam optimizer updates both. Training leaves the trained parameters in the policy's
 // module, so spec::save_policy writes a spec that Actor::load (and the `rollout` sample) runs.

@@ -1,8 +1,11 @@
 // PPO on Goal (hybrid actions) from scratch: trains policies/goal_hybrid.pbtxt, whose
 // CompositeDistribution (Categorical action type + Normal parameter) is scored jointly, and
-// reports the deterministic return before and after.
+// reports the deterministic return before and after. --policy=policies/goal_autoregressive.pbtxt
+// trains the autoregressive heads instead (the parameter's Normal computed from the sampled
+// type), scored jointly with get_dist_given_samples (see ppo.cc).
 //
 //   ./bazelw run -c opt //samples:ppo_goal                     # runs/goal/policy.pb
+//   ./bazelw run -c opt //samples:ppo_goal -- --policy=policies/goal_autoregressive.pbtxt
 #include "samples/agents/ppo_main.h"
 
 int main(int argc, char** argv) {

@@ -115,4 +115,25 @@ std::tuple<at::Tensor, at::Tensor> LstmCellImpl::forward(const at::Tensor& input
 
 MappingModuleImpl::MappingModuleImpl(std::string name) : name_(std::move(name)), mapping_(nn::mappings(name_)) {}
 
+OneHotImpl::OneHotImpl(int64_t num_classes) : num_classes_(num_classes) {
+  if (num_classes <= 0) {
+    throw std::invalid_argument(absl::StrCat("OneHot: num_classes must be positive, got ", num_classes));
+  }
+}
+
+at::Tensor OneHotImpl::forward(const at::Tensor& index) {
+  if (!index.defined()) throw std::invalid_argument("OneHot: the input is undefined");
+  if (at::isFloatingType(index.scalar_type()) || at::isComplexType(index.scalar_type())) {
+    throw std::invalid_argument(absl::StrCat("OneHot: expects an integer index tensor, got ",
+                                             c10::toString(index.scalar_type())));
+  }
+  // at::one_hot checks the range (a negative or too large index throws).
+  return at::one_hot(index.to(at::kLong), num_classes_).to(at::kFloat);
+}
+
+at::Tensor CatImpl::forward(const std::vector<at::Tensor>& inputs) {
+  if (inputs.empty()) throw std::invalid_argument("Cat: needs at least one input");
+  return at::cat(inputs, -1);
+}
+
 }  // namespace tdp::nn

@@ -1,6 +1,7 @@
 // Networks that policy specs name: an MLP, recurrent cells that read and write their state as
-// tensors (so a TensorDictModule can keep it in TensorDict entries), and an elementwise
-// mapping. They are ordinary LibTorch modules; the spec loader builds them and the exporter
+// tensors (so a TensorDictModule can keep it in TensorDict entries), an elementwise mapping,
+// and the two parameter-free shapes an autoregressive head needs to read a sampled action
+// (OneHot: an index to a float one-hot; Cat: inputs joined on the last dim). They are ordinary LibTorch modules; the spec loader builds them and the exporter
 // recognizes them.
 //
 //   tdp::nn::Mlp mlp(tdp::nn::MlpOptions(17, {64, 64}, 12).activation("tanh"));
@@ -8,6 +9,7 @@
 //   tdp::nn::GruCell gru(tdp::nn::GruCellOptions(4, 8));
 //   at::Tensor h = gru(x, at::Tensor());                          // an undefined state starts at 0
 //   tdp::nn::TensorDictModule rnn(gru, tdp::nn::TensorDictModuleOptions({"obs", "hidden"}, {"hidden"}));
+//   at::Tensor x = tdp::nn::Cat()->forward({obs, tdp::nn::OneHot(2)(action_type)});   // [B, 4 + 2]
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -115,5 +117,33 @@ class MappingModuleImpl : public torch::nn::Cloneable<MappingModuleImpl> {
   nn::Mapping mapping_;
 };
 TORCH_MODULE(MappingModule);
+
+// torch.nn.functional.one_hot(index, num_classes) as float32: an integer tensor [...] becomes
+// [..., num_classes], so a network can read a sampled discrete action. Throws
+// std::invalid_argument for num_classes <= 0 and, on forward, for a floating or complex input
+// or an index outside [0, num_classes) (torch's one_hot rejects both too).
+class OneHotImpl : public torch::nn::Cloneable<OneHotImpl> {
+ public:
+  explicit OneHotImpl(int64_t num_classes);
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& index);
+  int64_t num_classes() const { return num_classes_; }
+
+ private:
+  int64_t num_classes_;
+};
+TORCH_MODULE(OneHot);
+
+// torch.cat(inputs, dim=-1): joins its inputs on the last dim (same leading dims; dtypes
+// promoted as torch.cat does). A TensorDictModule wraps it through a function taking the
+// TensorList of its in_keys (the spec's `cat` network does).
+class CatImpl : public torch::nn::Cloneable<CatImpl> {
+ public:
+  CatImpl() = default;
+  void reset() override {}
+  // Throws std::invalid_argument for no input.
+  at::Tensor forward(const std::vector<at::Tensor>& inputs);
+};
+TORCH_MODULE(Cat);
 
 }  // namespace tdp::nn

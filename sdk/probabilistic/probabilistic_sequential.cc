@@ -247,6 +247,16 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict
     }
     return build_dist_from_params(params);
   }
+  return composite_dist(tensordict, /*keep_given=*/false);
+}
+
+AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist_given_samples(const TensorDict& tensordict) const {
+  if (!return_composite_) return get_dist(tensordict);
+  return composite_dist(tensordict, /*keep_given=*/true);
+}
+
+AnyDistribution ProbabilisticTensorDictSequentialImpl::composite_dist(const TensorDict& tensordict,
+                                                                      bool keep_given) const {
   const SampleRequest request = SampleRequest::from_scopes();
   TensorDict td = tensordict.clone(/*deep=*/false);
   std::vector<std::pair<NestedKey, dist::DistributionPtr>> parts;
@@ -258,7 +268,11 @@ AnyDistribution ProbabilisticTensorDictSequentialImpl::get_dist(const TensorDict
       continue;
     }
     AnyDistribution d = p->get_dist(td);
-    if (i + 1 < mods.size()) {
+    const auto has_samples = [&] {
+      const std::vector<NestedKey> keys = p->dist_sample_keys();
+      return !keys.empty() && std::all_of(keys.begin(), keys.end(), [&](const NestedKey& k) { return td.contains(k); });
+    };
+    if (i + 1 < mods.size() && !(keep_given && has_samples())) {
       // Later modules are conditioned on this one's value, drawn as forward() would.
       if (ProbabilisticTensorDictModuleImpl* m = prob_modules_[i]) {
         TensorDict drawn = m->forward_with_request(td.clone(/*deep=*/false), request);

@@ -85,6 +85,17 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   TensorDict get_dist_params(const TensorDict& tensordict) const;
   // The last probabilistic module's distribution, or the composite over all of them.
   AnyDistribution get_dist(const TensorDict& tensordict) const override;
+  // C++ addition for autoregressive heads: the CompositeDistribution over every probabilistic
+  // module, each built from `tensordict` with the samples it already holds left in place
+  // (teacher forcing), so that later parts are conditioned on the given earlier samples. Its
+  // log_prob of those samples is the joint log p(a1) + log p(a2 | a1) + ... that a
+  // policy-gradient update needs, and its entropy is H(a1) + H(a2 | given a1) + ... . A sample
+  // the tensordict lacks is drawn as get_dist() draws it. tensordict's get_dist (and so
+  // log_prob without `dist`) instead re-draws every intermediate sample under the current
+  // interaction type (the module's default, usually deterministic, when none is set) and
+  // conditions the later parts on that draw, whatever the tensordict holds. Requires
+  // return_composite (else it is get_dist()).
+  AnyDistribution get_dist_given_samples(const TensorDict& tensordict) const;
   // The last ProbabilisticTensorDictModule's distribution built from `tensordict` as it is.
   AnyDistribution build_dist_from_params(const TensorDict& tensordict) const;
   LogProb log_prob(const TensorDict& tensordict,
@@ -123,6 +134,9 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // Runs module `index` of a call made with `request` (for run_modules()).
   struct ChildRunner;
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
+  // get_dist() with return_composite; keep_given: a module whose samples are all present
+  // keeps them instead of drawing (get_dist_given_samples()).
+  AnyDistribution composite_dist(const TensorDict& tensordict, bool keep_given) const;
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;

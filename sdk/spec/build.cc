@@ -98,6 +98,13 @@ struct Builder {
       case tdpolicy::Network::kNormalParamExtractor:
       case tdpolicy::Network::kAddStateIndependentNormalScale:
         return internal::build_distribution_network(net, options);
+      case tdpolicy::Network::kOneHot:
+        return nn::TensorDictModule(nn::OneHot(net.one_hot().num_classes()), options).ptr();
+      case tdpolicy::Network::kCat: {
+        nn::Cat cat;
+        return std::make_shared<nn::TensorDictModuleImpl>(
+            cat.ptr(), [c = cat.ptr()](nn::TensorList& in) { return nn::TensorList{c->forward(in)}; }, options, "Cat");
+      }
       case tdpolicy::Network::KIND_NOT_SET:
         break;
     }

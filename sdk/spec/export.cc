@@ -93,10 +93,15 @@ void export_network(const nn::TensorDictModuleImpl& module, tdpolicy::NetworkMod
     s->set_scale_mapping(o.scale_mapping());
     s->set_scale_lb(o.scale_lb());
     s->set_init_value(o.init_value());
+  } else if (auto* one_hot = dynamic_cast<const nn::OneHotImpl*>(inner.get())) {
+    net->mutable_one_hot()->set_num_classes(one_hot->num_classes());
+  } else if (dynamic_cast<const nn::CatImpl*>(inner.get()) != nullptr) {
+    net->mutable_cat();
   } else {
     throw Unexportable(absl::StrCat(where, ": a TensorDictModule around ", inner ? inner->name() : "a function",
                                     " cannot be written to a spec (supported: Mlp, Linear, GruCell, LstmCell, "
-                                    "MappingModule, NormalParamExtractor, AddStateIndependentNormalScale)"));
+                                    "MappingModule, NormalParamExtractor, AddStateIndependentNormalScale, OneHot, "
+                                    "Cat)"));
   }
 }
 

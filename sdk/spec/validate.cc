@@ -430,9 +430,53 @@ class Validator {
         outputs = {inputs[0], inputs[0]};
         break;
       }
+      case tdpolicy::Network::kOneHot: {
+        if (!arity(spec, 1, 1, path, "a one_hot")) return false;
+        const int64_t classes = net.one_hot().num_classes();
+        if (!positive(classes, net_path + ".one_hot.num_classes")) return false;
+        // Each input element becomes num_classes floats: bounded like a layer's weights.
+        if (!allocatable(static_cast<double>(classes), net_path + ".one_hot")) return false;
+        Shape out = inputs[0];
+        if (out) out->push_back(classes);
+        outputs.push_back(out);
+        break;
+      }
+      case tdpolicy::Network::kCat: {
+        if (spec.in_keys_size() < 1) {
+          fail(path + ".in_keys", "a cat reads at least one key, got 0");
+          return false;
+        }
+        if (spec.out_keys_size() != 1) {
+          fail(path + ".out_keys", absl::StrCat("a cat writes 1 key(s), got ", spec.out_keys_size()));
+          return false;
+        }
+        // Known shapes must agree on all but the last dim; the output's last dim is their sum.
+        Shape out = inputs[0];
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const Shape& in = inputs[i];
+          if (in && in->empty()) {
+            fail(absl::StrCat(path, ".in_keys[", i, "]"), "a cat input needs at least one dim (it joins on the last)");
+            return false;
+          }
+          if (i == 0 || !in || !out) {
+            if (!in) out = std::nullopt;
+            continue;
+          }
+          if (in->size() != out->size() || !std::equal(in->begin(), in->end() - 1, out->begin())) {
+            fail(absl::StrCat(path, ".in_keys[", i, "]"),
+                 absl::StrCat("the input has shape ", shape_to_string(*in), " but in_keys[0] has ",
+                              shape_to_string(*inputs[0]), "; a cat needs the same dims but the last"));
+            return false;
+          }
+          out->back() += in->back();
+        }
+        outputs.push_back(out);
+        break;
+      }
       case tdpolicy::Network::KIND_NOT_SET:
         fail(net_path, "no network kind is set", "one of mlp, linear, gru_cell, lstm_cell, torchscript, mapping, "
-                                                 "normal_param_extractor, add_state_independent_normal_scale");
+                                                 "normal_param_extractor, add_state_independent_normal_scale, "
+                                                 "one_hot, cat");
         return false;
     }
     if (static_cast<int>(outputs.size()) != spec.out_keys_size()) {

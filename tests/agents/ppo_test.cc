@@ -1,6 +1,7 @@
 // PPO: a few iterations on CartPole improve the deterministic return over the untrained
 // policy; a trained policy saved with save_policy and reloaded with Actor::load acts and scores
-// exactly as the trained module (categorical, hybrid and Gaussian policies); bad configs and
+// exactly as the trained module (categorical, hybrid, autoregressive and Gaussian policies); the
+// update scores stored actions as the rollout did; bad configs and
 // policies PPO cannot train give errors that name the problem.
 #include "samples/agents/ppo.h"
 
@@ -148,6 +149,43 @@ TEST(PpoTest, SavedHybridPolicyReloadsAndActsIdentically) {
   config.entropy_coef = 0.01;
   expect_reload_acts_identically("policies/goal_hybrid.pbtxt", env, config,
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
+}
+
+TEST(PpoTest, SavedAutoregressivePolicyReloadsAndActsIdentically) {
+  envs::Goal env(envs::EnvOptions(16));
+  PpoConfig config;
+  config.steps_per_rollout = 16;
+  config.total_env_steps = 3 * 256;
+  config.epochs = 4;
+  config.minibatch_size = 128;
+  config.entropy_coef = 0.01;
+  expect_reload_acts_identically("policies/goal_autoregressive.pbtxt", env, config,
+                                 {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
+}
+
+// The update scores the stored actions exactly as the rollout did: before the first gradient
+// step the ratio is 1 (approx_kl 0, nothing clipped). For the autoregressive heads this holds
+// only because both score with get_dist_given_samples (the parameter's Normal given the stored
+// type); tensordict's get_dist re-draws the type (deterministic: the argmax) and scores the
+// parameter under that draw, which departs wherever a non-argmax type was sampled.
+TEST(PpoTest, RolloutAndUpdateScoreTheSameJointLogProb) {
+  at::set_num_threads(1);
+  for (const char* spec_path : {"policies/goal_autoregressive.pbtxt", "policies/goal_hybrid.pbtxt"}) {
+    SCOPED_TRACE(spec_path);
+    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(spec_path));
+    envs::Goal env(envs::EnvOptions(16));
+    PpoConfig config;
+    config.num_envs = 16;
+    config.steps_per_rollout = 16;
+    config.total_env_steps = 256;  // one iteration
+    config.epochs = 1;
+    config.minibatch_size = 256;  // one gradient step, after the ratio is measured
+    ASSERT_OK_AND_ASSIGN(PpoResult result, train_ppo(env, policy, config));
+    ASSERT_EQ(result.iterations.size(), 1u);
+    EXPECT_NEAR(result.iterations[0].approx_kl, 0.0, 1e-6);
+    EXPECT_EQ(result.iterations[0].clip_fraction, 0.0);
+    EXPECT_LT(result.iterations[0].entropy, 10.0);
+  }
 }
 
 TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {

@@ -22,7 +22,7 @@ using testing::write_file;
 const std::vector<std::string>& policy_files() {
   static const std::vector<std::string> files = {
       "policies/pendulum_tanh_gaussian.pbtxt", "policies/cartpole_categorical.pbtxt", "policies/goal_hybrid.pbtxt",
-      "policies/recurrent_gru.pbtxt"};
+      "policies/recurrent_gru.pbtxt", "policies/goal_autoregressive.pbtxt"};
   return files;
 }
 
@@ -88,7 +88,7 @@ void load_and_maybe_run(const std::string& content, SpecFormat format, int* buil
 TEST(Fuzz, MutatedBinarySpecsNeverCrashTheLoader) {
   std::vector<std::string> seeds;
   ASSERT_NO_FATAL_FAILURE(binary_seeds(&seeds));
-  ASSERT_EQ(seeds.size(), 5u);
+  ASSERT_EQ(seeds.size(), 6u);
   std::mt19937 rng(20240611);
   int built = 0;
   int rejected = 0;

@@ -48,7 +48,7 @@ TEST(StateKeys, ThePoliciesThatShip) {
   ASSERT_OK_AND_ASSIGN(const Policy recurrent, load_policy("policies/recurrent_gru.pbtxt"));
   EXPECT_EQ(state_keys(recurrent.spec), std::vector<NestedKey>{"hidden"});
   for (const char* path : {"policies/cartpole_categorical.pbtxt", "policies/pendulum_tanh_gaussian.pbtxt",
-                           "policies/goal_hybrid.pbtxt"}) {
+                           "policies/goal_hybrid.pbtxt", "policies/goal_autoregressive.pbtxt"}) {
     ASSERT_OK_AND_ASSIGN(const Policy policy, load_policy(path));
     EXPECT_TRUE(state_keys(policy.spec).empty()) << path;
   }

@@ -59,6 +59,18 @@ std::vector<PolicyCase> policy_cases() {
         {"params/action_param/loc", {1}, f32},
         {"params/action_param/scale", {1}, f32}},
        {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "Categorical has no mean (its actions are discrete); use MODE or DETERMINISTIC"}}},
+      {"policies/goal_autoregressive.pbtxt",
+       {{"observation", {4}, f32}},
+       {{"action_type", {}, i64},
+        {"action_param", {1}, f32},
+        {"action_type_log_prob", {}, f32},
+        {"action_param_log_prob", {1}, f32},
+        {"params/action_type/logits", {2}, f32},
+        {"action_type_one_hot", {2}, f32},
+        {"param_input", {6}, f32},
+        {"params/action_param/loc", {1}, f32},
+        {"params/action_param/scale", {1}, f32}},
+       {{InteractionType::kMedian, "median"}, {InteractionType::kMean, "Categorical has no mean (its actions are discrete); use MODE or DETERMINISTIC"}}},
       {"policies/recurrent_gru.pbtxt",
        {{"observation", {4}, f32}, {"hidden", {32}, f32}},
        {{"action", {}, i64}, {"action_log_prob", {}, f32}, {"hidden", {32}, f32}, {"logits", {2}, f32}},
@@ -190,6 +202,30 @@ TEST(PoliciesValues, HybridPartsFollowTheirHeads) {
   at::Tensor scale = out.get({"params", "action_param", "scale"});
   // Normal log-density at its own mean.
   EXPECT_TRUE(at::allclose(out.get("action_param_log_prob"), -scale.log() - 0.5 * std::log(2 * M_PI), 1e-5, 1e-5));
+}
+
+// The parameter's Normal is computed from the observation and the sampled type: the one-hot
+// the parameter head reads is the drawn type's, and the same observation with the other type
+// gives another loc.
+TEST(PoliciesValues, AutoregressiveParameterFollowsTheSampledType) {
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/goal_autoregressive.pbtxt"));
+  at::manual_seed(5);
+  TensorDict td({{"observation", at::randn({64, 4})}}, {64});
+  TensorDict out = run(policy, td, InteractionType::kRandom);
+  const at::Tensor type = out.get("action_type");
+  EXPECT_TRUE(out.get("action_type_one_hot").equal(at::one_hot(type, 2).to(at::kFloat)));
+  EXPECT_TRUE(out.get("param_input").equal(at::cat({td.get("observation"), out.get("action_type_one_hot")}, -1)));
+  EXPECT_GT(type.sum().item<int64_t>(), 0);
+  EXPECT_LT(type.sum().item<int64_t>(), 64);  // both types drawn
+  TensorDict det = run(policy, td, InteractionType::kDeterministic);
+  EXPECT_TRUE(det.get("action_type").equal(det.get({"params", "action_type", "logits"}).argmax(-1)));
+  EXPECT_TRUE(det.get("action_param").equal(det.get({"params", "action_param", "loc"})));
+  // Where the random type differs from the argmax, the loc differs too.
+  const at::Tensor differ = type.ne(det.get("action_type"));
+  ASSERT_GT(differ.sum().item<int64_t>(), 0);
+  const at::Tensor loc_r = out.get({"params", "action_param", "loc"}).squeeze(-1).masked_select(differ);
+  const at::Tensor loc_d = det.get({"params", "action_param", "loc"}).squeeze(-1).masked_select(differ);
+  EXPECT_FALSE(loc_r.allclose(loc_d));
 }
 
 // The simulator feeds "hidden" back each step; batched envs must not see each other's state.

@@ -114,7 +114,7 @@ TEST_P(SaveLoadTest, LoadOfSaveGivesTheSamePolicy) {
 INSTANTIATE_TEST_SUITE_P(
     AllForms, SaveLoadTest,
     ::testing::Combine(::testing::Values("pendulum_tanh_gaussian", "cartpole_categorical", "goal_hybrid",
-                                         "recurrent_gru"),
+                                         "goal_autoregressive", "recurrent_gru"),
                        ::testing::Values(Form{".pbtxt", true}, Form{".pb", true}, Form{".json", true},
                                          Form{".pbtxt", false}, Form{".pb", false}, Form{".json", false})),
     [](const ::testing::TestParamInfo<std::tuple<std::string, Form>>& info) {

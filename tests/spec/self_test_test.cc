@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "sdk/spec/policy.h"
 #include "sdk/spec/tensor_proto.h"
@@ -63,6 +65,33 @@ TEST(SelfTest, PassesAfterSaveAndLoadInEveryForm) {
     ASSERT_OK(save_policy(loaded, path));
     EXPECT_OK(load_policy(path, checking())) << extension;
   }
+}
+
+// The autoregressive Goal actor (two probabilistic modules, the parameter computed from the
+// sampled type) records its outputs and the per-part log-probs of given actions, saves, and
+// passes its self test on load; a tampered parameter log-prob fails it.
+TEST(SelfTest, AutoregressivePolicyRecordsAndPasses) {
+  ASSERT_OK_AND_ASSIGN(Policy policy, load_policy("policies/goal_autoregressive.pbtxt"));
+  at::manual_seed(9);
+  TensorDict inputs({{"observation", at::randn({6, 4})}}, {6});
+  TensorDict actions({{"action_type", at::randint(0, 2, {6}, at::kLong)}, {"action_param", at::randn({6, 1})}}, {6});
+  ASSERT_OK_AND_ASSIGN(*policy.spec.add_self_tests(), make_self_test(policy, inputs, actions));
+  const tdpolicy::SelfTest& test = policy.spec.self_tests(0);
+  std::vector<std::string> names;
+  for (const auto& lp : test.expected_log_probs()) names.push_back(lp.name());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"action_param_log_prob", "action_type_log_prob"}));
+  const std::string path = temp_path("goal_autoregressive_self_test.pb");
+  ASSERT_OK(save_policy(policy, path));
+  ASSERT_OK(load_policy(path, checking()));
+
+  for (auto& lp : *policy.spec.mutable_self_tests(0)->mutable_expected_log_probs()) {
+    if (lp.name() != "action_param_log_prob") continue;
+    ASSERT_OK_AND_ASSIGN(at::Tensor t, from_tensor_proto(lp.tensor()));
+    *lp.mutable_tensor() = to_tensor_proto(t + 0.5);
+  }
+  ASSERT_OK(save_policy(policy, path));
+  EXPECT_FALSE(load_policy(path, checking()).ok());
 }
 
 TEST(SelfTest, ATamperedOutputFailsNamingTheField) {

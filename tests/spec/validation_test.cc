@@ -138,6 +138,44 @@ TEST(Validation, ShapesFlowThroughLayers) {
             "linear.in_features is 3 (hint: make the declared input shape and the layer size agree)");
 }
 
+// one_hot and cat (the autoregressive head's reading of a sampled action): shapes flow through
+// them, and their mistakes are named.
+TEST(Validation, OneHotAndCatShapes) {
+  auto spec = valid();
+  auto add = [&](std::vector<std::string> in, const std::string& out) {
+    auto* m = spec.mutable_module()->mutable_sequential()->add_modules()->mutable_network();
+    for (const auto& key : in) m->add_in_keys(key);
+    m->add_out_keys(out);
+    return m->mutable_network();
+  };
+  add({"action"}, "action_one_hot")->mutable_one_hot()->set_num_classes(2);
+  add({"observation", "action_one_hot"}, "joined")->mutable_cat();
+  auto* linear = add({"joined"}, "value")->mutable_linear();
+  linear->set_in_features(6);
+  linear->set_out_features(1);
+  EXPECT_OK(validate_spec(spec, "t.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(Policy policy, build_policy(spec, "t.pbtxt", "."));
+
+  linear->set_in_features(5);
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[4].network.in_keys[0]: the input has shape [6] but "
+            "linear.in_features is 5 (hint: make the declared input shape and the layer size agree)");
+  linear->set_in_features(6);
+
+  module_at(spec, 2).mutable_network()->mutable_network()->mutable_one_hot()->set_num_classes(0);
+  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[2].network.network.one_hot.num_classes: must be positive, got 0");
+  module_at(spec, 2).mutable_network()->mutable_network()->mutable_one_hot()->set_num_classes(2);
+
+  module_at(spec, 3).mutable_network()->set_in_keys(1, "logits");  // [2] beside [4]: fine, [6]
+  EXPECT_OK(validate_spec(spec, "t.pbtxt"));
+  module_at(spec, 3).mutable_network()->set_in_keys(1, "action");  // [] cannot be joined
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[3].network.in_keys[1]: a cat input needs at least one dim (it "
+            "joins on the last)");
+  module_at(spec, 3).mutable_network()->clear_in_keys();
+  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[3].network.in_keys: a cat reads at least one key, got 0");
+}
+
 TEST(Validation, AKeyWrittenTwiceNeedsOverwriteKeys) {
   auto spec = valid();
   auto* second = spec.mutable_module()->mutable_sequential()->mutable_modules()->Add();
