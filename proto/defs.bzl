@@ -40,6 +40,10 @@ def tdp_proto_library(name, srcs, deps = [], visibility = None):
         srcs = sources,
         hdrs = headers,
         includes = ["."],
-        deps = deps + ["@protobuf"],
+        # Under --config=tsan, protobuf's layout as the uninstrumented library has it (//proto:tsan).
+        deps = deps + ["@protobuf"] + select({
+            "//proto:tsan": ["//proto:protobuf_tsan_abi"],
+            "//conditions:default": [],
+        }),
         visibility = visibility,
     )

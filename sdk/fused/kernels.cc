@@ -6,7 +6,11 @@
 
 namespace tdp::fused {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under gcc's ThreadSanitizer (__SANITIZE_THREAD__): gcc instruments the IFUNC resolver that
+// target_clones generates (__tsan_func_entry), and the dynamic loader runs that resolver while it
+// relocates the libraries, before libtsan has set up the thread's state, so the binary died with
+// SIGSEGV at startup. TSan builds run the default clone only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TDP_FUSED_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TDP_FUSED_CLONES
