@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/distributions/golden.h"
+#include "tests/testing/golden_file.h"
 
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
@@ -22,46 +23,6 @@ std::string golden_path() {
   return path != nullptr && *path != '\0' ? std::string(path) : std::string(kDefaultPath);
 }
 
-std::map<std::string, at::Tensor> load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open the golden file " + path);
-  std::map<std::string, at::Tensor> records;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    std::string name, dtype;
-    int64_t ndim = 0;
-    fields >> name >> dtype >> ndim;
-    std::vector<int64_t> shape(ndim);
-    int64_t numel = 1;
-    for (auto& d : shape) {
-      fields >> d;
-      numel *= d;
-    }
-    std::vector<double> values;
-    std::string token;
-    while (fields >> token) values.push_back(std::strtod(token.c_str(), nullptr));
-    if (!fields.eof() || static_cast<int64_t>(values.size()) != numel) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) +
-                               ": malformed record " + name);
-    }
-    at::Tensor t = at::tensor(values, at::kDouble).reshape(shape);
-    if (dtype == "float32") {
-      t = t.to(at::kFloat);
-    } else if (dtype == "int64") {
-      t = t.to(at::kLong);
-    } else if (dtype != "float64") {
-      throw std::runtime_error(path + ": unknown dtype " + dtype);
-    }
-    if (!records.emplace(name, t).second) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": duplicate record " + name);
-    }
-  }
-  return records;
-}
 
 }  // namespace
 
@@ -69,7 +30,7 @@ const Golden& Golden::get() {
   static const Golden* golden = [] {
     auto* g = new Golden();
     g->path_ = golden_path();
-    g->records_ = load(g->path_);
+    g->records_ = test_util::read_golden_file(g->path_);
     return g;
   }();
   return *golden;

@@ -12,9 +12,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/torch.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,43 +25,14 @@
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 #include "tests/testing/files.h"
+#include "tests/testing/golden_file.h"
 
 namespace tdp::nn {
 namespace {
 
-// "<name> <dtype> <ndim> <dims...> <values...>" per line (tests/golden's format).
 const std::map<std::string, at::Tensor>& golden() {
-  static const std::map<std::string, at::Tensor> records = [] {
-    std::map<std::string, at::Tensor> out;
-    std::ifstream in(test_util::runfile("tests/probabilistic/autoregressive_golden.txt"));
-    EXPECT_TRUE(in.good()) << "cannot open the golden file";
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream fields(line);
-      std::string name, dtype;
-      int64_t ndim = 0;
-      fields >> name >> dtype >> ndim;
-      std::vector<int64_t> shape(ndim);
-      int64_t numel = 1;
-      for (auto& d : shape) {
-        fields >> d;
-        numel *= d;
-      }
-      at::Tensor t;
-      if (dtype == "int64") {
-        std::vector<int64_t> v(numel);
-        for (auto& x : v) fields >> x;
-        t = at::tensor(v, at::kLong);
-      } else {
-        std::vector<double> v(numel);
-        for (auto& x : v) fields >> x;
-        t = at::tensor(v, at::kDouble).to(dtype == "float32" ? at::kFloat : at::kDouble);
-      }
-      out[name] = t.reshape(shape);
-    }
-    return out;
-  }();
+  static const std::map<std::string, at::Tensor> records =
+      test_util::read_golden_file(test_util::runfile("tests/probabilistic/autoregressive_golden.txt"));
   return records;
 }
 
