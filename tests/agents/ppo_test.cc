@@ -52,6 +52,17 @@ PpoConfig cartpole_config() {
   return c;
 }
 
+// Three short iterations on Goal (16 envs), for the save-and-reload tests of its two policies.
+PpoConfig short_goal_config() {
+  PpoConfig c;
+  c.steps_per_rollout = 16;
+  c.total_env_steps = 3 * 256;
+  c.epochs = 4;
+  c.minibatch_size = 128;
+  c.entropy_coef = 0.01;
+  return c;
+}
+
 TEST(PpoTest, AFewIterationsImproveCartPole) {
   at::set_num_threads(1);
   ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
@@ -141,24 +152,14 @@ TEST(PpoTest, SavedCategoricalPolicyReloadsAndActsIdentically) {
 
 TEST(PpoTest, SavedHybridPolicyReloadsAndActsIdentically) {
   envs::Goal env(envs::EnvOptions(16));
-  PpoConfig config;
-  config.steps_per_rollout = 16;
-  config.total_env_steps = 3 * 256;
-  config.epochs = 4;
-  config.minibatch_size = 128;
-  config.entropy_coef = 0.01;
+  const PpoConfig config = short_goal_config();
   expect_reload_acts_identically("policies/goal_hybrid.pbtxt", env, config,
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
 }
 
 TEST(PpoTest, SavedAutoregressivePolicyReloadsAndActsIdentically) {
   envs::Goal env(envs::EnvOptions(16));
-  PpoConfig config;
-  config.steps_per_rollout = 16;
-  config.total_env_steps = 3 * 256;
-  config.epochs = 4;
-  config.minibatch_size = 128;
-  config.entropy_coef = 0.01;
+  const PpoConfig config = short_goal_config();
   expect_reload_acts_identically("policies/goal_autoregressive.pbtxt", env, config,
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
 }
