@@ -42,10 +42,12 @@ cmake -S "$source_dir" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUI
 cmake --build "$tmp/build" -j 2
 echo "cmake configure and build: $((SECONDS - start)) s"
 
-# The binaries load the installed library (not a build-tree copy).
-if ! ldd "$tmp/build/cartpole_sim" | grep -q "$prefix/lib/libtdpolicy.so.0"; then
+# The binaries load the installed library (not a build-tree copy). ldd's output is read whole:
+# `ldd | grep -q` under pipefail fails at random when grep exits first and ldd gets SIGPIPE.
+libraries="$(ldd "$tmp/build/cartpole_sim")"
+if [[ "$libraries" != *"$prefix/lib/libtdpolicy.so.0"* ]]; then
   echo "FAIL: cartpole_sim does not load $prefix/lib/libtdpolicy.so.0:" >&2
-  ldd "$tmp/build/cartpole_sim" >&2
+  echo "$libraries" >&2
   exit 1
 fi
 
