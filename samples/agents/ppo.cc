@@ -18,11 +18,11 @@
 #include <sstream>
 #include <utility>
 
+#include "sdk/actor/actor.h"
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/composite_lp_aggregate.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/tensordict_module.h"
-#include "sdk/probabilistic/generator_scope.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 
@@ -42,8 +42,8 @@ at::Tensor per_sample(const at::Tensor& t, int64_t batch) {
   return t.reshape({batch, -1}).sum(1);
 }
 
-// Log-prob of the actions stored in `td` under `dist`, and the entropy (closed form where the
-// distribution has one, else the estimate -log_prob(action), as for a TanhNormal).
+// Log-prob of the actions stored in `td`, and the entropy (closed form where the distribution
+// has one, else the estimate -log_prob(action), as for a TanhNormal).
 struct Scored {
   at::Tensor log_prob;  // [B]
   at::Tensor entropy;   // [B]
@@ -51,10 +51,19 @@ struct Scored {
 
 class Scorer {
  public:
-  explicit Scorer(std::vector<NestedKey> sample_keys) : sample_keys_(std::move(sample_keys)) {}
+  explicit Scorer(const nn::ProbabilisticTensorDictSequentialImpl& actor)
+      : actor_(actor), sample_keys_(actor.dist_sample_keys()) {}
 
-  Scored score(const nn::AnyDistribution& dist, const TensorDict& td, bool with_entropy) {
+  Scored score(const TensorDict& td, bool with_entropy) {
     const int64_t batch = td.batch_size()[0];
+    // The distribution that scores the stored actions. With one probabilistic module it is
+    // get_dist(). With several (return_composite: autoregressive heads, a later part computed
+    // from an earlier sample) it is get_dist_given_samples(): the joint over all parts, each
+    // conditioned on the stored earlier samples, so log_prob is log p(a1) + log p(a2 | a1) and
+    // the entropy H(a1) + H(a2 | a1 stored). (tensordict's get_dist would re-draw a1 and score
+    // a2 under that draw: not the probability of the action taken.)
+    const nn::AnyDistribution dist =
+        actor_.return_composite() ? actor_.get_dist_given_samples(td) : actor_.get_dist(td);
     Scored out;
     if (dist.is_composite()) {
       // One summed log-prob per environment: the joint probability of all action parts.
@@ -80,8 +89,68 @@ class Scorer {
   }
 
  private:
+  const nn::ProbabilisticTensorDictSequentialImpl& actor_;
   std::vector<NestedKey> sample_keys_;
   bool has_entropy_ = true;
+};
+
+absl::StatusOr<std::shared_ptr<nn::ProbabilisticTensorDictSequentialImpl>> probabilistic_root(
+    const spec::Policy& policy) {
+  auto actor = std::dynamic_pointer_cast<nn::ProbabilisticTensorDictSequentialImpl>(policy.module);
+  if (actor == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PPO needs a probabilistic_sequential policy (its get_dist scores actions); policy '",
+        policy.spec.name(), "' has a different top module"));
+  }
+  return actor;
+}
+
+// The trained parameters as views of one contiguous tensor, so that the gradient-norm clip and
+// Adam run a few kernels per step instead of a dozen per parameter tensor: on networks this small
+// each LibTorch kernel call costs more than its arithmetic, and Adam over 12 tensors was about
+// half of an update's calls. Both are elementwise (the clip's norm is over all gradients
+// anyway), so the numbers are the per-tensor ones.
+class FlatParameters {
+ public:
+  explicit FlatParameters(const std::vector<at::Tensor>& params) : params_(params) {
+    int64_t total = 0;
+    for (const at::Tensor& p : params_) {
+      if (p.options().dtype() != params_[0].options().dtype() || p.device() != params_[0].device()) {
+        throw std::invalid_argument("PPO trains parameters of one dtype on one device");
+      }
+      total += p.numel();
+    }
+    flat_ = at::empty({total}, params_[0].options().requires_grad(false));
+    int64_t offset = 0;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : params_) {
+      at::Tensor view = flat_.narrow(0, offset, p.numel()).view(p.sizes());
+      view.copy_(p);
+      p.set_data(view);  // the module's parameter now lives in flat_
+      offset += p.numel();
+    }
+  }
+
+  // The one tensor the optimizer updates; its gradient is gathered by gather_grad().
+  const at::Tensor& flat() const { return flat_; }
+
+  void zero_grad() {
+    for (at::Tensor& p : params_) p.mutable_grad().reset();
+  }
+
+  // After backward(): every parameter's gradient, concatenated (zeros where one got none).
+  void gather_grad() {
+    std::vector<at::Tensor> grads;
+    grads.reserve(params_.size());
+    for (const at::Tensor& p : params_) {
+      grads.push_back(p.grad().defined() ? p.grad().reshape(-1) : at::zeros({p.numel()}, p.options()));
+    }
+    flat_.mutable_grad() = at::cat(grads);
+  }
+
+ private:
+  std::vector<at::Tensor> params_;
+  at::Tensor flat_;
 };
 
 double mean_of(const std::deque<double>& values) {
@@ -93,12 +162,9 @@ double mean_of(const std::deque<double>& values) {
 
 absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
                                 const std::function<void(const IterationStats&)>& on_iteration) {
-  auto actor = std::dynamic_pointer_cast<nn::ProbabilisticTensorDictSequentialImpl>(policy.module);
-  if (actor == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PPO needs a probabilistic_sequential policy (its get_dist scores actions); policy '",
-        policy.spec.name(), "' has a different top module"));
-  }
+  auto root = probabilistic_root(policy);
+  if (!root.ok()) return root.status();
+  const std::shared_ptr<nn::ProbabilisticTensorDictSequentialImpl> actor = *std::move(root);
   const auto obs_specs = env.observation_spec();
   if (obs_specs.size() != 1 || !(obs_specs[0].key == NestedKey("observation"))) {
     return absl::InvalidArgumentError(
@@ -106,17 +172,15 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
   }
   const int64_t obs_dim = obs_specs[0].numel();
   const std::vector<NestedKey> sample_keys = actor->dist_sample_keys();
-  Scorer scorer(sample_keys);
-  // The distribution that scores the stored actions. With one probabilistic module it is
-  // get_dist(). With several (return_composite: autoregressive heads, a later part computed
-  // from an earlier sample) it is get_dist_given_samples(): the joint over all parts, each
-  // conditioned on the stored earlier samples, so log_prob is log p(a1) + log p(a2 | a1) and
-  // the entropy H(a1) + H(a2 | a1 stored). (tensordict's get_dist would re-draw a1 and score a2
-  // under that draw: not the probability of the action taken.)
-  auto dist_of = [&](const TensorDict& td, bool rollout) {
-    if (actor->return_composite()) return actor->get_dist_given_samples(td);
-    return rollout ? actor->build_dist_from_params(td) : actor->get_dist(td);
-  };
+  Scorer scorer(*actor);
+  // Rollouts act through an Actor over the module being trained, as a simulator would: on the
+  // fused CPU plan when the policy lowers to one (sdk/fused), else on LibTorch. The plan runs on
+  // its own copy of the weights, refreshed after each update. It draws from its own Philox
+  // stream seeded by config.seed, so a run stays reproducible.
+  actor::Actor rollout_actor(policy, actor::ActorOptions()
+                                         .seed(config.seed)
+                                         .interaction_type(nn::InteractionType::kRandom)
+                                         .return_all_entries(true));
 
   at::manual_seed(config.seed);  // the critic's initialization
   nn::TensorDictModule critic(
@@ -129,7 +193,8 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
 
   std::vector<at::Tensor> params = actor->parameters();
   for (const auto& p : critic->parameters()) params.push_back(p);
-  torch::optim::Adam optimizer(params, torch::optim::AdamOptions(config.learning_rate).eps(1e-5));
+  FlatParameters flat(params);
+  torch::optim::Adam optimizer({flat.flat()}, torch::optim::AdamOptions(config.learning_rate).eps(1e-5));
 
   at::Generator gen = at::detail::createCPUGenerator(config.seed);
   const int64_t N = config.num_envs;
@@ -157,23 +222,15 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
     }
 
     // ---- rollout --------------------------------------------------------------------------
-    std::vector<at::Tensor> obs_buf, logp_buf, value_buf, reward_buf, done_buf;
+    // Each step only acts and steps the environments; the log-probs of the drawn actions and the
+    // values of the visited states are computed after it, in one batched call each (the
+    // parameters do not change during a rollout, so they are the same numbers).
+    std::vector<at::Tensor> obs_buf, reward_buf, done_buf;
     std::vector<std::vector<at::Tensor>> action_buf(sample_keys.size());
-    at::Tensor last_value;
     {
       at::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
-        TensorDict step_td({{"observation", obs}}, {N});
-        {
-          nn::InteractionTypeGuard explore(nn::InteractionType::kRandom, /*thread_local_only=*/true);
-          nn::GeneratorGuard stream(gen);
-          actor->forward(step_td);
-        }
-        // The parameters are in step_td now: score the drawn actions without rerunning the nets
-        // (one probabilistic module); autoregressive heads score jointly, each part given the
-        // drawn earlier parts.
-        const Scored scored = scorer.score(dist_of(step_td, /*rollout=*/true), step_td, false);
-        const at::Tensor value = value_of(obs);
+        const TensorDict step_td = rollout_actor.act(TensorDict({{"observation", obs}}, {N}));
         TensorDict out = env.step(step_td);
 
         at::Tensor reward = out.get("reward").reshape({N}).to(at::kDouble);
@@ -202,32 +259,19 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         }
 
         obs_buf.push_back(obs);
-        for (size_t k = 0; k < sample_keys.size(); ++k) action_buf[k].push_back(step_td.get(sample_keys[k]));
-        logp_buf.push_back(scored.log_prob);
-        value_buf.push_back(value);
+        for (size_t k = 0; k < sample_keys.size(); ++k) {
+          if (!step_td.contains(sample_keys[k])) {
+            throw std::invalid_argument(absl::StrCat("the policy wrote no sample under ", sample_keys[k].to_string()));
+          }
+          action_buf[k].push_back(step_td.get(sample_keys[k]));
+        }
         reward_buf.push_back(scaled);
         done_buf.push_back(done.to(at::kFloat));
         obs = out.get("observation");
       }
-      last_value = value_of(obs);
     }
     result.env_steps += B;
-
-    // ---- GAE ------------------------------------------------------------------------------
-    at::Tensor values = at::stack(value_buf);  // [T, N]
-    std::vector<at::Tensor> adv_steps(T);
-    at::Tensor gae = at::zeros({N});
-    for (int64_t t = T - 1; t >= 0; --t) {
-      const at::Tensor next_value = t == T - 1 ? last_value : value_buf[t + 1];
-      const at::Tensor not_done = 1.0 - done_buf[t];
-      const at::Tensor delta = reward_buf[t] + config.gamma * next_value * not_done - value_buf[t];
-      gae = delta + config.gamma * config.gae_lambda * not_done * gae;
-      adv_steps[t] = gae;
-    }
-    const at::Tensor advantages = at::stack(adv_steps).reshape({B});
-    const at::Tensor returns = advantages + values.reshape({B});
     const at::Tensor b_obs = at::stack(obs_buf).reshape({B, obs_dim});
-    const at::Tensor b_logp = at::stack(logp_buf).reshape({B});
     std::vector<at::Tensor> b_actions;
     for (auto& steps : action_buf) {
       at::Tensor a = at::stack(steps);  // [T, N, ...]
@@ -235,6 +279,28 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
       for (int64_t d = 2; d < a.dim(); ++d) shape.push_back(a.size(d));
       b_actions.push_back(a.reshape(shape));
     }
+    at::Tensor b_logp, values, last_value;
+    {
+      at::NoGradGuard no_grad;
+      TensorDict batch({{"observation", b_obs}}, {B});
+      for (size_t k = 0; k < sample_keys.size(); ++k) batch.set(sample_keys[k], b_actions[k]);
+      b_logp = scorer.score(batch, false).log_prob;
+      values = value_of(b_obs).reshape({T, N});
+      last_value = value_of(obs);
+    }
+
+    // ---- GAE ------------------------------------------------------------------------------
+    std::vector<at::Tensor> adv_steps(T);
+    at::Tensor gae = at::zeros({N});
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const at::Tensor next_value = t == T - 1 ? last_value : values[t + 1];
+      const at::Tensor not_done = 1.0 - done_buf[t];
+      const at::Tensor delta = reward_buf[t] + config.gamma * next_value * not_done - values[t];
+      gae = delta + config.gamma * config.gae_lambda * not_done * gae;
+      adv_steps[t] = gae;
+    }
+    const at::Tensor advantages = at::stack(adv_steps).reshape({B});
+    const at::Tensor returns = advantages + values.reshape({B});
 
     // ---- update ---------------------------------------------------------------------------
     double sum_pg = 0, sum_v = 0, sum_ent = 0, sum_kl = 0, sum_clip = 0;
@@ -250,7 +316,7 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         at::Tensor adv = advantages.index_select(0, idx);
         if (config.normalize_advantages && M > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
 
-        const Scored scored = scorer.score(dist_of(mb, /*rollout=*/false), mb, true);
+        const Scored scored = scorer.score(mb, true);
         const at::Tensor log_ratio = scored.log_prob - old_logp;
         const at::Tensor ratio = log_ratio.exp();
         const at::Tensor pg_loss =
@@ -262,9 +328,10 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         const at::Tensor entropy = scored.entropy.mean();
         const at::Tensor loss = pg_loss + config.value_coef * v_loss - config.entropy_coef * entropy;
 
-        optimizer.zero_grad();
+        flat.zero_grad();
         loss.backward();
-        if (config.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params, config.max_grad_norm);
+        flat.gather_grad();
+        if (config.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(flat.flat(), config.max_grad_norm);
         optimizer.step();
 
         at::NoGradGuard no_grad;
@@ -276,6 +343,7 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         ++updates;
       }
     }
+    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
 
     IterationStats stats;
     stats.iteration = iter;
@@ -309,6 +377,17 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
 }
 
 }  // namespace
+
+absl::StatusOr<at::Tensor> action_log_prob(const spec::Policy& policy, const TensorDict& td) {
+  auto actor = probabilistic_root(policy);
+  if (!actor.ok()) return actor.status();
+  try {
+    at::NoGradGuard no_grad;
+    return Scorer(**actor).score(td, /*with_entropy=*/false).log_prob;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("action_log_prob: ", e.what()));
+  }
+}
 
 int64_t PpoConfig::num_iterations() const {
   const int64_t batch = batch_size();

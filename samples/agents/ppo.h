@@ -14,10 +14,13 @@
 //   tdp::spec::save_policy(*policy, "runs/cartpole/policy.pb");
 //
 // Truncated episodes (the time limit) bootstrap from V(final_observation), terminated ones
-// from 0 (see samples/envs/batched_env.h). Rollouts are collected under at::NoGradGuard (not
-// InferenceMode: their tensors are reused by the update, which needs autograd), with actions
-// drawn in InteractionType::kRandom from the config's seeded generator, so a run is
-// reproducible given the seed, the spec and the number of environments.
+// from 0 (see samples/envs/batched_env.h). Rollouts act through a tdp::actor::Actor over the
+// module being trained, in InteractionType::kRandom: on the fused CPU plan when the policy lowers
+// to one (its weights refreshed after every update: Actor::refresh_parameters), else on LibTorch.
+// The log-probs of the drawn actions and the values of the visited states are computed after
+// each rollout in one batched call each. The actor is seeded with config.seed, as are the
+// minibatch shuffles, so a run is reproducible given the seed, the spec and the number of
+// environments.
 #pragma once
 
 #include <absl/status/status.h>
@@ -109,6 +112,13 @@ struct PpoResult {
 // exceptions from tensor code (shape mismatches) are turned into errors too.
 absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
                                     const std::function<void(const IterationStats&)>& on_iteration = {});
+
+// What PPO scores a stored action with: per environment ([B]), the joint log-probability of the
+// action parts in `td` (its "observation" and the policy's sample keys), each part given the
+// stored earlier parts: get_dist_given_samples() for autoregressive heads, else get_dist(). The
+// training loop scores the rollout's actions and the update's minibatches the same way, so the
+// two agree before the first gradient step.
+absl::StatusOr<at::Tensor> action_log_prob(const spec::Policy& policy, const TensorDict& td);
 
 // The CSV of a training curve: a header line, then one line per iteration.
 std::string curve_csv(const std::vector<IterationStats>& iterations);

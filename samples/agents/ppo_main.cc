@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ ABSL_FLAG(std::string, output_dir, "",
           "$BUILD_WORKING_DIRECTORY under bazel run)");
 ABSL_FLAG(std::string, policy, "", "policy spec whose architecture is trained (default: the binary's)");
 ABSL_FLAG(int64_t, eval_episodes, -1, "deterministic evaluation episodes after training (default 100)");
+ABSL_FLAG(double, stop_at_return, std::numeric_limits<double>::quiet_NaN(),
+          "stop training once the mean return of the last 20 training episodes reaches this (default: the "
+          "binary's: 500 for ppo_cartpole, the maximum; none for the others; inf trains for --total_steps)");
 
 namespace tdp::agents {
 namespace {
@@ -146,6 +150,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   if (double v = absl::GetFlag(FLAGS_entropy_coef); v >= 0) config.entropy_coef = v;
   if (double v = absl::GetFlag(FLAGS_gamma); v >= 0) config.gamma = v;
   config.seed = absl::GetFlag(FLAGS_seed);
+  if (double v = absl::GetFlag(FLAGS_stop_at_return); !std::isnan(v)) config.stop_at_return = v;
   int64_t eval_episodes = absl::GetFlag(FLAGS_eval_episodes);
   if (eval_episodes < 0) eval_episodes = defaults.eval_episodes;
   if (eval_episodes == 0) return fail(absl::InvalidArgumentError("--eval_episodes must be positive"));
@@ -209,15 +214,28 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   auto after = evaluate(policy_out, defaults.env, eval_episodes, config.seed + 1);
   if (!after.ok()) return fail(after.status());
 
+  // When training first reached its best mean return: the time to solve CartPole (500).
+  const IterationStats* best = nullptr;
+  for (const auto& it : result->iterations) {
+    if (!std::isnan(it.mean_episode_return) && (best == nullptr || it.mean_episode_return > best->mean_episode_return)) {
+      best = &it;
+    }
+  }
   std::printf(
-      "PPO %s: trained %lld env steps in %.1f s (%.0f steps/s); deterministic evaluation over %lld "
-      "episodes: mean %.2f, min %.2f, max %.2f (untrained: mean %.2f, min %.2f, max %.2f)\n"
-      "wrote %s, %s, %s\n",
+      "PPO %s: trained %lld env steps in %.1f s (%.0f steps/s)%s; deterministic evaluation over %lld "
+      "episodes: mean %.2f, min %.2f, max %.2f (untrained: mean %.2f, min %.2f, max %.2f)\n",
       (*env)->name().c_str(), static_cast<long long>(result->env_steps), result->wall_seconds,
       result->wall_seconds > 0 ? result->env_steps / result->wall_seconds : 0.0,
-      static_cast<long long>(after->returns.size()), after->mean_return(), after->min_return(),
-      after->max_return(), before->mean_return(), before->min_return(), before->max_return(),
-      policy_out.c_str(), csv_out.c_str(), png_out.c_str());
+      result->stopped_early ? " (stopped at --stop_at_return)" : "", static_cast<long long>(after->returns.size()),
+      after->mean_return(), after->min_return(), after->max_return(), before->mean_return(), before->min_return(),
+      before->max_return());
+  if (best != nullptr) {
+    std::printf("training return (mean of the last %lld episodes) first reached its best, %.2f, after %lld env steps "
+                "in %.1f s\n",
+                static_cast<long long>(config.recent_episodes), best->mean_episode_return,
+                static_cast<long long>(best->env_steps), best->wall_seconds);
+  }
+  std::printf("wrote %s, %s, %s\n", policy_out.c_str(), csv_out.c_str(), png_out.c_str());
   return 0;
 }
 

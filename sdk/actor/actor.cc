@@ -519,6 +519,15 @@ std::vector<std::string> Actor::describe_backend() const {
   return {absl::StrCat("module: LibTorch (", impl_->plan_status.message(), ")")};
 }
 
+absl::Status Actor::refresh_parameters() {
+  Impl& self = *impl_;
+  if (!self.plan) return absl::OkStatus();
+  auto lowered = fused::FusedPlan::lower(self.policy);
+  if (!lowered.ok()) return lowered.status();
+  self.plan = *std::move(lowered);
+  return absl::OkStatus();
+}
+
 const std::optional<CudaGraphOptions>& Actor::cuda_graph() const { return impl_->graph_options; }
 int64_t Actor::captured_graph_count() const {
   std::lock_guard<std::mutex> lock(impl_->graph_mutex);

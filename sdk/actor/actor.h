@@ -199,6 +199,12 @@ class Actor {
   absl::Status fused_status() const;
   // One line per module: its path in the spec and which path runs it.
   std::vector<std::string> describe_backend() const;
+  // The policy's parameters were changed in place (a trainer's optimizer step on module()): the
+  // fused plan, which runs on its own copy of the weights, lowers them again. The LibTorch path
+  // and captured CUDA graphs read the module's parameters themselves and need nothing. Not
+  // synchronized with act(): call it between calls, as a trainer does after each update.
+  // An error (the plan no longer lowers: a parameter changed shape) leaves the actor as it was.
+  absl::Status refresh_parameters();
 
   // The CUDA-graph settings calls use; empty when calls run without graphs.
   const std::optional<CudaGraphOptions>& cuda_graph() const;

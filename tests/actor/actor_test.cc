@@ -15,8 +15,10 @@
 #include <string>
 #include <thread>
 
+#include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/spec/keys.h"
+#include "sdk/spec/policy.h"
 #include "tdpolicy/spec.pb.h"
 
 #include "tests/testing/files.h"
@@ -415,6 +417,31 @@ TEST(ActorBackendTest, FusedOnAPolicyThatDoesNotLowerIsALoadError) {
               testing::HasSubstr("backend kFused: not lowerable to the fused CPU plan: module.sequential.modules[0]"));
   ASSERT_OK_AND_ASSIGN(auto fallback, Actor::load("policies/recurrent_gru.pbtxt"));  // kAuto: LibTorch
   EXPECT_FALSE(fallback->uses_fused(1, InteractionType::kRandom));
+}
+
+TEST(ActorBackendTest, RefreshParametersMakesTheFusedPlanSeeAnInPlaceUpdate) {
+  ASSERT_OK_AND_ASSIGN(auto loaded, load(kCategorical, ActorOptions().backend(Backend::kFused)));
+  // Two actors over one module, as a trainer holds them: the fused one keeps a copy of the weights.
+  spec::Policy policy{loaded->spec(), loaded->module()};
+  Actor fused(policy, ActorOptions().backend(Backend::kFused));
+  Actor libtorch(policy, ActorOptions().backend(Backend::kLibTorch));
+  const TensorDict obs = observations(7);
+  auto same = [&] {
+    const TensorDict a = fused.act(obs, InteractionType::kDeterministic);
+    const TensorDict b = libtorch.act(obs, InteractionType::kDeterministic);
+    return a.get("action").equal(b.get("action")) &&
+           at::allclose(a.get("action_log_prob"), b.get("action_log_prob"), 1e-5, 1e-5);
+  };
+  ASSERT_TRUE(same());
+  {
+    at::NoGradGuard no_grad;  // an optimizer step: every parameter changed in place
+    for (at::Tensor p : policy.module->parameters()) p.mul_(-3.0).add_(0.25);
+  }
+  EXPECT_FALSE(same()) << "the fused plan should still run the weights it lowered";
+  ASSERT_OK(fused.refresh_parameters());
+  EXPECT_TRUE(same());
+  ASSERT_OK_AND_ASSIGN(auto plain, load(kCategorical, ActorOptions().backend(Backend::kLibTorch)));
+  EXPECT_OK(plain->refresh_parameters());  // no plan: nothing to do
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // PPO: a few iterations on CartPole improve the deterministic return over the untrained
 // policy; a trained policy saved with save_policy and reloaded with Actor::load acts and scores
-// exactly as the trained module (categorical, hybrid, autoregressive and Gaussian policies); the
-// update scores stored actions as the rollout did; bad configs and
+// exactly as the trained module (categorical, hybrid, autoregressive and Gaussian policies); PPO
+// scores stored actions with the joint probability they were drawn with; bad configs and
 // policies PPO cannot train give errors that name the problem.
 #include "samples/agents/ppo.h"
 
@@ -164,29 +164,29 @@ TEST(PpoTest, SavedAutoregressivePolicyReloadsAndActsIdentically) {
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
 }
 
-// The update scores the stored actions exactly as the rollout did: before the first gradient
-// step the ratio is 1 (approx_kl 0, nothing clipped). For the autoregressive heads this holds
-// only because both score with get_dist_given_samples (the parameter's Normal given the stored
-// type); tensordict's get_dist re-draws the type (deterministic: the argmax) and scores the
-// parameter under that draw, which departs wherever a non-argmax type was sampled.
-TEST(PpoTest, RolloutAndUpdateScoreTheSameJointLogProb) {
+// PPO scores a stored action with the probability the policy drew it with: the joint
+// log p(type) + log p(param | stored type), which is what the probabilistic modules wrote while
+// the actor drew it. For the autoregressive heads this holds only through get_dist_given_samples;
+// tensordict's get_dist re-draws the type (deterministic: the argmax) and scores the parameter
+// under that draw, which departs wherever a non-argmax type was sampled.
+TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
   at::set_num_threads(1);
   for (const char* spec_path : {"policies/goal_autoregressive.pbtxt", "policies/goal_hybrid.pbtxt"}) {
     SCOPED_TRACE(spec_path);
     ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(spec_path));
-    envs::Goal env(envs::EnvOptions(16));
-    PpoConfig config;
-    config.num_envs = 16;
-    config.steps_per_rollout = 16;
-    config.total_env_steps = 256;  // one iteration
-    config.epochs = 1;
-    config.minibatch_size = 256;  // one gradient step, after the ratio is measured
-    ASSERT_OK_AND_ASSIGN(PpoResult result, train_ppo(env, policy, config));
-    ASSERT_EQ(result.iterations.size(), 1u);
-    EXPECT_NEAR(result.iterations[0].approx_kl, 0.0, 1e-6);
-    EXPECT_EQ(result.iterations[0].clip_fraction, 0.0);
-    EXPECT_LT(result.iterations[0].entropy, 10.0);
+    envs::Goal env(envs::EnvOptions(64));
+    actor::Actor actor(policy, actor::ActorOptions().seed(3).return_all_entries(true));
+    TensorDict drawn = actor.act(env.reset(0), InteractionType::kRandom);
+    for (int step = 0; step < 3; ++step) drawn = actor.act(env.step(drawn), InteractionType::kRandom);
+    const at::Tensor written = drawn.get("action_type_log_prob").reshape({64, -1}).sum(1) +
+                               drawn.get("action_param_log_prob").reshape({64, -1}).sum(1);
+    ASSERT_OK_AND_ASSIGN(at::Tensor scored, action_log_prob(policy, drawn));
+    ASSERT_EQ(scored.sizes(), written.sizes());
+    EXPECT_TRUE(at::allclose(scored, written, 1e-5, 1e-5)) << (scored - written).abs().max();
   }
+  ASSERT_OK_AND_ASSIGN(spec::Policy gru, spec::load_policy("policies/recurrent_gru.pbtxt"));
+  EXPECT_THAT(std::string(action_log_prob(gru, TensorDict({1})).status().message()),
+              HasSubstr("PPO needs a probabilistic_sequential policy"));
 }
 
 TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
