@@ -34,7 +34,7 @@ def _maybe(rule, name, **kwargs):
 
 def tdpolicy_dependencies():
     """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, Debian's
-    Abseil, protobuf, GoogleTest, Google Benchmark, zlib and spdlog, and the offline Bazel stand-ins."""
+    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog and Eigen, and the offline Bazel stand-ins."""
     for name in ["rules_cc", "rules_java", "rules_proto", "remote_coverage_tools"]:
         _maybe(_stand_in, name, workspace_file = Label("//third_party/" + name + ":WORKSPACE"))
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
@@ -68,3 +68,4 @@ def tdpolicy_dependencies():
     _maybe(pkg_config_library, "benchmark", package = "libbenchmark-dev", targets = {"benchmark": ["benchmark"]})
     _maybe(pkg_config_library, "zlib", package = "zlib1g-dev", targets = {"zlib": ["zlib"]})
     _maybe(pkg_config_library, "spdlog", package = "libspdlog-dev", targets = {"spdlog": ["spdlog", "fmt"]})
+    _maybe(pkg_config_library, "eigen", package = "libeigen3-dev", targets = {"eigen": ["eigen3"]})

@@ -29,16 +29,25 @@ def _pkg_config_library_impl(ctx):
             _fail_missing(ctx.name, "pkg-config modules " + ", ".join(modules), ctx.attr.package)
         defines = []
         linkopts = []
+        includes = []
         for flag in _split_flags(result.stdout):
             if flag.startswith("-D"):
                 defines.append(flag[2:])
             elif flag.startswith("-I"):
-                # Debian installs these headers under /usr/include, which the compiler searches already.
-                continue
+                # /usr/include is searched already. Another folder (Eigen's /usr/include/eigen3) is
+                # linked into this repository: Bazel's `includes` only take paths inside it.
+                folder = flag[2:]
+                if folder == "/usr/include":
+                    continue
+                linked = "include_" + folder.strip("/").replace("/", "_")
+                ctx.symlink(folder, linked)
+                includes.append(linked)
             else:
                 linkopts.append(flag)
-        build.append("cc_library(name = {}, defines = {}, linkopts = {})".format(
+        build.append("cc_library(name = {}, hdrs = {}, includes = {}, defines = {}, linkopts = {})".format(
             repr(target),
+            "glob([{}])".format(", ".join([repr(folder + "/**") for folder in includes])) if includes else "[]",
+            repr(includes),
             repr(defines),
             repr(linkopts),
         ))

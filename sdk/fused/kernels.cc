@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "sdk/fused/eigen_linear.h"
 #include "sdk/fused/math.h"
 
 namespace tdp::fused {
@@ -54,12 +55,21 @@ inline void rows_block(const float* __restrict x, int64_t in, const float* __res
 
 }  // namespace
 
+// The portable loops: CPUs without AVX2 + FMA, and products above Eigen's stack budget.
 TDP_FUSED_CLONES
-void linear(const float* __restrict x, int64_t rows, int64_t in, const float* __restrict wt,
-            const float* __restrict bias, int64_t out, float* __restrict y) {
+void internal::linear_loops(const float* __restrict x, int64_t rows, int64_t in, const float* __restrict wt,
+                  const float* __restrict bias, int64_t out, float* __restrict y) {
   // One row at a time: blocking 2 or 4 rows (weights read once per block) measured slower here,
   // the accumulators spilling out of the 16 vector registers.
   for (int64_t r = 0; r < rows; ++r) rows_block<1>(x + r * in, in, wt, bias, out, y + r * out);
+}
+
+void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y) {
+  if (internal::cpu_has_avx2_fma() && internal::prefer_eigen_linear(rows, in, out)) {
+    internal::eigen_linear(x, rows, in, wt, bias, out, y);
+  } else {
+    internal::linear_loops(x, rows, in, wt, bias, out, y);
+  }
 }
 
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {

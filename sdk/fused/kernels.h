@@ -4,12 +4,17 @@
 //   tdp::fused::linear(x, rows, in, wt, bias, out, y);   // y[r] = x[r] @ wt + bias, wt is [in, out]
 //   tdp::fused::activate(Activation::kTanh, y, rows * out);
 //
-// Hand-written loops, not Eigen: Eigen is not among the packages bazelw installs, and for these
-// shapes (a few rows, widths <= 256) a loop that broadcasts one input and streams one weight
-// row into the output row is what an Eigen GEMV would do, minus its dispatch; measured at
-// 0.2-0.6 us for a 4->64->64->2 tanh MLP at batch 1 (tests/benchmarks/fused_benchmark.cc).
-// The hot functions are compiled twice (AVX2 and the x86-64 baseline, chosen at load by the
-// dynamic loader), so the binary runs on any x86-64 CPU without -march=native.
+// Linear runs on Eigen 3.4's GEMM where the CPU has AVX2 + FMA and the product has at least 2048
+// multiply-adds, chosen by measurement (tests/benchmarks/kernels_benchmark.cc, same data and
+// shapes, one thread, load average 6 on 2 cores): against the hand-written loops (kernels.cc), Eigen
+// ran a 4->64->64->2 tanh MLP in 559 vs 616 ns at batch 1 and 25.9 vs 33.6 us at batch 64, a
+// 17->256->256->12 one in 5.1 vs 6.5 us and 157 vs 427 us (register-blocked micro-kernels,
+// packed panels and FMA; a 4-row blocking of the loops was 4x slower, its accumulators
+// spilling), while the loops win on the smallest layers (4->64 at batch 1: 40 vs 54 ns).
+// Products over the stack budget of sdk/fused/eigen_linear.h and CPUs without AVX2 + FMA run the
+// loops, so no call allocates and the binary runs on any x86-64 CPU without -march=native: the
+// loops and the activations are compiled twice (AVX2 and the baseline, chosen at load by the
+// dynamic loader).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,12 @@ enum class Activation { kIdentity, kTanh, kRelu, kElu, kGelu, kLeakyRelu, kSigmo
 
 // y[r, o] = bias[o] + sum_i x[r, i] * wt[i, o]; bias may be null.
 void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y);
+namespace internal {
+// The portable loops linear() falls back to; here for tests/benchmarks/kernels_benchmark.cc and
+// the parity tests, which compare them with the Eigen path.
+void linear_loops(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y);
+}  // namespace internal
+
 // In place over [rows, width]: (x - mean) / sqrt(var + eps) * gamma + beta (biased variance).
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps);
 // In place over n floats; the semantics of torch::nn's default modules (ELU alpha 1, LeakyReLU

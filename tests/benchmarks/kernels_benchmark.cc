@@ -1,0 +1,124 @@
+// The fused path's two Linear kernels on the same float32 data and shapes, the measurement behind
+// linear()'s choice (sdk/fused/kernels.h, issue 14): the portable hand-written loops against
+// Eigen 3.4's GEMM compiled for AVX2 + FMA (sdk/fused/eigen_linear.h). One layer, and a whole
+// tanh MLP as the plan runs it (Linear, activation, Linear, ...), at the batch sizes the fused
+// plan serves (kAuto hands batches above 64 to LibTorch). Both write y = x @ W + b over row-major
+// x [rows, in], the weights pre-transposed to [in, out] as the plan's arena holds them.
+//
+//   ./bazelw run -c opt //tests/benchmarks:kernels_benchmark -- --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "sdk/fused/eigen_linear.h"
+#include "sdk/fused/kernels.h"
+
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+  std::vector<float> values(n);
+  for (float& v : values) v = uniform(rng);
+  return values;
+}
+
+// One layer's pre-transposed weights [in, out] and bias [out].
+struct Layer {
+  int64_t in;
+  int64_t out;
+  std::vector<float> wt;
+  std::vector<float> bias;
+  Layer(int64_t in_features, int64_t out_features, uint32_t seed)
+      : in(in_features),
+        out(out_features),
+        wt(random_floats(in_features * out_features, seed)),
+        bias(random_floats(out_features, seed + 1)) {}
+};
+
+// The widths of an MLP: CartPole's 4 -> 64 -> 64 -> 2 and a 17 -> 256 -> 256 -> 12 locomotion-size one.
+std::vector<Layer> mlp(const std::vector<int64_t>& widths) {
+  std::vector<Layer> layers;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) layers.emplace_back(widths[i], widths[i + 1], 7 + 2 * i);
+  return layers;
+}
+
+const std::vector<int64_t>& widths_of(int64_t id) {
+  static const std::vector<int64_t> kCartPole = {4, 64, 64, 2};
+  static const std::vector<int64_t> kLocomotion = {17, 256, 256, 12};
+  return id == 0 ? kCartPole : kLocomotion;
+}
+
+enum class Kernels { kLoops, kEigen };
+
+void linear(Kernels kernels, const float* x, int64_t rows, const Layer& layer, float* y) {
+  if (kernels == Kernels::kLoops) {
+    tdp::fused::internal::linear_loops(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
+  } else {
+    tdp::fused::internal::eigen_linear(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
+  }
+}
+
+template <Kernels kKernels>
+void BM_Mlp(benchmark::State& state) {
+  if (kKernels == Kernels::kEigen && !tdp::fused::internal::cpu_has_avx2_fma()) {
+    state.SkipWithError("this CPU has no AVX2 + FMA");
+    return;
+  }
+  const std::vector<Layer> layers = mlp(widths_of(state.range(0)));
+  const int64_t rows = state.range(1);
+  const std::vector<float> x = random_floats(rows * layers.front().in, 3);
+  std::vector<float> a(rows * 256), b(rows * 256);
+  for (auto _ : state) {
+    const float* in = x.data();
+    float* out = a.data();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Layer& layer = layers[l];
+      linear(kKernels, in, rows, layer, out);
+      if (l + 1 < layers.size()) tdp::fused::activate(tdp::fused::Activation::kTanh, out, rows * layer.out);
+      in = out;
+      out = out == a.data() ? b.data() : a.data();
+    }
+    benchmark::DoNotOptimize(in);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(state.range(0) == 0 ? "4-64-64-2" : "17-256-256-12");
+}
+
+template <Kernels kKernels>
+void BM_Linear(benchmark::State& state) {
+  if (kKernels == Kernels::kEigen && !tdp::fused::internal::cpu_has_avx2_fma()) {
+    state.SkipWithError("this CPU has no AVX2 + FMA");
+    return;
+  }
+  const Layer layer(state.range(0), state.range(1), 11);
+  const int64_t rows = state.range(2);
+  const std::vector<float> x = random_floats(rows * layer.in, 5);
+  std::vector<float> y(rows * layer.out);
+  for (auto _ : state) {
+    linear(kKernels, x.data(), rows, layer, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+void mlp_args(benchmark::internal::Benchmark* b) {
+  for (int64_t id : {0, 1}) {
+    for (int64_t rows : {1, 8, 64}) b->Args({id, rows});
+  }
+}
+
+void linear_args(benchmark::internal::Benchmark* b) {
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{4, 64}, {64, 64}, {64, 2}, {256, 256}}) {
+    for (int64_t rows : {1, 64}) b->Args({in, out, rows});
+  }
+}
+
+BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kLoops)->Apply(mlp_args);
+BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kEigen)->Apply(mlp_args);
+BENCHMARK_TEMPLATE(BM_Linear, Kernels::kLoops)->Apply(linear_args);
+BENCHMARK_TEMPLATE(BM_Linear, Kernels::kEigen)->Apply(linear_args);
+
+}  // namespace
