@@ -231,6 +231,9 @@ TEST(FusedPhilox, MatchesTheRandom123KnownAnswer) {
 TEST(FusedParity, CartpoleCategoricalEqualsLibTorchAtBatch1_7_64_1000) {
   expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); },
                 {{"observation", 4}}, "cartpole");
+  // Aggregated, the log-prob goes to "sample_log_prob" and the spec's "action_log_prob" is not written.
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); },
+                {{"observation", 4}}, "cartpole, aggregated", ActorOptions().composite_lp_aggregate(true));
 }
 
 TEST(FusedParity, PendulumTanhGaussianEqualsLibTorchAtBatch1_7_64_1000) {
