@@ -26,6 +26,11 @@
 // tanh_normal mode/median/mean, any composite's median) are reported by check(); the actor
 // runs those on LibTorch.
 //
+// lower() reads the probabilistic module's log-prob keys in the thread's composite_lp_aggregate
+// mode, which must be the one the module was built under (Actor lowers under its own); a spec
+// output key no module writes (the other mode's log-prob key) is left out of output_slots(), as
+// LibTorch's path leaves it out of what it returns.
+//
 // The flat API (run_flat, the action/log-prob slots and sizes) is for plans of one input and
 // one non-composite head: flat_status() says why not otherwise; run() takes every plan.
 //
