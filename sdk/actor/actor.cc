@@ -128,6 +128,13 @@ class Actor::Impl {
         if (std::find(output_keys.begin(), output_keys.end(), key) == output_keys.end()) output_keys.push_back(key);
       }
     }
+    returned_keys = output_keys;
+    for (const NestedKey& key : state_keys) {
+      if (std::find(returned_keys.begin(), returned_keys.end(), key) == returned_keys.end()) {
+        returned_keys.push_back(key);
+      }
+    }
+    map_fused_outputs();
     for (const NestedKey& key : state_keys) {
       for (const spec::DeclaredInput& input : declared_inputs.inputs()) {
         if (input.key == key) {
@@ -146,6 +153,8 @@ class Actor::Impl {
   at::Generator generator;
   std::vector<NestedKey> output_keys;
   std::vector<NestedKey> state_keys;
+  // What act() returns (without return_all_entries): output_keys, then any state key they lack.
+  std::vector<NestedKey> returned_keys;
   // What every call's observation is checked against (the kept state keys may be absent).
   spec::DeclaredInputs declared_inputs;
   // The root as a probabilistic module (resolved once, here), which act() calls with the
@@ -154,6 +163,47 @@ class Actor::Impl {
   std::vector<std::vector<int64_t>> state_shapes;
   std::mutex state_mutex;
   std::optional<TensorDict> state;
+
+  // Whether a call takes the recurrent state from the actor (the observation carries none of
+  // it) rather than from the observation (it carries all). Throws when it carries only some.
+  bool uses_kept_state(const TensorDict& observation) const {
+    std::vector<std::string> given;
+    std::vector<std::string> missing;
+    for (const NestedKey& key : state_keys) {
+      (observation.contains(key) ? given : missing).push_back(spec::key_string(key));
+    }
+    if (!given.empty() && !missing.empty()) {
+      throw std::invalid_argument(absl::StrCat(
+          "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
+          absl::StrJoin(missing, ", "), "; pass every state key or none (the actor then supplies its kept state)"));
+    }
+    return !missing.empty();
+  }
+
+  // The kept state for a call of `batch` (one tensor per state key): zeros when there is none
+  // yet or it was kept for another batch.
+  std::vector<at::Tensor> kept_state(const std::vector<int64_t>& batch) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const c10::Device& device = options.device();
+    if (!state || state->batch_size() != c10::IntArrayRef(batch)) {
+      state = TensorDict(batch, device);
+      for (size_t i = 0; i < state_keys.size(); ++i) {
+        std::vector<int64_t> shape = batch;
+        shape.insert(shape.end(), state_shapes[i].begin(), state_shapes[i].end());
+        state->set(state_keys[i], at::zeros(shape, at::TensorOptions().device(device)));
+      }
+    }
+    std::vector<at::Tensor> tensors;
+    for (const NestedKey& key : state_keys) tensors.push_back(state->get(key));
+    return tensors;
+  }
+
+  // Keeps the state a call wrote.
+  void keep_state(const TensorDict& out) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    if (!state) return;  // reset() while the call ran: the next call starts from zeros
+    for (const NestedKey& key : state_keys) state->set(key, out.get(key));
+  }
 
   // ---- CUDA graphs (sdk/nn/cuda_graph_module.h), on a GPU ----
   std::optional<CudaGraphOptions> graph_options;
@@ -243,8 +293,17 @@ class Actor::Impl {
   absl::Status plan_status = absl::OkStatus();
   // Calls on the plan so far: the Philox counter of the next one.
   std::atomic<uint64_t> fused_calls{0};
-  // The plan's slots that return_all_entries returns.
+  // The plan's slots that act() returns: returned_keys', and every entry with return_all_entries.
+  std::vector<int> fused_output_slots;
   std::vector<int> fused_all_slots;
+
+  // A returned key the plan lacks is left out, as LibTorch's path's non-strict select does.
+  void map_fused_outputs() {
+    if (!plan) return;
+    for (const NestedKey& key : returned_keys) {
+      if (const int s = plan->find_slot(key); s >= 0) fused_output_slots.push_back(s);
+    }
+  }
 
   void lower_fused() {
     if (options.backend() == Backend::kLibTorch) {
@@ -255,8 +314,6 @@ class Actor::Impl {
     if (!options.device().is_cpu()) {
       precondition = absl::FailedPreconditionError(
           absl::StrCat("the fused plan runs on the CPU, the actor on ", options.device().str()));
-    } else if (!state_keys.empty()) {
-      precondition = absl::UnimplementedError("recurrent policies are not lowered to the fused plan yet");
     }
     // Lowered at most once: kAuto skips it when a precondition already rules the plan out; kFused
     // lowers anyway, because a module-level reason names the module and makes the better error.
@@ -264,12 +321,17 @@ class Actor::Impl {
       plan_status = precondition;
       return;
     }
+    // Under the actor's aggregation mode, which fixed the probabilistic modules' log-prob keys.
+    nn::CompositeLpAggregateGuard aggregate(lp_aggregate, /*thread_local_only=*/true);
     auto lowered = fused::FusedPlan::lower(policy);
     if (precondition.ok() && lowered.ok()) {
       plan = *std::move(lowered);
       // return_all_entries: every entry the modules write, after the observation's.
+      const std::vector<int>& inputs = plan->input_slots();
       for (int s = 0; s < plan->slot_count(); ++s) {
-        if (s != plan->input_slot() && plan->slot(s).key != NestedKey("_")) fused_all_slots.push_back(s);
+        if (std::find(inputs.begin(), inputs.end(), s) == inputs.end() && plan->slot(s).key != NestedKey("_")) {
+          fused_all_slots.push_back(s);
+        }
       }
       return;
     }
@@ -297,15 +359,45 @@ class Actor::Impl {
       return std::nullopt;
     }
     const int64_t batch = observation.batch_size()[0];
-    if (!fused_for(batch, type) || !observation.contains(plan->input_key())) return std::nullopt;
-    at::Tensor obs = observation.get(plan->input_key());
-    if (obs.scalar_type() != at::kFloat || !obs.device().is_cpu() || obs.dim() != 2 ||
-        obs.size(1) != plan->observation_size()) {
-      return std::nullopt;
+    if (!fused_for(batch, type)) return std::nullopt;
+    // The plan's inputs, each well-formed (else LibTorch's path says what is wrong); a state key
+    // the observation lacks comes from the kept state, by the rules of LibTorch's path.
+    thread_local std::vector<at::Tensor> inputs;
+    thread_local std::vector<const float*> input_data;
+    inputs.clear();
+    input_data.clear();
+    for (int s : plan->input_slots()) {
+      const auto& slot = plan->slot(s);
+      if (!observation.contains(slot.key)) {
+        if (std::find(state_keys.begin(), state_keys.end(), slot.key) != state_keys.end()) {
+          inputs.emplace_back();
+          continue;
+        }
+        inputs.clear();
+        return std::nullopt;
+      }
+      at::Tensor x = observation.get(slot.key);
+      if (x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) {
+        inputs.clear();
+        return std::nullopt;
+      }
+      inputs.push_back(std::move(x));
     }
     c10::InferenceMode inference;
-    obs = obs.contiguous();
-    const std::vector<int>& slots = options.return_all_entries() ? fused_all_slots : plan->output_slots();
+    const bool kept = uses_kept_state(observation);
+    if (kept) {
+      const std::vector<at::Tensor> state_now = kept_state({batch});
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].defined()) continue;
+        const NestedKey& key = plan->slot(plan->input_slots()[i]).key;
+        inputs[i] = state_now[std::find(state_keys.begin(), state_keys.end(), key) - state_keys.begin()];
+      }
+    }
+    for (at::Tensor& x : inputs) {
+      x = x.contiguous();
+      input_data.push_back(x.data_ptr<float>());
+    }
+    const std::vector<int>& slots = options.return_all_entries() ? fused_all_slots : fused_output_slots;
     // Per-thread scratch, reused from call to call: the only allocations per call are the
     // output tensors themselves.
     thread_local std::vector<at::Tensor> outs;
@@ -332,8 +424,9 @@ class Actor::Impl {
         destinations.push_back({s, outs.back().data_ptr<float>()});
       }
     }
-    plan->run(obs.data_ptr<float>(), batch, fused_type(type), {options.seed(), fused_calls.fetch_add(1)},
+    plan->run(input_data.data(), batch, fused_type(type), {options.seed(), fused_calls.fetch_add(1)},
               destinations.data(), static_cast<int>(destinations.size()));
+    inputs.clear();  // no reference to the caller's tensors outlives the call
     TensorDict out = options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
     for (size_t i = 0; i < slots.size(); ++i) {
       const auto& slot = plan->slot(slots[i]);
@@ -343,6 +436,7 @@ class Actor::Impl {
       }
       out.set(slot.key, std::move(outs[i]));
     }
+    if (kept) keep_state(out);
     return out;
   }
 };
@@ -380,8 +474,8 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
                       std::optional<at::Generator> generator) {
   Impl& self = *impl_;
   if (auto fused = self.try_fused(observation, type, generator.has_value())) return *std::move(fused);
-  // Checked here, not before the fused plan, which takes only a well-formed observation (its one
-  // float32 input at the declared width) and costs about a microsecond a call.
+  // Checked here, not before the fused plan, which takes only a well-formed observation (its
+  // float32 inputs at the declared widths) and costs about a microsecond a call.
   self.declared_inputs.check(observation, "Actor.act", self.state_keys);
   c10::InferenceMode inference;
   nn::CompositeLpAggregateGuard aggregate(self.lp_aggregate, /*thread_local_only=*/true);
@@ -391,40 +485,16 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
   const c10::Device& device = self.options.device();
   TensorDict td = observation.device() == device ? observation.clone(/*deep=*/false) : observation.to(device);
   // The state comes whole from the observation (stateless form) or whole from the actor.
-  std::vector<std::string> given;
-  std::vector<std::string> missing;
-  for (const NestedKey& key : self.state_keys) (td.contains(key) ? given : missing).push_back(spec::key_string(key));
-  if (!given.empty() && !missing.empty()) {
-    throw std::invalid_argument(absl::StrCat(
-        "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
-        absl::StrJoin(missing, ", "), "; pass every state key or none (the actor then supplies its kept state)"));
-  }
-  const bool uses_kept_state = !missing.empty();
+  const bool uses_kept_state = self.uses_kept_state(td);
   if (uses_kept_state) {
-    std::lock_guard<std::mutex> lock(self.state_mutex);
-    const std::vector<int64_t> batch = td.batch_size().vec();
-    if (!self.state || self.state->batch_size() != c10::IntArrayRef(batch)) {
-      self.state = TensorDict(batch, device);
-      for (size_t i = 0; i < self.state_keys.size(); ++i) {
-        std::vector<int64_t> shape = batch;
-        shape.insert(shape.end(), self.state_shapes[i].begin(), self.state_shapes[i].end());
-        self.state->set(self.state_keys[i], at::zeros(shape, at::TensorOptions().device(device)));
-      }
-    }
-    for (const NestedKey& key : self.state_keys) td.set(key, self.state->get(key));
+    const std::vector<at::Tensor> kept = self.kept_state(td.batch_size().vec());
+    for (size_t i = 0; i < self.state_keys.size(); ++i) td.set(self.state_keys[i], kept[i]);
   }
   const bool graphed = self.graph_options && !generator && td.batch_size().size() == 1 && td.batch_size()[0] > 0;
   TensorDict out = graphed ? self.call_graphs(td, type) : call_policy(*self.policy.module, self.probabilistic, td, request);
-  if (uses_kept_state) {
-    std::lock_guard<std::mutex> lock(self.state_mutex);
-    for (const NestedKey& key : self.state_keys) self.state->set(key, out.get(key));
-  }
+  if (uses_kept_state) self.keep_state(out);
   if (self.options.return_all_entries()) return out;
-  std::vector<NestedKey> keys = self.output_keys;
-  for (const NestedKey& key : self.state_keys) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-  }
-  return out.select(keys, /*strict=*/false);
+  return out.select(self.returned_keys, /*strict=*/false);
 }
 
 TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& observation) {
@@ -479,6 +549,9 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
   if (!self.plan) {
     return absl::FailedPreconditionError(absl::StrCat("Actor.act_flat needs the fused plan: ", self.plan_status.message()));
   }
+  if (absl::Status flat = flat_status(); !flat.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("Actor.act_flat: ", flat.message()));
+  }
   if (!type) type = self.options.interaction_type();
   const fused::FusedPlan& plan = *self.plan;
   if (self.fused_for(batch, type)) {
@@ -491,7 +564,7 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
   // LibTorch: larger batches under kAuto, and interaction types the plan has no closed form for.
   try {
     at::Tensor obs = at::from_blob(const_cast<float*>(observation), {batch, plan.observation_size()}, at::kFloat);
-    TensorDict out = act(TensorDict({{plan.input_key(), obs}}, {batch}), type);
+    TensorDict out = act(TensorDict({{plan.slot(plan.input_slots()[0]).key, obs}}, {batch}), type);
     auto copy = [&](int slot, float* to) {
       const auto& s = plan.slot(slot);
       at::Tensor value = out.get(s.key).to(at::kFloat).contiguous();
@@ -508,8 +581,21 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
   return absl::OkStatus();
 }
 
-int64_t Actor::flat_observation_size() const { return impl_->plan ? impl_->plan->observation_size() : 0; }
-int64_t Actor::flat_action_size() const { return impl_->plan ? impl_->plan->action_size() : 0; }
+absl::Status Actor::flat_status() const {
+  const Impl& self = *impl_;
+  if (!self.plan) {
+    return absl::FailedPreconditionError(absl::StrCat("the policy has no fused plan: ", self.plan_status.message()));
+  }
+  if (!self.state_keys.empty()) {
+    std::vector<std::string> keys;
+    for (const NestedKey& key : self.state_keys) keys.push_back(spec::key_string(key));
+    return absl::FailedPreconditionError(absl::StrCat("the policy is recurrent (state ", absl::StrJoin(keys, ", "),
+                                                      "); the flat API carries no state: use act()"));
+  }
+  return self.plan->flat_status();
+}
+int64_t Actor::flat_observation_size() const { return flat_status().ok() ? impl_->plan->observation_size() : 0; }
+int64_t Actor::flat_action_size() const { return flat_status().ok() ? impl_->plan->action_size() : 0; }
 bool Actor::uses_fused(int64_t batch, std::optional<nn::InteractionType> type) const {
   return impl_->fused_for(batch, type);
 }

@@ -32,16 +32,19 @@
 //
 // The fused CPU path (sdk/fused, issue 14): at load a CPU actor lowers what it can of its
 // policy to a static float32 plan that runs without LibTorch's dispatcher (about a microsecond
-// at batch 1 for the CartPole and Pendulum policies). ActorOptions::backend chooses: kAuto (the
-// default) uses the plan at batch sizes <= fused_max_batch and LibTorch above, or when the
-// policy does not lower (fused_status() says why); kLibTorch never builds a plan; kFused makes a
+// at batch 1 for the CartPole and Pendulum policies): MLP and Linear networks, GRU and LSTM
+// cells, one head of the common distributions or a composite of them (sdk/fused/plan.h lists
+// what lowers). ActorOptions::backend chooses: kAuto (the default) uses the plan at batch
+// sizes <= fused_max_batch and LibTorch above, or when the policy does not lower
+// (fused_status() says why); kLibTorch never builds a plan; kFused makes a
 // policy that does not lower a load error naming the module and the reason. Both paths give
 // the same keys and shapes; deterministic types the same values to 1e-5. The plan's draws come
 // from a counter-based Philox stream seeded by ActorOptions::seed: which values a call draws
 // depends on the seed and the call's index only, so a seeded actor repeats its draws on any
-// number of threads. Calls given an explicit generator, observations with several batch dims, recurrent
-// policies and interaction types without a closed form (categorical MEAN, tanh_normal MODE...)
-// run on LibTorch.
+// number of threads. A recurrent policy keeps the recurrent-state rules above on the plan (the
+// kept state is the same one either path reads and writes, so calls may alternate between
+// them). Calls given an explicit generator, observations with several batch dims and
+// interaction types without a closed form (categorical MEAN, tanh_normal MODE...) run on LibTorch.
 //
 // The flat API, for simulators that hold plain arrays (caller-owned buffers; no allocation per
 // call on the fused path after a thread's first call):
@@ -52,9 +55,10 @@
 // observation is [n, flat_observation_size()] row-major float32 (the spec's one input);
 // action gets [n, flat_action_size()] (the probabilistic module's sample; categorical indices
 // as floats) and log_prob [n] (or [n, flat_action_size()] for a per-element "normal"). It
-// needs a lowerable policy (else FailedPrecondition with the reason); at batch sizes above
-// fused_max_batch under kAuto, and for interaction types the plan lacks, it runs act() on
-// LibTorch and copies out.
+// needs a lowerable policy with one input, no recurrent state and no composite head (else
+// FailedPrecondition with the reason, as flat_status() says; those run on the plan through
+// act()). At batch sizes above fused_max_batch under kAuto, and for interaction types the plan
+// lacks, it runs act() on LibTorch and copies out.
 //
 // On a GPU (ActorOptions().device("cuda:0")), an actor replays captured CUDA graphs
 // (sdk/nn/cuda_graph_module.h) when its spec's `cuda_graph` block or ActorOptions::cuda_graph
@@ -191,7 +195,10 @@ class Actor {
   // The flat API (see the header comment). `type` for this call; empty: the actor's.
   absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob = nullptr,
                         std::optional<nn::InteractionType> type = std::nullopt);
-  int64_t flat_observation_size() const;  // 0 without a fused plan
+  // OK when act_flat() applies: a fused plan, one input, no recurrent state, no composite head;
+  // else why not (FailedPrecondition).
+  absl::Status flat_status() const;
+  int64_t flat_observation_size() const;  // 0 when flat_status() is not OK
   int64_t flat_action_size() const;
   // Whether a call of `batch` rows under `type` runs on the fused plan.
   bool uses_fused(int64_t batch, std::optional<nn::InteractionType> type) const;

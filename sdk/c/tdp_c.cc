@@ -630,10 +630,9 @@ tdp_status tdp_actor_act(tdp_actor* actor, int64_t batch, const tdp_input* input
 tdp_status tdp_actor_flat_sizes(const tdp_actor* actor, int64_t* observation_size, int64_t* action_size) {
   return guarded("tdp_actor_flat_sizes", [&] {
     check_actor(actor);
-    absl::Status fused = actor->actor->fused_status();
-    if (!fused.ok()) {
-      fail(TDP_FAILED_PRECONDITION, absl::StrCat("the policy has no fused plan, so no flat API: ", fused.message()));
-    }
+    // Why there is no flat API: no fused plan, a recurrent policy, several inputs, a composite head.
+    absl::Status flat = actor->actor->flat_status();
+    if (!flat.ok()) fail(TDP_FAILED_PRECONDITION, std::string(flat.message()));
     if (observation_size != nullptr) *observation_size = actor->actor->flat_observation_size();
     if (action_size != nullptr) *action_size = actor->actor->flat_action_size();
     return absl::OkStatus();

@@ -180,10 +180,12 @@ TDP_C_EXPORT const char* tdp_actor_spec_version(const tdp_actor* actor);
 TDP_C_EXPORT tdp_status tdp_actor_act(tdp_actor* actor, int64_t batch, const tdp_input* inputs, size_t num_inputs,
                                       const tdp_output* outputs, size_t num_outputs, tdp_interaction type);
 
-/* The flat float32 API (actor.h: act_flat), for single-input policies that lower to the fused CPU
- * plan: observation [batch, flat_observation_size], action [batch, flat_action_size] (categorical
- * indices as floats), log_prob [batch] (or [batch, flat_action_size] for a per-element normal;
- * may be NULL). A policy with no fused plan is TDP_FAILED_PRECONDITION with the reason. */
+/* The flat float32 API (actor.h: act_flat), for single-input policies without recurrent state or
+ * composite distribution that lower to the fused CPU plan: observation [batch,
+ * flat_observation_size], action [batch, flat_action_size] (categorical indices as floats),
+ * log_prob [batch] (or [batch, flat_action_size] for a per-element normal; may be NULL). Any other
+ * policy is TDP_FAILED_PRECONDITION with the reason (recurrent and composite ones run on the plan
+ * through tdp_actor_act). */
 TDP_C_EXPORT tdp_status tdp_actor_flat_sizes(const tdp_actor* actor, int64_t* observation_size, int64_t* action_size);
 TDP_C_EXPORT tdp_status tdp_actor_act_flat(tdp_actor* actor, int64_t batch, const float* observation, float* action,
                                            float* log_prob, tdp_interaction type);

@@ -108,11 +108,48 @@ void activate(Activation activation, float* __restrict x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.01f * x[i];
       return;
     case Activation::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + fast_exp(-x[i]));
+      for (int64_t i = 0; i < n; ++i) x[i] = fast_sigmoid(x[i]);
       return;
     case Activation::kSoftplus:
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 20.0f ? x[i] : std::log1p(std::exp(x[i]));
       return;
+  }
+}
+
+TDP_FUSED_CLONES
+void gru_gates(const float* __restrict gi, const float* __restrict gh, const float* __restrict h, int64_t rows,
+               int64_t hidden, float* __restrict h_out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xi = gi + r * 3 * hidden;
+    const float* hi = gh + r * 3 * hidden;
+    const float* hr = h + r * hidden;
+    float* out = h_out + r * hidden;
+    for (int64_t j = 0; j < hidden; ++j) {
+      const float reset = fast_sigmoid(xi[j] + hi[j]);
+      const float update = fast_sigmoid(xi[hidden + j] + hi[hidden + j]);
+      // torch.nn.GRUCell: the reset gate scales the hidden projection including its bias.
+      const float candidate = fast_tanh(xi[2 * hidden + j] + reset * hi[2 * hidden + j]);
+      out[j] = (1.0f - update) * candidate + update * hr[j];
+    }
+  }
+}
+
+TDP_FUSED_CLONES
+void lstm_gates(const float* __restrict gi, const float* __restrict gh, const float* __restrict c, int64_t rows,
+                int64_t hidden, float* __restrict h_out, float* __restrict c_out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xi = gi + r * 4 * hidden;
+    const float* hi = gh + r * 4 * hidden;
+    const float* cr = c + r * hidden;
+    for (int64_t j = 0; j < hidden; ++j) {
+      const float in = fast_sigmoid(xi[j] + hi[j]);
+      const float forget = fast_sigmoid(xi[hidden + j] + hi[hidden + j]);
+      const float cell = fast_tanh(xi[2 * hidden + j] + hi[2 * hidden + j]);
+      const float out = fast_sigmoid(xi[3 * hidden + j] + hi[3 * hidden + j]);
+      const float next = forget * cr[j] + in * cell;
+      c_out[r * hidden + j] = next;
+      h_out[r * hidden + j] = out * fast_tanh(next);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // The fused path's dense kernels: a Linear over pre-transposed float32 weights, LayerNorm,
-// and the Mlp activations, each over `rows` rows of contiguous floats.
+// the Mlp activations and the GRU/LSTM cells' gate updates, each over `rows` rows of
+// contiguous floats.
 //
 //   tdp::fused::linear(x, rows, in, wt, bias, out, y);   // y[r] = x[r] @ wt + bias, wt is [in, out]
 //   tdp::fused::activate(Activation::kTanh, y, rows * out);
@@ -36,5 +37,13 @@ void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const
 // In place over n floats; the semantics of torch::nn's default modules (ELU alpha 1, LeakyReLU
 // slope 0.01, GELU exact (erf), Softplus beta 1 threshold 20).
 void activate(Activation activation, float* x, int64_t n);
+
+// The recurrent cells after their two projections (linear() of the input and of the hidden state,
+// each with its bias), in torch.nn's gate order and equations. GRU: gi, gh are [rows, 3 * hidden]
+// (r, z, n); h' = (1 - z) * tanh(gi_n + r * gh_n) + z * h. LSTM: gi, gh are [rows, 4 * hidden]
+// (i, f, g, o); c' = f * c + i * g, h' = o * tanh(c'). The outputs must not alias the inputs.
+void gru_gates(const float* gi, const float* gh, const float* h, int64_t rows, int64_t hidden, float* h_out);
+void lstm_gates(const float* gi, const float* gh, const float* c, int64_t rows, int64_t hidden, float* h_out,
+                float* c_out);
 
 }  // namespace tdp::fused

@@ -87,4 +87,7 @@ inline float fast_tanh(float x) {
   return a < 0.625f ? near : far;
 }
 
+// 1 / (1 + exp(-x)): the Mlp's sigmoid and the recurrent cells' gates.
+inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
 }  // namespace tdp::fused

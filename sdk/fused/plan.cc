@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/nn/modules/linear.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -19,6 +21,7 @@
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/spec/keys.h"
@@ -39,10 +42,14 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale } kind;
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm } kind;
   int in = -1, out = -1, out2 = -1;
+  // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
+  // next; gates_in / gates_state hold the two projections.
+  int state = -1, cell = -1, gates_in = -1, gates_state = -1;
   int64_t in_w = 0, out_w = 0;
-  int64_t w = -1, b = -1;  // arena offsets
+  int64_t w = -1, b = -1;    // arena offsets
+  int64_t w2 = -1, b2 = -1;  // the recurrent cells' hidden-state projection
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
@@ -50,6 +57,7 @@ struct Op {
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
 
+// One distribution: the probabilistic module's, or one part of its composite.
 struct Head {
   HeadKind kind = HeadKind::kNone;
   std::string path, name;
@@ -57,7 +65,9 @@ struct Head {
   bool from_probs = false;
   int sample = -1, log_prob = -1;
   int64_t width = 0;  // event width (categorical: number of classes)
-  nn::InteractionType default_type = nn::InteractionType::kDeterministic;
+  // The first Philox block of this head's draws in a row: a composite's parts draw from
+  // disjoint blocks, so each part's values are independent of the others'.
+  uint32_t block0 = 0;
   bool tanh_loc = false;
   float upscale = 5.0f;
   double low = -1.0, high = 1.0;
@@ -148,19 +158,31 @@ struct FusedPlan::Impl {
   int64_t scratch_per_tile = 0;
   std::vector<float> arena;
   std::vector<Op> ops;
-  Head head;
-  int input = -1;
+  // The probabilistic module's distribution, or its composite's parts in distribution_map order.
+  std::vector<Head> heads;
+  std::string head_path;  // the probabilistic module's path in the spec
+  bool composite = false;
+  int log_prob_sum = -1;  // a composite's aggregated log-prob (composite_lp_aggregate), else -1
+  nn::InteractionType default_type = nn::InteractionType::kDeterministic;
+  uint32_t next_block = 0;
+  std::vector<int> inputs;  // the spec's inputs, in order
   std::vector<int> outputs;
   int action = -1;
   std::vector<std::string> description;
 
   // ---- lowering ---------------------------------------------------------------------------
 
-  int find(const NestedKey& key, const std::string& path) const {
+  // The slot last written at `key` (an input's when no module writes it), else -1.
+  int find_or_none(const NestedKey& key) const {
     for (int i = static_cast<int>(slots.size()) - 1; i >= 0; --i) {
       if (slots[i].key == key) return i;
     }
-    throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
+    return -1;
+  }
+  int find(const NestedKey& key, const std::string& path) const {
+    const int s = find_or_none(key);
+    if (s < 0) throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
+    return s;
   }
   int add_slot(NestedKey key, int64_t width, std::vector<int64_t> shape, bool integer = false) {
     slots.push_back(Slot{std::move(key), width, std::move(shape), integer});
@@ -283,13 +305,61 @@ struct FusedPlan::Impl {
       output(op.out, out_keys[0]);
       output(op.out2, out_keys[1]);
       description.push_back(absl::StrCat(path, ": fused (AddStateIndependentNormalScale)"));
+    } else if (auto* gru = dynamic_cast<const nn::GruCellImpl*>(inner.get())) {
+      need(2, 1, "GruCell");
+      const auto& o = gru->options();
+      Op op = recurrent_cell(Op::kGru, *gru, o.input_size(), o.hidden_size(), 3, in_keys, path);
+      output(op.out, out_keys[0]);
+      ops.push_back(op);
+      description.push_back(absl::StrCat(path, ": fused (GruCell ", o.input_size(), "->", o.hidden_size(), ")"));
+    } else if (auto* lstm = dynamic_cast<const nn::LstmCellImpl*>(inner.get())) {
+      need(3, 2, "LstmCell");
+      const auto& o = lstm->options();
+      Op op = recurrent_cell(Op::kLstm, *lstm, o.input_size(), o.hidden_size(), 4, in_keys, path);
+      op.cell = find(in_keys[2], path);
+      if (slots[op.cell].width != o.hidden_size()) {
+        throw NotLowerable(absl::StrCat(path, ": an LstmCell of hidden_size ", o.hidden_size(),
+                                        " reads a cell state of width ", slots[op.cell].width));
+      }
+      op.out2 = add_temp(o.hidden_size());
+      output(op.out, out_keys[0]);
+      output(op.out2, out_keys[1]);
+      ops.push_back(op);
+      description.push_back(absl::StrCat(path, ": fused (LstmCell ", o.input_size(), "->", o.hidden_size(), ")"));
     } else {
       const std::string what = inner ? inner->name() : "a function";
-      const bool recurrent = dynamic_cast<const nn::GruCellImpl*>(inner.get()) != nullptr ||
-                             dynamic_cast<const nn::LstmCellImpl*>(inner.get()) != nullptr;
-      throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what,
-                                      recurrent ? " (recurrent cells are not lowered yet)" : " (no fused kernel for it)"));
+      throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what, " (no fused kernel for it)"));
     }
+  }
+
+  // A GRU (3 gates) or LSTM (4 gates) cell reading (input, hidden state, ...): its torch.nn cell's
+  // weights transposed into the arena, the next hidden state in a new slot (so the modules after
+  // it, and the outputs, read the new state while the input slot keeps the old one).
+  Op recurrent_cell(Op::Kind kind, const torch::nn::Module& cell, int64_t input_size, int64_t hidden_size,
+                    int64_t gates, const std::vector<NestedKey>& in_keys, const std::string& path) {
+    Op op{kind};
+    op.in = find(in_keys[0], path);
+    op.state = find(in_keys[1], path);
+    if (slots[op.in].width != input_size || slots[op.state].width != hidden_size) {
+      throw NotLowerable(absl::StrCat(path, ": a cell of input_size ", input_size, " and hidden_size ", hidden_size,
+                                      " reads values of widths ", slots[op.in].width, " and ", slots[op.state].width));
+    }
+    op.in_w = input_size;
+    op.out_w = hidden_size;
+    const auto params = cell.named_parameters(/*recurse=*/true);
+    auto weight = [&](const char* name) -> int64_t {
+      const at::Tensor* t = params.find(absl::StrCat("cell.", name));
+      return t != nullptr && t->defined() ? put(name[0] == 'w' ? t->t() : *t) : -1;
+    };
+    op.w = weight("weight_ih");
+    op.w2 = weight("weight_hh");
+    op.b = weight("bias_ih");
+    op.b2 = weight("bias_hh");
+    if (op.w < 0 || op.w2 < 0) throw NotLowerable(absl::StrCat(path, ": a recurrent cell without weight_ih/weight_hh"));
+    op.gates_in = add_temp(gates * hidden_size);
+    op.gates_state = add_temp(gates * hidden_size);
+    op.out = add_temp(hidden_size);
+    return op;
   }
 
   // Names slot `s` `key` (a "_" key drops it).
@@ -298,29 +368,21 @@ struct FusedPlan::Impl {
     slots[s].key = key;
   }
 
-  void probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, const std::string& path) {
-    const auto& o = module.options();
-    if (head.kind != HeadKind::kNone) throw NotLowerable(absl::StrCat(path, ": a second probabilistic module"));
-    if (o.is_composite()) throw NotLowerable(absl::StrCat(path, ": a composite distribution"));
-    if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
-    if (o.generator().has_value() || o.generator_key().has_value()) {
-      throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
-    }
-    const auto sample_keys = module.dist_sample_keys();
-    if (sample_keys.size() != 1) throw NotLowerable(absl::StrCat(path, ": several sample keys"));
-    head.path = path;
-    head.name = o.distribution().to_string();
-    head.default_type = o.default_interaction_type();
-    const auto& kwargs = o.distribution_kwargs();
+  // What a head writes per row: its sample's width and shape, its log-prob's shape.
+  struct HeadLayout {
+    int64_t sample_width = 0;
+    std::vector<int64_t> sample_shape, lp_shape;
+    bool integer = false;
+  };
+
+  // Reads the distribution `h.name` with `kwargs` into `h`; `param(name)` is the slot of the
+  // distribution parameter `name`, -1 when it has none.
+  HeadLayout lower_head(Head& h, const dist::DistributionKwargs& kwargs,
+                        const std::function<int(const std::string&)>& param) const {
+    const std::string& path = h.path;
     auto kw = [&](const char* name, double fallback) {
       auto it = kwargs.find(name);
       return it == kwargs.end() ? fallback : it->second.toDouble();
-    };
-    auto param = [&](const std::string& name) {
-      for (size_t i = 0; i < o.dist_keys().size(); ++i) {
-        if (o.dist_keys()[i] == name) return find(o.in_keys()[i], path);
-      }
-      return -1;
     };
     for (const auto& [name, value] : kwargs) {
       static const char* known[] = {"low", "high", "upscale", "tanh_loc", "safe_tanh", "event_dims", "atol", "rtol"};
@@ -328,74 +390,178 @@ struct FusedPlan::Impl {
         throw NotLowerable(absl::StrCat(path, ": the distribution kwarg '", name, "'"));
       }
     }
-    int64_t sample_width = 0;
-    std::vector<int64_t> sample_shape, lp_shape;
-    bool integer = false;
-    if (head.name == "categorical" || head.name == "one_hot_categorical" || head.name == "bernoulli") {
-      head.kind = head.name == "categorical" ? HeadKind::kCategorical
-                  : head.name == "bernoulli" ? HeadKind::kBernoulli : HeadKind::kOneHotCategorical;
-      head.p0 = param("logits");
-      if (head.p0 < 0) {
-        head.p0 = param("probs");
-        head.from_probs = true;
+    HeadLayout layout;
+    if (h.name == "categorical" || h.name == "one_hot_categorical" || h.name == "bernoulli") {
+      h.kind = h.name == "categorical" ? HeadKind::kCategorical
+               : h.name == "bernoulli" ? HeadKind::kBernoulli
+                                       : HeadKind::kOneHotCategorical;
+      h.p0 = param("logits");
+      if (h.p0 < 0) {
+        h.p0 = param("probs");
+        h.from_probs = true;
       }
-      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": ", head.name, " without logits or probs"));
-      head.width = slots[head.p0].width;
-      if (head.kind == HeadKind::kCategorical) {
-        sample_width = 1;
-        integer = true;
+      if (h.p0 < 0) throw NotLowerable(absl::StrCat(path, ": ", h.name, " without logits or probs"));
+      h.width = slots[h.p0].width;
+      if (h.kind == HeadKind::kCategorical) {
+        layout.sample_width = 1;
+        layout.integer = true;
       } else {
-        sample_width = head.width;
-        sample_shape = {head.width};
-        integer = head.kind == HeadKind::kOneHotCategorical;  // one-hot int64; Bernoulli floats
-        if (head.kind == HeadKind::kBernoulli) lp_shape = {head.width};  // one event per element
+        layout.sample_width = h.width;
+        layout.sample_shape = {h.width};
+        layout.integer = h.kind == HeadKind::kOneHotCategorical;          // one-hot int64; Bernoulli floats
+        if (h.kind == HeadKind::kBernoulli) layout.lp_shape = {h.width};  // one event per element
       }
-    } else if (head.name == "normal" || head.name == "independent_normal" || head.name == "tanh_normal") {
-      head.kind = head.name == "normal" ? HeadKind::kNormal
-                  : head.name == "tanh_normal" ? HeadKind::kTanhNormal : HeadKind::kIndependentNormal;
-      head.p0 = param("loc");
-      head.p1 = param("scale");
-      if (head.p0 < 0 || head.p1 < 0 || param("low") >= 0 || param("high") >= 0) {
-        throw NotLowerable(absl::StrCat(path, ": ", head.name, " reads parameters other than (loc, scale)"));
+    } else if (h.name == "normal" || h.name == "independent_normal" || h.name == "tanh_normal") {
+      h.kind = h.name == "normal"        ? HeadKind::kNormal
+               : h.name == "tanh_normal" ? HeadKind::kTanhNormal
+                                         : HeadKind::kIndependentNormal;
+      h.p0 = param("loc");
+      h.p1 = param("scale");
+      if (h.p0 < 0 || h.p1 < 0 || param("low") >= 0 || param("high") >= 0) {
+        throw NotLowerable(absl::StrCat(path, ": ", h.name, " reads parameters other than (loc, scale)"));
       }
-      head.width = slots[head.p0].width;
-      if (slots[head.p1].width != head.width) throw NotLowerable(absl::StrCat(path, ": loc and scale widths differ"));
+      h.width = slots[h.p0].width;
+      if (slots[h.p1].width != h.width) throw NotLowerable(absl::StrCat(path, ": loc and scale widths differ"));
       if (kwargs.count("event_dims") && kwargs.at("event_dims").toLong() != 1) {
         throw NotLowerable(absl::StrCat(path, ": event_dims other than 1"));
       }
-      head.tanh_loc = kwargs.count("tanh_loc") && kwargs.at("tanh_loc").toBool();
-      head.upscale = static_cast<float>(kw("upscale", 5.0));
-      head.low = kw("low", -1.0);
-      head.high = kw("high", 1.0);
-      head.safe_tanh = !kwargs.count("safe_tanh") || kwargs.at("safe_tanh").toBool();
-      sample_width = head.width;
-      sample_shape = {head.width};
-      if (head.kind == HeadKind::kNormal) lp_shape = {head.width};
-    } else if (head.name == "delta") {
-      head.kind = HeadKind::kDelta;
-      head.p0 = param("param");
-      if (head.p0 < 0) throw NotLowerable(absl::StrCat(path, ": delta without param"));
-      head.width = slots[head.p0].width;
-      head.atol = kw("atol", 1e-6);
-      head.rtol = kw("rtol", 1e-6);
-      sample_width = head.width;
-      sample_shape = {head.width};  // one event per row (Delta's event shape is param's last dim)
+      h.tanh_loc = kwargs.count("tanh_loc") && kwargs.at("tanh_loc").toBool();
+      h.upscale = static_cast<float>(kw("upscale", 5.0));
+      h.low = kw("low", -1.0);
+      h.high = kw("high", 1.0);
+      h.safe_tanh = !kwargs.count("safe_tanh") || kwargs.at("safe_tanh").toBool();
+      layout.sample_width = h.width;
+      layout.sample_shape = {h.width};
+      if (h.kind == HeadKind::kNormal) layout.lp_shape = {h.width};
+    } else if (h.name == "delta") {
+      h.kind = HeadKind::kDelta;
+      h.p0 = param("param");
+      if (h.p0 < 0) throw NotLowerable(absl::StrCat(path, ": delta without param"));
+      h.width = slots[h.p0].width;
+      h.atol = kw("atol", 1e-6);
+      h.rtol = kw("rtol", 1e-6);
+      layout.sample_width = h.width;
+      layout.sample_shape = {h.width};  // one event per row (Delta's event shape is param's last dim)
     } else {
-      throw NotLowerable(absl::StrCat(path, ": the distribution '", head.name, "' has no fused kernel"));
+      throw NotLowerable(absl::StrCat(path, ": the distribution '", h.name, "' has no fused kernel"));
     }
-    if (head.width > kMaxEvent) {
-      throw NotLowerable(absl::StrCat(path, ": ", head.name, " over ", head.width, " values (the plan takes at most ",
-                                      kMaxEvent, ")"));
+    if (h.width > kMaxEvent) {
+      throw NotLowerable(
+          absl::StrCat(path, ": ", h.name, " over ", h.width, " values (the plan takes at most ", kMaxEvent, ")"));
     }
-    head.sample = add_slot(sample_keys[0], sample_width, sample_shape, integer);
-    NestedKey lp_key("_");  // computed on request (the flat API), not an entry, without return_log_prob
+    return layout;
+  }
+
+  // Lowers `h` and gives it its sample slot (at `sample_key`), its log-prob slot (at `lp_key`;
+  // "_": computed on request (the flat API), not an entry) and its Philox blocks.
+  void add_head(Head h, const dist::DistributionKwargs& kwargs, const std::function<int(const std::string&)>& param,
+                const NestedKey& sample_key, const NestedKey& lp_key) {
+    const HeadLayout layout = lower_head(h, kwargs, param);
+    h.block0 = next_block;
+    const bool one_draw = h.kind == HeadKind::kCategorical || h.kind == HeadKind::kOneHotCategorical;
+    next_block += static_cast<uint32_t>(one_draw ? 1 : (h.width + 3) / 4);
+    h.sample = add_slot(sample_key, layout.sample_width, layout.sample_shape, layout.integer);
+    h.log_prob = add_slot(lp_key, layout.lp_shape.empty() ? 1 : layout.lp_shape[0], layout.lp_shape);
+    heads.push_back(std::move(h));
+  }
+
+  void probabilistic(const nn::ProbabilisticTensorDictModuleImpl& module, const std::string& path) {
+    const auto& o = module.options();
+    if (!heads.empty()) {
+      throw NotLowerable(absl::StrCat(path, ": a second probabilistic module (autoregressive heads are not lowered)"));
+    }
+    if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
+    if (o.generator().has_value() || o.generator_key().has_value()) {
+      throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
+    }
+    head_path = path;
+    default_type = o.default_interaction_type();
+    const std::string default_name(nn::to_string(default_type));
+    const auto sample_keys = module.dist_sample_keys();
+    if (o.is_composite()) {
+      composite_head(module, path);
+      return;
+    }
+    if (sample_keys.size() != 1) throw NotLowerable(absl::StrCat(path, ": several sample keys"));
+    Head h;
+    h.path = path;
+    h.name = o.distribution().to_string();
+    auto param = [&](const std::string& name) {
+      for (size_t i = 0; i < o.dist_keys().size(); ++i) {
+        if (o.dist_keys()[i] == name) return find(o.in_keys()[i], path);
+      }
+      return -1;
+    };
+    NestedKey lp_key("_");
     for (const NestedKey& key : module.out_keys()) {
       if (key != sample_keys[0]) lp_key = key;
     }
-    head.log_prob = add_slot(lp_key, static_cast<int64_t>(std::max<size_t>(1, lp_shape.empty() ? 1 : lp_shape[0])),
-                             lp_shape);
-    description.push_back(absl::StrCat(path, ": fused (", head.name, ", default ",
-                                       std::string(nn::to_string(head.default_type)), ")"));
+    add_head(std::move(h), o.distribution_kwargs(), param, sample_keys[0], lp_key);
+    description.push_back(absl::StrCat(path, ": fused (", heads[0].name, ", default ", default_name, ")"));
+  }
+
+  // A CompositeDistribution: one head per part, reading the part's entries under the module's
+  // params key, writing what the LibTorch module writes: each part's sample at its name (after
+  // name_map) and, with return_log_prob, each part's log-prob (the module's log_prob_keys when
+  // not aggregating, `<name>_log_prob` when aggregating) and, aggregated, their sum at the
+  // module's log_prob_key.
+  void composite_head(const nn::ProbabilisticTensorDictModuleImpl& module, const std::string& path) {
+    const auto& o = module.options();
+    const auto& co = o.composite_options();
+    const NestedKey& params = o.in_keys()[0];
+    // The mode the module was built under: log_prob_keys() throws when the thread's differs.
+    const bool aggregate = nn::composite_lp_aggregate();
+    const std::vector<NestedKey> sample_keys = module.dist_sample_keys();
+    std::vector<NestedKey> lp_keys;
+    if (o.return_log_prob() && !aggregate) lp_keys = module.log_prob_keys();
+    std::vector<std::string> parts;
+    size_t index = 0;
+    for (const auto& [part, builder] : *o.composite_map()) {
+      NestedKey name = part;
+      for (const auto& [from, to] : co.name_map()) {
+        if (from == part) name = to;
+      }
+      if (index >= sample_keys.size() || sample_keys[index] != name) {
+        throw NotLowerable(absl::StrCat(path, ": out_keys other than the composite's sample keys"));
+      }
+      Head h;
+      h.path = absl::StrCat(path, " (part ", part.to_string(), ")");
+      h.name = builder.to_string();
+      const NestedKey prefix = params + part;
+      std::vector<std::string> read;
+      auto param = [&](const std::string& leaf) {
+        const int s = find_or_none(prefix + NestedKey(leaf));
+        if (s >= 0) read.push_back(leaf);
+        return s;
+      };
+      dist::DistributionKwargs kwargs;
+      for (const auto& [key, value] : co.extra_kwargs()) {
+        if (key == part) kwargs = value;
+      }
+      NestedKey lp_key("_");
+      if (o.return_log_prob()) lp_key = aggregate ? dist::add_suffix(name, "_log_prob") : lp_keys[index];
+      const std::string part_path = h.path;
+      add_head(std::move(h), kwargs, param, name, lp_key);
+      // LibTorch builds the part from every entry under its params key: one the kernel does not
+      // read would change the distribution (or be an error there).
+      for (const Slot& s : slots) {
+        if (s.key.size() == prefix.size() + 1 && s.key.starts_with(prefix) &&
+            std::find(read.begin(), read.end(), s.key.leaf()) == read.end()) {
+          throw NotLowerable(absl::StrCat(part_path, ": the parameter ", s.key.to_string(), " is not one ",
+                                          heads.back().name, " reads here"));
+        }
+      }
+      parts.push_back(absl::StrCat(spec::key_string(name), " ", heads.back().name));
+      ++index;
+    }
+    if (index != sample_keys.size()) {
+      throw NotLowerable(absl::StrCat(path, ": out_keys other than the composite's parts"));
+    }
+    if (o.return_log_prob() && aggregate) log_prob_sum = add_slot(module.log_prob_key(), 1, {});
+    composite = true;
+    description.push_back(absl::StrCat(path, ": fused (composite: ", absl::StrJoin(parts, ", "), "; default ",
+                                       std::string(nn::to_string(default_type)), aggregate ? "; log-probs summed" : "",
+                                       ")"));
   }
 
   void module(const nn::TensorDictModuleBase& m, const std::string& path) {
@@ -411,7 +577,11 @@ struct FusedPlan::Impl {
         module(*seq->modules()[i], absl::StrCat(path, ".sequential.modules[", i, "]"));
       }
     } else if (auto* td = dynamic_cast<const nn::TensorDictModuleImpl*>(&m)) {
-      if (head.kind != HeadKind::kNone) throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one"));
+      if (!heads.empty()) {
+        throw NotLowerable(absl::StrCat(path,
+                                        ": a module after the probabilistic one (an autoregressive policy, "
+                                        "which feeds a sample to later modules, is not lowered)"));
+      }
       network(*td, path);
     } else if (auto* p = dynamic_cast<const nn::ProbabilisticTensorDictModuleImpl*>(&m)) {
       probabilistic(*p, path);
@@ -422,8 +592,7 @@ struct FusedPlan::Impl {
 
   void lower(const spec::Policy& policy) {
     const auto& spec = policy.spec;
-    // Every input gets a slot first, so that a module the plan cannot run is what the error
-    // names (a GRU policy's second input is its hidden state); then one input is required.
+    // Every input gets a slot first, so that a module the plan cannot run is what the error names.
     std::string input_problem;
     for (int i = 0; i < spec.inputs_size(); ++i) {
       const auto& in = spec.inputs(i);
@@ -433,19 +602,18 @@ struct FusedPlan::Impl {
         input_problem = absl::StrCat("inputs[", i, "] (", in.key(), "): the plan takes float32 vectors");
         continue;
       }
-      const int s = add_slot(*key, in.shape(0), {in.shape(0)});
-      if (input < 0) input = s;
+      inputs.push_back(add_slot(*key, in.shape(0), {in.shape(0)}));
     }
     module(*policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
-    if (spec.inputs_size() != 1) {
-      throw NotLowerable(absl::StrCat("inputs: the plan takes one input, the spec declares ", spec.inputs_size()));
-    }
+    if (inputs.empty()) throw NotLowerable("inputs: the spec declares none");
     for (const std::string& text : spec.output_keys()) {
-      outputs.push_back(find(*spec::parse_key(text), absl::StrCat("output_keys (", text, ")")));
+      // A key no module writes is left out, as LibTorch's path leaves it out of what it returns
+      // (a log-prob key the other composite_lp_aggregate mode writes).
+      if (const int s = find_or_none(*spec::parse_key(text)); s >= 0) outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
-    action = head.kind != HeadKind::kNone ? head.sample : outputs.empty() ? input : outputs[0];
+    action = !heads.empty() ? heads[0].sample : outputs.empty() ? inputs[0] : outputs[0];
     for (const Slot& s : slots) {
       slot_offset.push_back(scratch_per_tile);
       // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
@@ -501,15 +669,29 @@ struct FusedPlan::Impl {
           }
           break;
         }
+        case Op::kGru:
+        case Op::kLstm: {
+          const int64_t gates = (op.kind == Op::kGru ? 3 : 4) * op.out_w;
+          const float* w = arena.data();
+          linear(at(op.in), rows, op.in_w, w + op.w, op.b >= 0 ? w + op.b : nullptr, gates, at(op.gates_in));
+          linear(at(op.state), rows, op.out_w, w + op.w2, op.b2 >= 0 ? w + op.b2 : nullptr, gates, at(op.gates_state));
+          if (op.kind == Op::kGru) {
+            gru_gates(at(op.gates_in), at(op.gates_state), at(op.state), rows, op.out_w, at(op.out));
+          } else {
+            lstm_gates(at(op.gates_in), at(op.gates_state), at(op.cell), rows, op.out_w, at(op.out), at(op.out2));
+          }
+          break;
+        }
       }
     }
   }
 
-  // Standard normals for (call, row): element j from block j / 4.
-  static void normals(const Philox4x32& rng, const RandomStream& stream, uint64_t row, int64_t n, float* out) {
+  // Standard normals for (call, row): element j from block block0 + j / 4.
+  static void normals(const Philox4x32& rng, const RandomStream& stream, uint64_t row, uint32_t block0, int64_t n,
+                      float* out) {
     for (int64_t j = 0; j < n; j += 4) {
       const auto r = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                          static_cast<uint32_t>(row), static_cast<uint32_t>(j / 4)});
+                          static_cast<uint32_t>(row), block0 + static_cast<uint32_t>(j / 4)});
       for (int pair = 0; pair < 2; ++pair) {
         const float u1 = uniform01_open0(r[2 * pair]);
         const float u2 = uniform01(r[2 * pair + 1]);
@@ -521,9 +703,8 @@ struct FusedPlan::Impl {
     }
   }
 
-  void run_head(float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,
+  void run_head(const Head& head, float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,
                 const RandomStream& stream, bool want_log_prob) const {
-    if (head.kind == HeadKind::kNone) return;
     auto at = [&](int s) { return scratch + slot_offset[s]; };
     const bool random = type == nn::InteractionType::kRandom;
     const Philox4x32 rng(stream.seed);
@@ -551,7 +732,7 @@ struct FusedPlan::Impl {
             if (random) {
               if (j % 4 == 0) {
                 bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                            static_cast<uint32_t>(first_row + r), static_cast<uint32_t>(j / 4)});
+                            static_cast<uint32_t>(first_row + r), head.block0 + static_cast<uint32_t>(j / 4)});
               }
               value = uniform01(bits[j % 4]) < prob ? 1.0f : 0.0f;
             } else if (type == nn::InteractionType::kMean) {
@@ -595,7 +776,7 @@ struct FusedPlan::Impl {
           int64_t choice = 0;
           if (random) {
             const auto bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                                   static_cast<uint32_t>(first_row + r), 0});
+                                   static_cast<uint32_t>(first_row + r), head.block0});
             const double u = uniform01(bits[0]);
             double cdf = 0;
             choice = -1;
@@ -644,7 +825,7 @@ struct FusedPlan::Impl {
         const double log_half = std::log(std::abs((head.high - head.low) / 2));
         float eps[kMaxEvent];
         for (int64_t r = 0; r < rows; ++r) {
-          if (random) normals(rng, stream, first_row + r, d, eps);
+          if (random) normals(rng, stream, first_row + r, head.block0, d, eps);
           double total = 0;
           for (int64_t j = 0; j < d; ++j) {
             float loc = locs[r * d + j];
@@ -706,8 +887,10 @@ absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const spec::Po
   return std::shared_ptr<const FusedPlan>(new FusedPlan(std::move(impl)));
 }
 
-absl::Status FusedPlan::check(nn::InteractionType type) const {
-  const Head& h = impl_->head;
+namespace {
+
+// OK when the plan computes `h` under `type` as LibTorch does (a closed form); else why not.
+absl::Status check_head(const Head& h, nn::InteractionType type) {
   bool ok = true;
   using T = nn::InteractionType;
   switch (h.kind) {
@@ -737,33 +920,86 @@ absl::Status FusedPlan::check(nn::InteractionType type) const {
                                                     " has no closed form here (LibTorch's path raises or estimates it)"));
 }
 
-nn::InteractionType FusedPlan::default_interaction_type() const { return impl_->head.default_type; }
-const NestedKey& FusedPlan::input_key() const { return impl_->slots[impl_->input].key; }
-int64_t FusedPlan::observation_size() const { return impl_->slots[impl_->input].width; }
-const std::vector<int>& FusedPlan::output_slots() const { return impl_->outputs; }
-int FusedPlan::slot_count() const { return static_cast<int>(impl_->slots.size()); }
-int FusedPlan::input_slot() const { return impl_->input; }
-const FusedPlan::Slot& FusedPlan::slot(int index) const { return impl_->slots[index]; }
-int FusedPlan::action_slot() const { return impl_->action; }
-int FusedPlan::log_prob_slot() const { return impl_->head.kind == HeadKind::kNone ? -1 : impl_->head.log_prob; }
-int64_t FusedPlan::action_size() const { return impl_->slots[impl_->action].width; }
-int64_t FusedPlan::log_prob_size() const {
-  return log_prob_slot() < 0 ? 0 : impl_->slots[impl_->head.log_prob].width;
+}  // namespace
+
+absl::Status FusedPlan::check(nn::InteractionType type) const {
+  using T = nn::InteractionType;
+  if (impl_->composite && type == T::kMedian) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        impl_->head_path,
+        ": a composite distribution under interaction type median has no closed form here (LibTorch's path raises)"));
+  }
+  for (const Head& h : impl_->heads) {
+    if (absl::Status s = check_head(h, type); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
+
+nn::InteractionType FusedPlan::default_interaction_type() const { return impl_->default_type; }
+const std::vector<int>& FusedPlan::input_slots() const { return impl_->inputs; }
+const std::vector<int>& FusedPlan::output_slots() const { return impl_->outputs; }
+int FusedPlan::find_slot(const NestedKey& key) const { return impl_->find_or_none(key); }
+int FusedPlan::slot_count() const { return static_cast<int>(impl_->slots.size()); }
+const FusedPlan::Slot& FusedPlan::slot(int index) const { return impl_->slots[index]; }
 const std::vector<std::string>& FusedPlan::description() const { return impl_->description; }
 
-void FusedPlan::run(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
+absl::Status FusedPlan::flat_status() const {
+  const Impl& p = *impl_;
+  if (p.inputs.size() != 1) {
+    std::vector<std::string> keys;
+    for (int s : p.inputs) keys.push_back(p.slots[s].key.to_string());
+    return absl::FailedPreconditionError(absl::StrCat("the flat API takes one input; the policy reads ", keys.size(),
+                                                      " (", absl::StrJoin(keys, ", "), "): use act()"));
+  }
+  if (p.composite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        p.head_path, ": a composite distribution writes one sample per part; the flat API takes one: use act()"));
+  }
+  return absl::OkStatus();
+}
+int64_t FusedPlan::observation_size() const { return flat_status().ok() ? impl_->slots[impl_->inputs[0]].width : 0; }
+int FusedPlan::action_slot() const { return impl_->action; }
+int FusedPlan::log_prob_slot() const { return impl_->heads.empty() ? -1 : impl_->heads[0].log_prob; }
+int64_t FusedPlan::action_size() const { return flat_status().ok() ? impl_->slots[impl_->action].width : 0; }
+int64_t FusedPlan::log_prob_size() const {
+  return log_prob_slot() < 0 || !flat_status().ok() ? 0 : impl_->slots[log_prob_slot()].width;
+}
+
+void FusedPlan::run(const float* const* inputs, int64_t batch, nn::InteractionType type, const RandomStream& stream,
                     const Destination* destinations, int count) const {
   const Impl& p = *impl_;
   float* scratch = thread_scratch(p.scratch_per_tile);
   bool want_log_prob = false;
-  for (int i = 0; i < count; ++i) want_log_prob |= destinations[i].slot == p.head.log_prob;
-  const int64_t in_w = p.slots[p.input].width;
+  for (int i = 0; i < count; ++i) {
+    const int s = destinations[i].slot;
+    want_log_prob |= s == p.log_prob_sum;
+    for (const Head& h : p.heads) want_log_prob |= s == h.log_prob;
+  }
   for (int64_t first = 0; first < batch; first += kTile) {
     const int64_t rows = std::min(kTile, batch - first);
-    std::copy(observation + first * in_w, observation + (first + rows) * in_w, scratch + p.slot_offset[p.input]);
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const int64_t w = p.slots[p.inputs[i]].width;
+      std::copy(inputs[i] + first * w, inputs[i] + (first + rows) * w, scratch + p.slot_offset[p.inputs[i]]);
+    }
     p.run_ops(scratch, rows);
-    p.run_head(scratch, rows, static_cast<uint64_t>(first), type, stream, want_log_prob);
+    for (const Head& h : p.heads) {
+      p.run_head(h, scratch, rows, static_cast<uint64_t>(first), type, stream, want_log_prob);
+    }
+    if (want_log_prob && p.log_prob_sum >= 0) {
+      // As the composite sums its parts: each part over its event dims, then part by part.
+      float* total = scratch + p.slot_offset[p.log_prob_sum];
+      for (int64_t r = 0; r < rows; ++r) {
+        float sum = 0;
+        for (const Head& h : p.heads) {
+          const int64_t w = p.slots[h.log_prob].width;
+          const float* lp = scratch + p.slot_offset[h.log_prob] + r * w;
+          float part = 0;
+          for (int64_t j = 0; j < w; ++j) part += lp[j];
+          sum += part;
+        }
+        total[r] = sum;
+      }
+    }
     for (int i = 0; i < count; ++i) {
       const int s = destinations[i].slot;
       const int64_t w = p.slots[s].width;
@@ -775,6 +1011,7 @@ void FusedPlan::run(const float* observation, int64_t batch, nn::InteractionType
 
 absl::Status FusedPlan::run_flat(const float* observation, int64_t batch, nn::InteractionType type,
                                  const RandomStream& stream, const FlatOutputs& out) const {
+  if (absl::Status s = flat_status(); !s.ok()) return s;
   if (batch < 0 || (batch > 0 && (observation == nullptr || out.action == nullptr))) {
     return absl::InvalidArgumentError("run_flat: a negative batch, or a null observation or action buffer");
   }
@@ -783,7 +1020,7 @@ absl::Status FusedPlan::run_flat(const float* observation, int64_t batch, nn::In
   }
   if (absl::Status s = check(type); !s.ok()) return s;
   Destination d[2] = {{action_slot(), out.action}, {log_prob_slot(), out.log_prob}};
-  run(observation, batch, type, stream, d, out.log_prob != nullptr ? 2 : 1);
+  run(&observation, batch, type, stream, d, out.log_prob != nullptr ? 2 : 1);
   return absl::OkStatus();
 }
 

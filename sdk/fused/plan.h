@@ -4,25 +4,40 @@
 // and replays it; it is also usable on its own.
 //
 //   absl::StatusOr<std::shared_ptr<const tdp::fused::FusedPlan>> plan = tdp::fused::FusedPlan::lower(policy);
-//   if (!plan.ok()) std::cerr << plan.status();   // "module.sequential.modules[0]: a GruCell ..."
+//   if (!plan.ok()) std::cerr << plan.status();   // "module.sequential.modules[1]: a TensorDictModule ..."
 //   float obs[4] = {0, 0, 0.05f, 0}, action[1], log_prob[1];
 //   tdp::fused::FlatOutputs out{action, log_prob};
 //   absl::Status s = (*plan)->run_flat(obs, /*batch=*/1, tdp::nn::InteractionType::kRandom, {seed, call}, out);
 //
-// What lowers: one float32 input of one dim; (nested) TensorDictSequential /
-// ProbabilisticTensorDictSequential; TensorDictModules around Mlp (every activation, layer_norm),
-// torch::nn::Linear, MappingModule (the built-in mappings), NormalParamExtractor,
-// AddStateIndependentNormalScale; at most one ProbabilisticTensorDictModule, last, with
-// categorical, one_hot_categorical, bernoulli, normal, independent_normal, tanh_normal or delta
-// (no num_samples, no own generator). Anything else is "not lowerable": lower() returns an
-// error naming the module's path in the spec and why. Interaction types a head has no closed
-// form for (what LibTorch throws for, or estimates by drawing: (one-hot) categorical
-// mean/median, bernoulli, independent_normal and delta median, tanh_normal mode/median/mean)
-// are reported by check(); the actor runs those on LibTorch.
+// What lowers: float32 inputs of one dim, any number (the observation, a recurrent state...);
+// (nested) TensorDictSequential / ProbabilisticTensorDictSequential; TensorDictModules around
+// Mlp (every activation, layer_norm), torch::nn::Linear, MappingModule (the built-in mappings),
+// NormalParamExtractor, AddStateIndependentNormalScale, GruCell (in_keys input, hidden; out_keys
+// hidden) and LstmCell (input, h, c; h, c) with torch.nn.GRUCell / LSTMCell's equations; at most
+// one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical, bernoulli,
+// normal, independent_normal, tanh_normal or delta, or a CompositeDistribution of those parts
+// (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the
+// LibTorch module writes); no num_samples, no own generator. A module's output that overwrites
+// an input (a recurrent state) goes to a new slot: the input keeps the old value. Anything else
+// is "not lowerable": lower() returns an error naming the module's path in the spec and why
+// (a second probabilistic module, as in an autoregressive policy, among them). Interaction
+// types a head has no closed form for (what LibTorch throws for, or estimates by drawing:
+// (one-hot) categorical mean/median, bernoulli, independent_normal and delta median,
+// tanh_normal mode/median/mean, any composite's median) are reported by check(); the actor
+// runs those on LibTorch.
+//
+// lower() reads the probabilistic module's log-prob keys in the thread's composite_lp_aggregate
+// mode, which must be the one the module was built under (Actor lowers under its own); a spec
+// output key no module writes (the other mode's log-prob key) is left out of output_slots(), as
+// LibTorch's path leaves it out of what it returns.
+//
+// The flat API (run_flat, the action/log-prob slots and sizes) is for plans of one input and
+// one non-composite head: flat_status() says why not otherwise; run() takes every plan.
 //
 // Randomness: Philox4x32-10 keyed by the stream's seed, counter (call, row, block): a call's
-// draws depend on (seed, call, row) only. Normals by Box-Muller, categorical by inverse CDF.
-// tanh_normal samples keep the pre-tanh value and score the log-prob from it.
+// draws depend on (seed, call, row) only; a composite's parts draw from disjoint blocks.
+// Normals by Box-Muller, categorical by inverse CDF. tanh_normal samples keep the pre-tanh
+// value and score the log-prob from it.
 //
 // Thread safety: a plan is immutable; run() may be called from any number of threads. Each
 // thread has its own scratch (allocated on its first call, grown only for a larger plan): no
@@ -84,23 +99,31 @@ class FusedPlan {
   // The head's default_interaction_type (kDeterministic without a head).
   nn::InteractionType default_interaction_type() const;
 
-  const NestedKey& input_key() const;
-  int64_t observation_size() const;
-  // The slots of the spec's output_keys, in their order.
+  // The slots of the spec's inputs, in their order: what run() reads.
+  const std::vector<int>& input_slots() const;
+  // The slots of the spec's output_keys that the plan computes, in their order.
   const std::vector<int>& output_slots() const;
+  // The slot holding `key` after the modules ran (the last one written there, else the
+  // input's), -1 when the plan has none.
+  int find_slot(const NestedKey& key) const;
   const Slot& slot(int index) const;
   // Every slot, in the order the modules write them (temporaries are keyed "_").
   int slot_count() const;
-  int input_slot() const;
-  // The flat API's action (the head's sample, else the first output key) and log-prob slots.
+
+  // OK when the flat API applies (one input, no composite head); else why not (FailedPrecondition).
+  absl::Status flat_status() const;
+  // The flat API's sizes (0 when flat_status() is not OK), action (the head's sample, else the
+  // first output key) and log-prob slots.
+  int64_t observation_size() const;
   int action_slot() const;
   int log_prob_slot() const;  // -1 without a probabilistic head
   int64_t action_size() const;
   int64_t log_prob_size() const;
 
-  // Computes rows [0, batch) of `observation` ([batch, observation_size()]) and writes the
-  // destinations. `type` must pass check(). No allocation after the thread's first call.
-  void run(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
+  // Computes rows [0, batch) of `inputs` (inputs[i] is [batch, width] for input_slots()[i])
+  // and writes the destinations. `type` must pass check(). No allocation after the thread's
+  // first call.
+  void run(const float* const* inputs, int64_t batch, nn::InteractionType type, const RandomStream& stream,
            const Destination* destinations, int count) const;
   absl::Status run_flat(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,
                         const FlatOutputs& out) const;

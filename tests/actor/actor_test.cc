@@ -411,11 +411,12 @@ TEST(ActorBackendTest, EveryBackendReturnsTheSameKeysShapesAndDtypes) {
 }
 
 TEST(ActorBackendTest, FusedOnAPolicyThatDoesNotLowerIsALoadError) {
-  auto actor = Actor::load("policies/recurrent_gru.pbtxt", ActorOptions().backend(Backend::kFused));
+  auto actor = Actor::load("policies/goal_autoregressive.pbtxt", ActorOptions().backend(Backend::kFused));
   ASSERT_FALSE(actor.ok());
   EXPECT_THAT(std::string(actor.status().message()),
-              testing::HasSubstr("backend kFused: not lowerable to the fused CPU plan: module.sequential.modules[0]"));
-  ASSERT_OK_AND_ASSIGN(auto fallback, Actor::load("policies/recurrent_gru.pbtxt"));  // kAuto: LibTorch
+              testing::HasSubstr("backend kFused: not lowerable to the fused CPU plan: "
+                                 "module.probabilistic_sequential.modules[2]"));
+  ASSERT_OK_AND_ASSIGN(auto fallback, Actor::load("policies/goal_autoregressive.pbtxt"));  // kAuto: LibTorch
   EXPECT_FALSE(fallback->uses_fused(1, InteractionType::kRandom));
 }
 

@@ -9,6 +9,10 @@
 // - *_Hand:       the ATen ops the modules call, written out (hand_policies.h, as in actor_benchmark).
 // CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
 // MLP(64, 64, tanh) -> NormalParamExtractor -> TanhNormal on [-2, 2]. Batch 1, 64 and 1024.
+// Recurrent and composite policies have no flat API, so act() only, at batch 1 and 64:
+// - Gru_*:        policies/recurrent_gru.pbtxt, the actor keeping the hidden state [B, 32]
+//                 (GRUCell(4, 32) -> MLP(64, tanh) -> Categorical);
+// - GoalHybrid_*: policies/goal_hybrid.pbtxt, two MLP(64, tanh) heads -> Composite(categorical, normal).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <benchmark/benchmark.h>
@@ -33,6 +37,8 @@ using tdp::nn::InteractionType;
 
 constexpr char kCartPole[] = "policies/cartpole_categorical.pbtxt";
 constexpr char kPendulum[] = "policies/pendulum_tanh_gaussian.pbtxt";
+constexpr char kGru[] = "policies/recurrent_gru.pbtxt";
+constexpr char kGoalHybrid[] = "policies/goal_hybrid.pbtxt";
 
 std::unique_ptr<tdp::actor::Actor> load(const std::string& spec, Backend backend) {
   auto actor = tdp::actor::Actor::load(spec, tdp::actor::ActorOptions().seed(0).backend(backend));
@@ -97,6 +103,10 @@ void Pendulum_FusedFlat(benchmark::State& s) { FusedFlat(s, kPendulum, 3); }
 void Pendulum_FusedAct(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kFused); }
 void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kLibTorch); }
 void Pendulum_Hand(benchmark::State& s) { Hand(s, kPendulum, 3); }
+void Gru_FusedAct(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kFused); }
+void Gru_LibTorch(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kLibTorch); }
+void GoalHybrid_FusedAct(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kFused); }
+void GoalHybrid_LibTorch(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kLibTorch); }
 
 BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
@@ -106,5 +116,9 @@ BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_Hand)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Gru_FusedAct)->Arg(1)->Arg(64);
+BENCHMARK(Gru_LibTorch)->Arg(1)->Arg(64);
+BENCHMARK(GoalHybrid_FusedAct)->Arg(1)->Arg(64);
+BENCHMARK(GoalHybrid_LibTorch)->Arg(1)->Arg(64);
 
 }  // namespace

@@ -280,13 +280,13 @@ TEST(CApiTest, LoadErrorsNameTheFile) {
   EXPECT_EQ(tdp_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, nullptr), TDP_INVALID_ARGUMENT);
   EXPECT_STREQ(tdp_last_error(), "tdp_actor_load: actor (the tdp_actor** to fill) is NULL");
 
-  // A recurrent policy does not lower to the fused plan: kFused makes that a load error.
+  // An autoregressive policy does not lower to the fused plan: kFused makes that a load error.
   tdp_actor_options* options = nullptr;
   ASSERT_EQ(tdp_options_create(&options), TDP_OK);
   ASSERT_EQ(tdp_options_set_backend(options, TDP_BACKEND_FUSED), TDP_OK);
-  EXPECT_NE(tdp_actor_load(policy("recurrent_gru.pbtxt").c_str(), options, &actor), TDP_OK);
+  EXPECT_NE(tdp_actor_load(policy("goal_autoregressive.pbtxt").c_str(), options, &actor), TDP_OK);
   EXPECT_EQ(actor, nullptr);
-  EXPECT_THAT(tdp_last_error(), HasSubstr("recurrent_gru.pbtxt"));
+  EXPECT_THAT(tdp_last_error(), HasSubstr("goal_autoregressive.pbtxt"));
   tdp_options_free(options);
 }
 

@@ -224,9 +224,10 @@ TEST(TdpCli, Describe) {
   // MLP 4 -> 8 -> 4: 4*8 + 8 + 8*4 + 4; Linear 2 -> 3: 2*3 + 3.
   EXPECT_THAT(describe.out, HasSubstr("parameters:\n  trunk (TensorDictModule): 76\n  goal (TensorDictModule): 9\n"));
   EXPECT_THAT(describe.out, HasSubstr("  total: 85\n"));
-  // Two inputs: the fused plan takes one, so every module runs on LibTorch, and says why.
+  // Two inputs, each read by its own network: every module lowers to the fused plan.
   EXPECT_THAT(describe.out, HasSubstr("backend (auto: the fused CPU plan up to batch 64, LibTorch above):\n"
-                                      "  module: LibTorch (not lowerable to the fused CPU plan: inputs: "));
+                                      "  module.probabilistic_sequential.modules[0]: fused (Mlp 4->4, tanh)\n"
+                                      "  module.probabilistic_sequential.modules[1]: fused (Linear)\n"));
 }
 
 TEST(TdpCli, DescribeDotPrintsTheKeyGraph) {
@@ -247,13 +248,18 @@ TEST(TdpCli, DescribeShowsTheFusedPathOfEachModule) {
                                       "deterministic)\n"));
 }
 
-TEST(TdpCli, BackendFusedOnARecurrentPolicyFailsNamingTheModule) {
-  Result run = tdp({"bench", kRecurrent, "--batch=2", "--iterations=1", "--warmup=0", "--backend=fused"});
+TEST(TdpCli, BackendFusedOnAnAutoregressivePolicyFailsNamingTheModule) {
+  const std::string autoregressive = runfile("policies/goal_autoregressive.pbtxt");
+  Result run = tdp({"bench", autoregressive, "--batch=2", "--iterations=1", "--warmup=0", "--backend=fused"});
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_THAT(run.err, HasSubstr("backend kFused: not lowerable to the fused CPU plan: module.sequential.modules[0]"));
-  Result libtorch = tdp({"bench", kRecurrent, "--batch=2", "--iterations=1", "--warmup=0", "--backend=libtorch"});
+  EXPECT_THAT(run.err, HasSubstr("backend kFused: not lowerable to the fused CPU plan: "
+                                 "module.probabilistic_sequential.modules[2]"));
+  Result libtorch = tdp({"bench", autoregressive, "--batch=2", "--iterations=1", "--warmup=0", "--backend=libtorch"});
   EXPECT_EQ(libtorch.exit_code, 0) << libtorch.err;
   EXPECT_THAT(libtorch.out, HasSubstr(" us"));
+  // A recurrent policy lowers: its kept state runs on the plan.
+  Result recurrent = tdp({"bench", kRecurrent, "--batch=2", "--iterations=1", "--warmup=0", "--backend=fused"});
+  EXPECT_EQ(recurrent.exit_code, 0) << recurrent.err;
 }
 
 TEST(TdpCli, RunPrintsTheOutputTensorDictAsJson) {

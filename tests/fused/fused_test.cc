@@ -9,8 +9,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <new>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "sdk/fused/math.h"
 #include "sdk/fused/philox.h"
 #include "sdk/fused/plan.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/spec/policy.h"
 #include "tdpolicy/spec.pb.h"
@@ -50,14 +54,54 @@ using nn::InteractionType;
 
 std::string policy_path(const std::string& name) { return tdp::test_util::runfile("policies/" + name); }
 
+// The float32 inputs of a call: {key, width} (the observation, a recurrent state...).
+using Inputs = std::vector<std::pair<NestedKey, int64_t>>;
+
 std::unique_ptr<Actor> load_spec_text(const std::string& text, ActorOptions options) {
   tdpolicy::PolicySpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  // Built under the actor's aggregation mode, as Actor::load does.
+  std::optional<nn::CompositeLpAggregateGuard> mode;
+  if (options.composite_lp_aggregate()) mode.emplace(*options.composite_lp_aggregate(), /*thread_local_only=*/true);
   auto policy = spec::build_policy(spec, "test", ".");
   EXPECT_TRUE(policy.ok()) << policy.status();
   if (!policy.ok()) return nullptr;
   return std::make_unique<Actor>(*std::move(policy), options);
 }
+
+// A policy file's spec with its init_seed replaced: the same policy with other random weights.
+std::string reseeded(const std::string& name, uint64_t seed) {
+  std::ifstream file(policy_path(name));
+  std::stringstream text;
+  text << file.rdbuf();
+  std::string spec = text.str();
+  const size_t at = spec.find("init_seed: 0");
+  EXPECT_NE(at, std::string::npos) << name;
+  if (at != std::string::npos) spec.replace(at, 12, "init_seed: " + std::to_string(seed));
+  return spec;
+}
+
+// A recurrent (LSTM) Gaussian policy: (observation [5], h [8], c [8]) -> LstmCell -> h, c;
+// Mlp(16) -> NormalParamExtractor -> Normal [2].
+std::string lstm_spec(uint64_t seed) {
+  return "name: 'lstm' inputs { key: 'observation' shape: 5 }\n"
+         "inputs { key: 'h' shape: 8 } inputs { key: 'c' shape: 8 }\n"
+         "output_keys: 'action' output_keys: 'action_log_prob' output_keys: 'h' output_keys: 'c'\n"
+         "module { sequential {\n"
+         "  modules { network { in_keys: ['observation', 'h', 'c'] out_keys: ['h', 'c'] network { lstm_cell { "
+         "input_size: 5 hidden_size: 8 } } } overwrite_keys: ['h', 'c'] }\n"
+         "  modules { network { in_keys: 'h' out_keys: 'params' network { mlp { in_features: 8 hidden_sizes: [16] "
+         "out_features: 4 activation: 'tanh' } } } }\n"
+         "  modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { normal_param_extractor { } } "
+         "} }\n"
+         "  modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'normal' "
+         "return_log_prob: true log_prob_key: 'action_log_prob' } }\n"
+         "} }\ninit_seed: " +
+         std::to_string(seed);
+}
+
+const Inputs kGruInputs = {{"observation", 4}, {"hidden", 32}};
+const Inputs kLstmInputs = {{"observation", 5}, {"h", 8}, {"c", 8}};
 
 // A random-weight spec: obs [5] -> network modules -> head.
 std::string mlp_spec(const std::string& activation, bool layer_norm, const std::string& head_modules,
@@ -121,17 +165,23 @@ void expect_close(const at::Tensor& fused, const at::Tensor& reference, const st
                                      << reference.flatten().slice(0, 0, 6);
 }
 
+TensorDict random_inputs(const Inputs& inputs, int64_t batch) {
+  TensorDict td({batch});
+  for (const auto& [key, width] : inputs) td.set(key, at::randn({batch, width}) * 2);
+  return td;
+}
+
 // The fused actor's act() equals the LibTorch actor's for every deterministic type it runs.
-void expect_parity(const std::function<std::unique_ptr<Actor>(ActorOptions)>& make, int64_t obs_size,
-                   const std::string& name) {
-  auto fused = make(ActorOptions().backend(Backend::kFused).run_self_tests(false));
-  auto reference = make(ActorOptions().backend(Backend::kLibTorch).run_self_tests(false));
+void expect_parity(const std::function<std::unique_ptr<Actor>(ActorOptions)>& make, const Inputs& inputs,
+                   const std::string& name, ActorOptions options = ActorOptions()) {
+  auto fused = make(ActorOptions(options).backend(Backend::kFused).run_self_tests(false));
+  auto reference = make(ActorOptions(options).backend(Backend::kLibTorch).run_self_tests(false));
   ASSERT_TRUE(fused && reference);
   ASSERT_OK(fused->fused_status());
   int checked = 0;
   for (int64_t batch : {1, 7, 64, 1000}) {
     at::manual_seed(batch);
-    TensorDict obs({{"observation", at::randn({batch, obs_size}) * 2}}, {batch});
+    TensorDict obs = random_inputs(inputs, batch);
     for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode, InteractionType::kMean,
                                  InteractionType::kMedian}) {
       if (!fused->uses_fused(batch, type)) continue;
@@ -179,13 +229,16 @@ TEST(FusedPhilox, MatchesTheRandom123KnownAnswer) {
 }
 
 TEST(FusedParity, CartpoleCategoricalEqualsLibTorchAtBatch1_7_64_1000) {
-  expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); }, 4,
-                "cartpole");
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); },
+                {{"observation", 4}}, "cartpole");
+  // Aggregated, the log-prob goes to "sample_log_prob" and the spec's "action_log_prob" is not written.
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("cartpole_categorical.pbtxt"), o).value(); },
+                {{"observation", 4}}, "cartpole, aggregated", ActorOptions().composite_lp_aggregate(true));
 }
 
 TEST(FusedParity, PendulumTanhGaussianEqualsLibTorchAtBatch1_7_64_1000) {
-  expect_parity([](ActorOptions o) { return Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o).value(); }, 3,
-                "pendulum");
+  expect_parity([](ActorOptions o) { return Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"), o).value(); },
+                {{"observation", 3}}, "pendulum");
 }
 
 TEST(FusedParity, EveryActivationWithAndWithoutLayerNormEqualsLibTorch) {
@@ -193,7 +246,7 @@ TEST(FusedParity, EveryActivationWithAndWithoutLayerNormEqualsLibTorch) {
   for (const std::string activation : {"tanh", "relu", "elu", "gelu", "leaky_relu", "sigmoid", "softplus", "identity"}) {
     for (bool layer_norm : {false, true}) {
       const std::string text = mlp_spec(activation, layer_norm, kCategoricalHead, 3, seed++);
-      expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5,
+      expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}},
                     activation + (layer_norm ? "+layer_norm" : ""));
     }
   }
@@ -211,7 +264,7 @@ TEST(FusedParity, EveryHeadEqualsLibTorch) {
   uint64_t seed = 100;
   for (const auto& [name, head] : heads) {
     const std::string text = mlp_spec("tanh", false, head.first, head.second, seed++);
-    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5, name);
+    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, name);
   }
 }
 
@@ -223,7 +276,156 @@ TEST(FusedParity, LinearPolicyEqualsLibTorch) {
       "out_features: 3 } } } }\n" +
       std::string(kCategoricalHead) +
       "} }\ninit_seed: 3";
-  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, 5, "linear");
+  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, "linear");
+}
+
+// Recurrent policies in the stateless form (the state given with the observation): every
+// output, the next state included, with the file's weights and random ones.
+TEST(FusedParity, RecurrentGruEqualsLibTorchAtBatch1_7_64_1000) {
+  for (uint64_t seed : {0, 5, 6}) {
+    const std::string text = reseeded("recurrent_gru.pbtxt", seed);
+    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, kGruInputs,
+                  "gru, init_seed " + std::to_string(seed));
+  }
+}
+
+TEST(FusedParity, LstmEqualsLibTorchAtBatch1_7_64_1000) {
+  for (uint64_t seed : {1, 2}) {
+    const std::string text = lstm_spec(seed);
+    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, kLstmInputs,
+                  "lstm, init_seed " + std::to_string(seed));
+  }
+}
+
+// Composite heads write each part's sample and log-prob (and, aggregated, their sum) as LibTorch does.
+TEST(FusedParity, GoalHybridCompositeEqualsLibTorchPerPartAndAggregated) {
+  for (bool aggregate : {false, true}) {
+    for (uint64_t seed : {0, 3}) {
+      const std::string text = reseeded("goal_hybrid.pbtxt", seed);
+      expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 4}},
+                    std::string("goal_hybrid, aggregate ") + (aggregate ? "true" : "false") + ", init_seed " +
+                        std::to_string(seed),
+                    ActorOptions().composite_lp_aggregate(aggregate));
+    }
+  }
+}
+
+// A composite of every lowerable kind, with part kwargs and a sample key other than the part's.
+const char* kWideComposite = R"pb(
+  name: 'wide'
+  inputs { key: 'observation' shape: 5 }
+  output_keys: [ 'a', 'b', 'c', 'd', 'e', 'f_action', 'g' ]
+  output_keys: [ 'a_log_prob', 'b_log_prob', 'c_log_prob', 'd_log_prob', 'e_log_prob', 'f_action_log_prob' ]
+  output_keys: 'g_log_prob'
+  module {
+    probabilistic_sequential {
+      modules { network { in_keys: 'observation' out_keys: 'params/a/logits'
+                          network { linear { in_features: 5 out_features: 3 } } } }
+      modules { network { in_keys: 'observation' out_keys: 'params/b/logits'
+                          network { linear { in_features: 5 out_features: 4 } } } }
+      modules { network { in_keys: 'observation' out_keys: 'params/c/logits'
+                          network { linear { in_features: 5 out_features: 2 } } } }
+      modules { network { in_keys: 'observation' out_keys: 'dn'
+                          network { mlp { in_features: 5 hidden_sizes: [ 8 ] out_features: 4 } } } }
+      modules { network { in_keys: 'dn' out_keys: [ 'params/d/loc', 'params/d/scale' ]
+                          network { normal_param_extractor {} } } }
+      modules { network { in_keys: 'observation' out_keys: 'en'
+                          network { linear { in_features: 5 out_features: 6 } } } }
+      modules { network { in_keys: 'en' out_keys: [ 'params/e/loc', 'params/e/scale' ]
+                          network { normal_param_extractor {} } } }
+      modules { network { in_keys: 'observation' out_keys: 'params/f/param'
+                          network { linear { in_features: 5 out_features: 2 } } } }
+      modules { network { in_keys: 'observation' out_keys: 'gn'
+                          network { linear { in_features: 5 out_features: 4 } } } }
+      modules { network { in_keys: 'gn' out_keys: [ 'params/g/loc', 'params/g/scale' ]
+                          network { normal_param_extractor {} } } }
+      modules {
+        probabilistic {
+          in_keys: 'params'
+          composite {
+            parts { key: 'a' distribution: 'categorical' }
+            parts { key: 'b' distribution: 'one_hot_categorical' }
+            parts { key: 'c' distribution: 'bernoulli' }
+            parts { key: 'd' distribution: 'normal' }
+            parts {
+              key: 'e'
+              distribution: 'tanh_normal'
+              kwargs { key: 'low' value { double_value: -2.0 } }
+              kwargs { key: 'high' value { double_value: 3.0 } }
+            }
+            parts { key: 'f' distribution: 'delta' sample_key: 'f_action' }
+            parts { key: 'g' distribution: 'independent_normal' }
+          }
+          return_log_prob: true
+        }
+      }
+    }
+  }
+  init_seed: 4
+)pb";
+
+TEST(FusedParity, ACompositeOfEveryKindEqualsLibTorch) {
+  for (bool aggregate : {false, true}) {
+    expect_parity([&](ActorOptions o) { return load_spec_text(kWideComposite, o); }, {{"observation", 5}},
+                  std::string("wide composite, aggregate ") + (aggregate ? "true" : "false"),
+                  ActorOptions().composite_lp_aggregate(aggregate));
+  }
+}
+
+// The kept state: a sequence of calls without the state, with resets in between, gives the
+// same actions and states as the LibTorch actor.
+void expect_same_sequence(const std::string& text, const Inputs& observation, const std::string& name) {
+  auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).seed(2));
+  auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).seed(2));
+  ASSERT_TRUE(fused && reference);
+  const int64_t batch = 7;
+  ASSERT_TRUE(fused->uses_fused(batch, InteractionType::kDeterministic)) << fused->fused_status();
+  at::manual_seed(11);
+  for (int step = 0; step < 20; ++step) {
+    if (step == 6 || step == 15) {
+      at::Tensor mask = at::tensor({1, 0, 1, 0, 0, 0, 1}).to(at::kBool);
+      if (step == 15) mask = mask.logical_not();
+      fused->reset(mask);
+      reference->reset(mask);
+    }
+    if (step == 11) {
+      fused->reset();
+      reference->reset();
+    }
+    const TensorDict obs = random_inputs(observation, batch);
+    const TensorDict a = fused->act(obs, InteractionType::kDeterministic);
+    const TensorDict b = reference->act(obs, InteractionType::kDeterministic);
+    ASSERT_EQ(a.keys().size(), b.keys().size()) << name;
+    for (const auto& key : b.keys()) {
+      expect_close(a.get(key), b.get(key), name + " step " + std::to_string(step) + " " + key.to_string());
+    }
+  }
+}
+
+TEST(FusedRecurrent, TwentyStepsWithResetsKeepTheSameStateAsLibTorch) {
+  expect_same_sequence(reseeded("recurrent_gru.pbtxt", 0), {{"observation", 4}}, "gru");
+  expect_same_sequence(lstm_spec(3), {{"observation", 5}}, "lstm");
+}
+
+// A state given with the observation is used as given and leaves the kept one alone; part of
+// it is the LibTorch path's error.
+TEST(FusedRecurrent, AGivenStateIsUsedAsGivenAndAPartialOneIsAnError) {
+  auto fused = load_spec_text(lstm_spec(3), ActorOptions().backend(Backend::kFused));
+  auto reference = load_spec_text(lstm_spec(3), ActorOptions().backend(Backend::kLibTorch));
+  ASSERT_TRUE(fused && reference);
+  at::manual_seed(5);
+  const TensorDict first = random_inputs({{"observation", 5}}, 3);
+  fused->act(first, InteractionType::kDeterministic);
+  reference->act(first, InteractionType::kDeterministic);
+  const TensorDict given = random_inputs(kLstmInputs, 3);
+  expect_close(fused->act(given, InteractionType::kDeterministic).get("h"),
+               reference->act(given, InteractionType::kDeterministic).get("h"), "given state");
+  // The kept state is still the one after `first`.
+  const TensorDict next = random_inputs({{"observation", 5}}, 3);
+  expect_close(fused->act(next, InteractionType::kDeterministic).get("c"),
+               reference->act(next, InteractionType::kDeterministic).get("c"), "kept state");
+  TensorDict partial = random_inputs({{"observation", 5}, {"h", 8}}, 3);
+  EXPECT_THROW(fused->act(partial, InteractionType::kDeterministic), std::invalid_argument);
 }
 
 // Statistics of `draws` rows of one observation: per action dim mean and std.
@@ -344,6 +546,64 @@ TEST(FusedSampling, BernoulliAndOneHotFrequenciesOver1e5DrawsAreTheProbabilities
   }
 }
 
+TEST(FusedSampling, GoalHybridPartsHaveTheirDistributionsOver1e5Draws) {
+  const int64_t n = 100000;
+  auto fused = Actor::load(policy_path("goal_hybrid.pbtxt"), ActorOptions().backend(Backend::kFused).seed(3)).value();
+  auto reference =
+      Actor::load(policy_path("goal_hybrid.pbtxt"), ActorOptions().backend(Backend::kLibTorch).return_all_entries(true))
+          .value();
+  at::Tensor row = at::linspace(-0.8, 0.6, 4).to(at::kFloat);
+  TensorDict one({{"observation", row.unsqueeze(0)}}, {1});
+  TensorDict params = reference->act(one, InteractionType::kDeterministic);
+  at::Tensor probs = params.get({"params", "action_type", "logits"})[0].to(at::kDouble).softmax(-1);
+  const double loc = params.get({"params", "action_param", "loc"})[0][0].item<double>();
+  const double scale = params.get({"params", "action_param", "scale"})[0][0].item<double>();
+  TensorDict obs({{"observation", row.expand({n, 4}).contiguous()}}, {n});
+  TensorDict out = fused->act(obs, InteractionType::kRandom);
+  const double p1 = probs[1].item<double>();
+  const double freq = out.get("action_type").to(at::kDouble).mean().item<double>();
+  EXPECT_LE(std::abs(freq - p1), 5 * std::sqrt(p1 * (1 - p1) / n)) << freq << " vs " << p1;
+  auto [m, s] = stats(out.get("action_param"));
+  EXPECT_LE(std::abs(m[0].item<double>() - loc), 5 * scale / std::sqrt(double(n))) << m << " vs " << loc;
+  EXPECT_LE(std::abs(s[0].item<double>() - scale), 0.02 * scale) << s << " vs " << scale;
+  // The parts draw from disjoint Philox blocks: the type and the parameter are uncorrelated.
+  at::Tensor t = out.get("action_type").to(at::kDouble), x = out.get("action_param").reshape({n}).to(at::kDouble);
+  const double correlation =
+      ((t - t.mean()) * (x - x.mean())).mean().item<double>() / (t.std() * x.std()).item<double>();
+  EXPECT_LT(std::abs(correlation), 5 / std::sqrt(double(n)));
+}
+
+// The log-probs the plan writes beside sampled composite parts are LibTorch's log_prob of those
+// samples, per part and (aggregated) summed.
+TEST(FusedSampling, GoalHybridLogProbsOfSampledActionsEqualLibTorchs) {
+  for (bool aggregate : {false, true}) {
+    const ActorOptions options = ActorOptions().composite_lp_aggregate(aggregate).seed(8);
+    auto fused = Actor::load(policy_path("goal_hybrid.pbtxt"), ActorOptions(options).backend(Backend::kFused)).value();
+    auto reference =
+        Actor::load(policy_path("goal_hybrid.pbtxt"), ActorOptions(options).backend(Backend::kLibTorch)).value();
+    at::manual_seed(19);
+    const int64_t batch = 1000;
+    TensorDict obs({{"observation", at::randn({batch, 4})}}, {batch});
+    TensorDict sampled = fused->act(obs, InteractionType::kRandom);
+    auto* seq = dynamic_cast<nn::ProbabilisticTensorDictSequentialImpl*>(reference->module().get());
+    ASSERT_NE(seq, nullptr);
+    TensorDict given({{"observation", obs.get("observation")},
+                      {"action_type", sampled.get("action_type")},
+                      {"action_param", sampled.get("action_param")}},
+                     {batch});
+    c10::InferenceMode inference;
+    nn::CompositeLpAggregateGuard mode(aggregate, /*thread_local_only=*/true);
+    nn::LogProb expected = seq->log_prob(given);
+    if (aggregate) {
+      expect_close(sampled.get("sample_log_prob"), std::get<at::Tensor>(expected), "sample_log_prob");
+    } else {
+      for (const char* key : {"action_type_log_prob", "action_param_log_prob"}) {
+        expect_close(sampled.get(key), std::get<TensorDict>(expected).get(key), key);
+      }
+    }
+  }
+}
+
 TEST(FusedSampling, SaturatedTanhNormalSamplesHaveFiniteLogProbs) {
   // A huge scale saturates almost every sample at the bounds.
   std::string head = kTanhNormalHead;
@@ -368,6 +628,26 @@ TEST(FusedRandomness, SeededActorsRepeatTheirSequence) {
     EXPECT_EQ(xa, xb);
     EXPECT_EQ(la, lb);
     EXPECT_NE(xa, xc);
+  }
+}
+
+TEST(FusedRandomness, SeededRecurrentAndCompositeActorsRepeatTheirSequence) {
+  for (const std::string name : {"recurrent_gru.pbtxt", "goal_hybrid.pbtxt"}) {
+    auto a = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(11)).value();
+    auto b = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(11)).value();
+    auto c = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(12)).value();
+    const TensorDict obs({{"observation", at::randn({16, 4})}}, {16});
+    bool differs = false;
+    for (int call = 0; call < 5; ++call) {
+      TensorDict xa = a->act(obs, InteractionType::kRandom);
+      TensorDict xb = b->act(obs, InteractionType::kRandom);
+      TensorDict xc = c->act(obs, InteractionType::kRandom);
+      for (const auto& key : xa.keys()) {
+        EXPECT_TRUE(xa.get(key).equal(xb.get(key))) << name << " " << key.to_string();
+        differs |= !xa.get(key).equal(xc.get(key));
+      }
+    }
+    EXPECT_TRUE(differs) << name;
   }
 }
 
@@ -437,18 +717,47 @@ TEST(FusedAllocation, FlatCallsAllocateNothingAfterWarmUp) {
   }
 }
 
-TEST(FusedLowering, KFusedOnAGruPolicyIsALoadErrorNamingTheModule) {
-  auto actor = Actor::load(policy_path("recurrent_gru.pbtxt"), ActorOptions().backend(Backend::kFused));
-  ASSERT_FALSE(actor.ok());
-  EXPECT_NE(actor.status().message().find("module.sequential.modules[0]"), std::string::npos) << actor.status();
-  EXPECT_NE(actor.status().message().find("GruCell"), std::string::npos) << actor.status();
-  EXPECT_NE(actor.status().message().find("recurrent"), std::string::npos) << actor.status();
+// Recurrent and composite policies have no flat API: act() allocates its output tensors (and
+// the kept state's), as it does for every policy. The plan underneath allocates nothing.
+TEST(FusedAllocation, PlanRunsOfRecurrentAndCompositePoliciesAllocateNothingAfterWarmUp) {
+  for (const std::string name : {"recurrent_gru.pbtxt", "goal_hybrid.pbtxt"}) {
+    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(policy_path(name)));
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<const FusedPlan> plan, FusedPlan::lower(policy));
+    std::vector<std::vector<float>> inputs, outputs;
+    std::vector<const float*> input_data;
+    for (int s : plan->input_slots()) inputs.emplace_back(64 * plan->slot(s).width, 0.1f);
+    for (const auto& in : inputs) input_data.push_back(in.data());
+    std::vector<FusedPlan::Destination> destinations;
+    for (int s : plan->output_slots()) outputs.emplace_back(64 * plan->slot(s).width);
+    for (size_t i = 0; i < outputs.size(); ++i) destinations.push_back({plan->output_slots()[i], outputs[i].data()});
+    for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic}) {
+      ASSERT_OK(plan->check(type));
+      plan->run(input_data.data(), 64, type, {1, 0}, destinations.data(), static_cast<int>(destinations.size()));
+      const int64_t before = g_allocations.load();
+      uint64_t call = 1;
+      for (int64_t batch : {1, 7, 64}) {
+        for (int i = 0; i < 100; ++i) {
+          plan->run(input_data.data(), batch, type, {1, call++}, destinations.data(),
+                    static_cast<int>(destinations.size()));
+        }
+      }
+      EXPECT_EQ(g_allocations.load() - before, 0) << name;
+    }
+  }
 }
 
-TEST(FusedLowering, AutoFallsBackToLibTorchForAGruPolicyAndAboveTheBatchThreshold) {
-  ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
-  EXPECT_FALSE(gru->fused_status().ok());
-  EXPECT_FALSE(gru->uses_fused(1, InteractionType::kRandom));
+TEST(FusedLowering, KFusedOnAnAutoregressivePolicyIsALoadErrorNamingTheModule) {
+  auto actor = Actor::load(policy_path("goal_autoregressive.pbtxt"), ActorOptions().backend(Backend::kFused));
+  ASSERT_FALSE(actor.ok());
+  EXPECT_NE(actor.status().message().find("module.probabilistic_sequential.modules[2]"), std::string::npos)
+      << actor.status();
+  EXPECT_NE(actor.status().message().find("autoregressive"), std::string::npos) << actor.status();
+}
+
+TEST(FusedLowering, AutoFallsBackToLibTorchForAnAutoregressivePolicyAndAboveTheBatchThreshold) {
+  ASSERT_OK_AND_ASSIGN(auto autoregressive, Actor::load(policy_path("goal_autoregressive.pbtxt")));
+  EXPECT_FALSE(autoregressive->fused_status().ok());
+  EXPECT_FALSE(autoregressive->uses_fused(1, InteractionType::kRandom));
   ASSERT_OK_AND_ASSIGN(auto cartpole, Actor::load(policy_path("cartpole_categorical.pbtxt"),
                                                   ActorOptions().fused_max_batch(64)));
   EXPECT_TRUE(cartpole->uses_fused(64, InteractionType::kRandom));
@@ -467,6 +776,29 @@ TEST(FusedLowering, DescribeNamesEachModulesPath) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[0].find("module.probabilistic_sequential.modules[0]: fused (Mlp"), std::string::npos) << lines[0];
   EXPECT_NE(lines[2].find("tanh_normal"), std::string::npos) << lines[2];
+  ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
+  EXPECT_EQ(gru->describe_backend()[0], "module.sequential.modules[0]: fused (GruCell 4->32)");
+  ASSERT_OK_AND_ASSIGN(auto goal, Actor::load(policy_path("goal_hybrid.pbtxt")));
+  EXPECT_EQ(goal->describe_backend()[3],
+            "module.probabilistic_sequential.modules[3]: fused (composite: action_type categorical, action_param "
+            "normal; default deterministic)");
+}
+
+TEST(FusedLowering, TheFlatApiRefusesRecurrentAndCompositePoliciesSayingWhy) {
+  std::vector<float> obs(4), action(1);
+  ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
+  ASSERT_OK(gru->fused_status());
+  EXPECT_TRUE(gru->uses_fused(1, InteractionType::kRandom));
+  absl::Status status = gru->act_flat(obs.data(), 1, action.data());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("recurrent (state hidden)"), std::string::npos) << status;
+  EXPECT_EQ(gru->flat_observation_size(), 0);
+  ASSERT_OK_AND_ASSIGN(auto goal, Actor::load(policy_path("goal_hybrid.pbtxt")));
+  status = goal->act_flat(obs.data(), 1, action.data());
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("module.probabilistic_sequential.modules[3]: a composite distribution"),
+            std::string::npos)
+      << status;
 }
 
 }  // namespace
