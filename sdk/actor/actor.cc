@@ -305,6 +305,13 @@ class Actor::Impl {
     }
   }
 
+  // The plan of the policy's module as it is now, lowered under the actor's aggregation mode,
+  // which fixed the probabilistic modules' log-prob keys.
+  absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> lower_plan() const {
+    nn::CompositeLpAggregateGuard aggregate(lp_aggregate, /*thread_local_only=*/true);
+    return fused::FusedPlan::lower(policy);
+  }
+
   void lower_fused() {
     if (options.backend() == Backend::kLibTorch) {
       plan_status = absl::FailedPreconditionError("the actor's backend is kLibTorch");
@@ -321,9 +328,7 @@ class Actor::Impl {
       plan_status = precondition;
       return;
     }
-    // Under the actor's aggregation mode, which fixed the probabilistic modules' log-prob keys.
-    nn::CompositeLpAggregateGuard aggregate(lp_aggregate, /*thread_local_only=*/true);
-    auto lowered = fused::FusedPlan::lower(policy);
+    auto lowered = lower_plan();
     if (precondition.ok() && lowered.ok()) {
       plan = *std::move(lowered);
       // return_all_entries: every entry the modules write, after the observation's.
@@ -608,7 +613,7 @@ std::vector<std::string> Actor::describe_backend() const {
 absl::Status Actor::refresh_parameters() {
   Impl& self = *impl_;
   if (!self.plan) return absl::OkStatus();
-  auto lowered = fused::FusedPlan::lower(self.policy);
+  auto lowered = self.lower_plan();
   if (!lowered.ok()) return lowered.status();
   self.plan = *std::move(lowered);
   return absl::OkStatus();

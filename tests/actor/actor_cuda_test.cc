@@ -137,7 +137,7 @@ TEST(ActorCudaTest, RecurrentStateIsKeptOnTheDeviceAndResetPerEnvironment) {
   SKIP_WITHOUT_GPU();
   ASSERT_OK_AND_ASSIGN(auto cpu, load("recurrent_gru.pbtxt", ActorOptions()));
   ASSERT_OK_AND_ASSIGN(auto gpu, load("recurrent_gru.pbtxt", ActorOptions().device(kCuda)));
-  const at::Tensor mask = at::tensor({true, false, true, false});
+  const at::Tensor mask = at::tensor({1, 0, 1, 0}).to(at::kBool);
   for (int step = 0; step < 3; ++step) {
     const TensorDict obs = observations(*cpu, 4, step);
     expect_same_entries(cpu->act(obs, InteractionType::kDeterministic),
@@ -244,7 +244,7 @@ TEST(ActorCudaGraphTest, RecurrentStateCarriesAcrossReplaysAndResetsPerEnvironme
   SKIP_WITHOUT_GPU();
   ASSERT_OK_AND_ASSIGN(auto eager, load("recurrent_gru.pbtxt", ActorOptions().device(kCuda)));
   ASSERT_OK_AND_ASSIGN(auto graph, load("recurrent_gru.pbtxt", graphed()));
-  const at::Tensor mask = at::tensor({true, false, true, false, false});
+  const at::Tensor mask = at::tensor({1, 0, 1, 0, 0}).to(at::kBool);
   for (int step = 0; step < 6; ++step) {
     SCOPED_TRACE(step);
     const TensorDict obs = observations(*eager, 5, step);  // padded to 8: the padding must not leak

@@ -443,6 +443,17 @@ TEST(ActorBackendTest, RefreshParametersMakesTheFusedPlanSeeAnInPlaceUpdate) {
   EXPECT_TRUE(same());
   ASSERT_OK_AND_ASSIGN(auto plain, load(kCategorical, ActorOptions().backend(Backend::kLibTorch)));
   EXPECT_OK(plain->refresh_parameters());  // no plan: nothing to do
+
+  // The plan is lowered again under the actor's aggregation mode, not the calling thread's (a
+  // composite head's log-prob keys depend on it).
+  ASSERT_OK_AND_ASSIGN(auto aggregated,
+                       Actor::load("policies/goal_hybrid.pbtxt",
+                                   ActorOptions().backend(Backend::kFused).composite_lp_aggregate(true)));
+  const auto keys_before = aggregated->act(obs, InteractionType::kDeterministic).keys();
+  ASSERT_TRUE(aggregated->act(obs, InteractionType::kDeterministic).contains("sample_log_prob"));
+  nn::CompositeLpAggregateGuard other_mode(false, /*thread_local_only=*/true);
+  ASSERT_OK(aggregated->refresh_parameters());
+  EXPECT_EQ(aggregated->act(obs, InteractionType::kDeterministic).keys(), keys_before);
 }
 
 }  // namespace
