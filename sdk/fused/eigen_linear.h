@@ -17,8 +17,8 @@ namespace tdp::fused::internal {
 // fused plan allocates. 128 Ki floats (512 KiB of stack) cover a 256-wide layer at batch 256.
 inline constexpr int64_t kEigenMaxPackedFloats = 128 * 1024;
 // Below this many multiply-adds the loops win (measured: a 4->64 or 64->2 layer at batch 1 took
-// 40 and 102 ns in the loops, 54 and 120 ns in Eigen's GEMM; 64->64 at batch 1, 4096, took 208
-// against 152 ns).
+// 28 and 72 ns in the loops, 37 and 99 ns in Eigen's GEMM; 64->64 at batch 1, 4096, took 177
+// against 117 ns).
 inline constexpr int64_t kEigenMinMultiplyAdds = 2048;
 
 // Whether linear() hands this product to Eigen (on a CPU with AVX2 + FMA).

@@ -7,15 +7,14 @@
 //
 // Linear runs on Eigen 3.4's GEMM where the CPU has AVX2 + FMA and the product has at least 2048
 // multiply-adds, chosen by measurement (tests/benchmarks/kernels_benchmark.cc, same data and
-// shapes, one thread, load average 6 on 2 cores): against the hand-written loops (kernels.cc), Eigen
-// ran a 4->64->64->2 tanh MLP in 559 vs 616 ns at batch 1 and 25.9 vs 33.6 us at batch 64, a
-// 17->256->256->12 one in 5.1 vs 6.5 us and 157 vs 427 us (register-blocked micro-kernels,
-// packed panels and FMA; a 4-row blocking of the loops was 4x slower, its accumulators
-// spilling), while the loops win on the smallest layers (4->64 at batch 1: 40 vs 54 ns).
-// Products over the stack budget of sdk/fused/eigen_linear.h and CPUs without AVX2 + FMA run the
-// loops, so no call allocates and the binary runs on any x86-64 CPU without -march=native: the
-// loops and the activations are compiled twice (AVX2 and the baseline, chosen at load by the
-// dynamic loader).
+// shapes, one thread): against the hand-written loops (kernels.cc), Eigen ran a 4->64->64->2 tanh
+// MLP in 478 vs 535 ns at batch 1 and 19.8 vs 30.6 us at batch 64, a 17->256->256->12 one in 4.2
+// vs 6.3 us and 146 vs 391 us (register-blocked micro-kernels, packed panels and FMA; a 4-row
+// blocking of the loops was 4x slower, its accumulators spilling), while the loops win on the
+// smallest layers (4->64 at batch 1: 28 vs 37 ns; 64->2: 72 vs 99 ns). Products over the stack
+// budget of sdk/fused/eigen_linear.h and CPUs without AVX2 + FMA run the loops, so no call
+// allocates and the binary runs on any x86-64 CPU without -march=native: the loops and the
+// activations are compiled twice (AVX2 and the baseline, chosen at load by the dynamic loader).
 #pragma once
 
 #include <cstdint>
