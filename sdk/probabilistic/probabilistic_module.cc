@@ -201,7 +201,7 @@ void ProbabilisticTensorDictModuleImpl::check_aggregate(const char* what) const 
   }
 }
 
-NestedKey ProbabilisticTensorDictModuleImpl::log_prob_key() const {
+const NestedKey& ProbabilisticTensorDictModuleImpl::log_prob_key() const {
   check_aggregate("log_prob_key");
   if (!aggregate_at_init_) {
     if (log_prob_keys_.has_value() && log_prob_keys_->size() == 1) return (*log_prob_keys_)[0];

@@ -180,7 +180,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // Where the log-prob is written. Throw std::runtime_error when composite_lp_aggregate()
   // differs from its value at construction, or (log_prob_key, aggregation off) when there is
   // not exactly one log-prob key.
-  NestedKey log_prob_key() const;
+  const NestedKey& log_prob_key() const;
   std::vector<NestedKey> log_prob_keys() const override;
   std::vector<NestedKey> dist_params_keys() const override { return in_keys(); }
   std::vector<NestedKey> dist_sample_keys() const override { return sample_keys_; }
