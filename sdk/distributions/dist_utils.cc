@@ -9,7 +9,7 @@
 
 namespace tdp::dist::internal {
 
-std::vector<at::Tensor> broadcast_all(const std::vector<at::Tensor>& values) {
+std::vector<at::Tensor> broadcast_all(std::vector<at::Tensor> values) {
   // Parameters from one network head usually share a shape already; skipping the dispatcher
   // op then saves a measurable part of building a distribution per step at batch 1.
   bool same = true;

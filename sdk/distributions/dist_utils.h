@@ -14,8 +14,9 @@
 
 namespace tdp::dist::internal {
 
-// torch.broadcast_tensors.
-std::vector<at::Tensor> broadcast_all(const std::vector<at::Tensor>& values);
+// torch.broadcast_tensors. By value: tensors that already share a shape come back as given,
+// with no copy.
+std::vector<at::Tensor> broadcast_all(std::vector<at::Tensor> values);
 // Sums the `dims` rightmost dims (torch.distributions.utils._sum_rightmost).
 at::Tensor sum_rightmost(const at::Tensor& value, int64_t dims);
 // Clamps to [eps, 1 - eps] with eps the dtype's machine epsilon.

@@ -17,19 +17,77 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
+#include <c10/util/SmallVector.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sdk/distributions/distribution.h"
 
 namespace tdp::dist {
 
-// Parameter tensors by name ("loc", "scale", "logits", ...).
-using Params = std::map<std::string, at::Tensor>;
+// Parameter tensors by name ("loc", "scale", "logits", ...), in name order and with the lookups
+// of a std::map<std::string, at::Tensor>. A module builds one on every forward from a handful of
+// tensors: a sorted inline array holds up to four without allocating, where a map allocates a
+// node per parameter.
+class Params {
+ public:
+  using value_type = std::pair<std::string, at::Tensor>;
+  using iterator = value_type*;
+  using const_iterator = const value_type*;
+
+  Params() = default;
+  // As a std::map: a name given twice keeps its first tensor.
+  Params(std::initializer_list<value_type> entries) {
+    for (const value_type& entry : entries) emplace(entry.first, entry.second);
+  }
+
+  // Adds `value` under `name` unless the name is present; the entry and whether it was added.
+  std::pair<iterator, bool> emplace(std::string name, at::Tensor value) {
+    iterator it = lower_bound(name);
+    if (it != end() && it->first == name) return {it, false};
+    const auto index = it - begin();
+    entries_.insert(entries_.begin() + index, value_type(std::move(name), std::move(value)));
+    return {begin() + index, true};
+  }
+  // The tensor under `name`, added (undefined) when absent.
+  at::Tensor& operator[](const std::string& name) { return emplace(name, at::Tensor()).first->second; }
+  // Throws std::out_of_range when `name` is absent.
+  const at::Tensor& at(const std::string& name) const {
+    const_iterator it = find(name);
+    if (it == end()) throw std::out_of_range("Params: no parameter '" + name + "'");
+    return it->second;
+  }
+  const_iterator find(const std::string& name) const {
+    const_iterator it = const_cast<Params*>(this)->lower_bound(name);
+    return it != end() && it->first == name ? it : end();
+  }
+  size_t count(const std::string& name) const { return find(name) != end() ? 1 : 0; }
+
+  iterator begin() { return entries_.data(); }
+  iterator end() { return entries_.data() + entries_.size(); }
+  const_iterator begin() const { return entries_.data(); }
+  const_iterator end() const { return entries_.data() + entries_.size(); }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  iterator lower_bound(const std::string& name) {
+    return std::lower_bound(begin(), end(), name,
+                            [](const value_type& entry, const std::string& key) { return entry.first < key; });
+  }
+
+  c10::SmallVector<value_type, 4> entries_;
+};
+
 // Scalar keyword arguments by name ("upscale", "tanh_loc", "atol", ...).
 using DistributionKwargs = std::map<std::string, c10::Scalar>;
 using DistributionFactory = std::function<DistributionPtr(const Params&, const DistributionKwargs&)>;

@@ -231,9 +231,9 @@ TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordic
                                 ") but the wrapped callable takes its arguments by position; kwargs need a "
                                 "callable that takes a const TensorKwargs& (with in_keys_map).");
   }
-  return forward_with(tensordict, tensordict_out, [&](TensorDict td, const std::optional<TensorDict>& out) {
-    return call(std::move(td), out, kwargs);
-  });
+  if (skips(tensordict)) return tensordict;
+  const std::vector<bool> given = dropped_keys_given(tensordict);
+  return apply_selection(call(tensordict, tensordict_out, kwargs), tensordict, given);
 }
 
 TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,

@@ -90,26 +90,22 @@ void TensorDictModuleBase::set_apparent_out_keys(std::vector<NestedKey> keys) {
 
 TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
                                          const std::optional<TensorDict>& tensordict_out) {
-  if (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict)) return tensordict;
-  if (selected_) {
-    return forward_with_selection(tensordict, tensordict_out,
-                                  [this](TensorDict td, const std::optional<TensorDict>& out) {
-                                    return forward_impl(std::move(td), out);
-                                  });
-  }
-  return forward_impl(tensordict, tensordict_out);
+  if (handles_forward_itself_) return forward_impl(tensordict, tensordict_out);
+  if (skips(tensordict)) return tensordict;
+  if (!selected_) return forward_impl(tensordict, tensordict_out);
+  const std::vector<bool> given = dropped_keys_given(tensordict);
+  return apply_selection(forward_impl(tensordict, tensordict_out), tensordict, given);
 }
 
-bool TensorDictModuleBase::forward_handles(const TensorDict& tensordict) const {
-  return selected_ || (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict));
+bool TensorDictModuleBase::skips(const TensorDict& tensordict) const {
+  return honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict);
 }
 
-TensorDict TensorDictModuleBase::forward_with(const TensorDict& tensordict,
-                                              const std::optional<TensorDict>& tensordict_out,
-                                              ForwardBody body) {
-  if (honors_skip_existing_ && skip_existing_enabled() && should_skip(tensordict)) return tensordict;
-  if (selected_) return forward_with_selection(tensordict, tensordict_out, body);
-  return body(tensordict, tensordict_out);
+std::vector<bool> TensorDictModuleBase::dropped_keys_given(const TensorDict& tensordict) const {
+  if (!selected_ || selection_rule_ == OutKeysSelection::kReference) return {};
+  std::vector<bool> given(dropped_out_keys_.size());
+  for (size_t i = 0; i < dropped_out_keys_.size(); ++i) given[i] = tensordict.contains(dropped_out_keys_[i]);
+  return given;
 }
 
 bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
@@ -120,22 +116,17 @@ bool TensorDictModuleBase::should_skip(const TensorDict& tensordict) const {
   return true;
 }
 
-TensorDict TensorDictModuleBase::forward_with_selection(
-    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out, ForwardBody body) {
+TensorDict TensorDictModuleBase::apply_selection(TensorDict result, const TensorDict& input,
+                                                 const std::vector<bool>& given) const {
+  if (!selected_) return result;
   if (selection_rule_ == OutKeysSelection::kReference) {
-    TensorDict result = body(tensordict, tensordict_out);
     keep_only(result, in_keys_, out_keys_);
     return result;
   }
   // A dropped key that the caller passed in is the caller's data: it stays (updated).
-  std::vector<bool> existed(dropped_out_keys_.size());
+  const bool same = result.is_same(input);
   for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
-    existed[i] = tensordict.contains(dropped_out_keys_[i]);
-  }
-  TensorDict result = body(tensordict, tensordict_out);
-  const bool same = result.is_same(tensordict);
-  for (size_t i = 0; i < dropped_out_keys_.size(); ++i) {
-    if (same && existed[i]) continue;
+    if (same && given[i]) continue;
     if (result.contains(dropped_out_keys_[i])) result.erase(dropped_out_keys_[i]);
   }
   return result;

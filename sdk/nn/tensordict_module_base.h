@@ -18,7 +18,6 @@
 // wrapper always runs (a subclass opts in with honor_skip_existing()).
 #pragma once
 
-#include <c10/util/FunctionRef.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -107,14 +106,24 @@ class TensorDictModuleBase : public torch::nn::Module {
   virtual TensorDict forward_impl(TensorDict tensordict,
                                   const std::optional<TensorDict>& tensordict_out) = 0;
 
-  // forward()'s handling (skip-existing, select_out_keys()) around `body` in place of
-  // forward_impl(): for a subclass entry point that takes more arguments than forward().
-  // forward_with() is needed only when forward_handles() is true; otherwise call the body
-  // directly (one frame less on the hot path).
-  using ForwardBody = c10::function_ref<TensorDict(TensorDict, const std::optional<TensorDict>&)>;
-  TensorDict forward_with(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
-                          ForwardBody body);
-  bool forward_handles(const TensorDict& tensordict) const;
+  // forward()'s handling (skip-existing, select_out_keys()) as calls around a body, for a
+  // subclass entry point that takes more arguments than forward() (forward_with_kwargs,
+  // forward_with_request): the body is then written once, in that entry point, not behind a
+  // callback.
+  //
+  //   if (skips(tensordict)) return tensordict;
+  //   const std::vector<bool> given = dropped_keys_given(tensordict);
+  //   TensorDict result = ...;                                  // the body
+  //   return apply_selection(std::move(result), tensordict, given);
+  bool skips(const TensorDict& tensordict) const;
+  // Which of the keys select_out_keys() left out the input holds: the caller's own data, kept
+  // (updated) under kKeepOtherEntries. Empty, and not allocated, without such a selection.
+  std::vector<bool> dropped_keys_given(const TensorDict& tensordict) const;
+  // `result` with select_out_keys() applied; `given` from dropped_keys_given(input).
+  TensorDict apply_selection(TensorDict result, const TensorDict& input, const std::vector<bool>& given) const;
+  // For a subclass whose forward_impl() calls its own entry point, which does the handling
+  // above: forward() then calls forward_impl() directly, so that the handling runs once.
+  void handle_forward_in_entry_point() { handles_forward_itself_ = true; }
 
   // Makes forward() honour the skip-existing mode (see the header comment); the module kinds
   // that do in tensordict call it in their constructors.
@@ -135,8 +144,6 @@ class TensorDictModuleBase : public torch::nn::Module {
   std::string describe() const;
 
  private:
-  TensorDict forward_with_selection(const TensorDict& tensordict,
-                                    const std::optional<TensorDict>& tensordict_out, ForwardBody body);
   bool should_skip(const TensorDict& tensordict) const;
 
   std::string type_name_;
@@ -148,6 +155,7 @@ class TensorDictModuleBase : public torch::nn::Module {
   bool selected_ = false;
   OutKeysSelection selection_rule_ = OutKeysSelection::kReference;
   bool honors_skip_existing_ = false;
+  bool handles_forward_itself_ = false;
 };
 
 // A tensordict module given to a container: converts from any module holder of, or

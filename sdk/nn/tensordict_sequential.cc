@@ -281,56 +281,50 @@ TensorDictSequentialImpl& TensorDictSequentialImpl::reset_out_keys() {
 
 TensorDict TensorDictSequentialImpl::forward_impl(
     TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
-  return run_modules(std::move(tensordict), tensordict_out,
-                     [this](size_t index, TensorDict td) { return run_module(index, std::move(td)); });
+  return run_modules(tensordict, tensordict_out,
+                     [this](size_t index, const TensorDict& td) { return modules_[index]->forward(td); });
 }
 
-TensorDict TensorDictSequentialImpl::run_modules(TensorDict tensordict,
-                                                 const std::optional<TensorDict>& tensordict_out,
-                                                 ModuleRunner run) {
+TensorDictSequentialImpl::Run TensorDictSequentialImpl::begin_run(
+    const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) const {
   // With a selection or an explicit output, the modules run on a shallow copy so that the
   // input only receives what is asked for.
-  TensorDict exec = (tensordict_out.has_value() || select_before_return_)
-                        ? tensordict.clone(/*deep=*/false)
-                        : tensordict;
-  std::optional<TensorDict> out = tensordict_out;
-  if (!out.has_value() && options_.inplace().has_value()) {
+  Run run{(tensordict_out.has_value() || select_before_return_) ? tensordict.clone(/*deep=*/false) : tensordict,
+          tensordict_out};
+  if (!run.out.has_value() && options_.inplace().has_value()) {
     switch (*options_.inplace()) {
       case Inplace::kTrue:
-        out = tensordict;
+        run.out = tensordict;
         break;
       case Inplace::kFalse:
-        out = TensorDict();
+        run.out = TensorDict();
         break;
       case Inplace::kEmpty:
-        out = tensordict.empty();
+        run.out = tensordict.empty();
         break;
     }
   }
+  return run;
+}
 
-  for (size_t i = 0; i < modules_.size(); ++i) {
-    TensorDictModuleBase& module = *modules_[i];
-    if (options_.partial_tolerant()) {
-      const auto& needed = module.in_keys();
-      if (!std::all_of(needed.begin(), needed.end(),
-                       [&](const NestedKey& key) { return exec.contains(key); })) {
-        continue;
-      }
-    }
-    try {
-      exec = run(i, exec);
-    } catch (const std::exception&) {
-      detail::rethrow_with_context(describe() + ": failed while executing module '" + names_[i] +
-                                   "'");
-    }
-  }
+bool TensorDictSequentialImpl::has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict) {
+  const auto& needed = module.in_keys();
+  return std::all_of(needed.begin(), needed.end(), [&](const NestedKey& key) { return tensordict.contains(key); });
+}
 
-  if (out.has_value()) {
-    if (out->is_same(exec)) return exec;
+void TensorDictSequentialImpl::rethrow_from_module(size_t index) const {
+  detail::rethrow_with_context(describe() + ": failed while executing module '" + names_[index] + "'");
+}
+
+TensorDict TensorDictSequentialImpl::end_run(TensorDict tensordict, Run run) const {
+  TensorDict& exec = run.exec;
+  if (run.out.has_value()) {
+    TensorDict& out = *run.out;
+    if (out.is_same(exec)) return exec;
     for (const NestedKey& key : out_keys()) {
-      if (exec.contains(key)) out->set(key, exec.get_entry(key));
+      if (exec.contains(key)) out.set(key, exec.get_entry(key));
     }
-    return *out;
+    return out;
   }
   if (select_before_return_) {
     // Selected keys, plus the input's own entries, which modules may have updated.
@@ -344,10 +338,6 @@ TensorDict TensorDictSequentialImpl::run_modules(TensorDict tensordict,
     return tensordict;
   }
   return exec;
-}
-
-TensorDict TensorDictSequentialImpl::run_module(size_t index, TensorDict tensordict) {
-  return modules_[index]->forward(tensordict);
 }
 
 std::string TensorDictSequentialImpl::to_string() const {

@@ -24,6 +24,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstddef>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -113,15 +114,25 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
                            std::vector<std::pair<std::string, TensorDictModuleRef>> named_modules,
                            TensorDictSequentialOptions options);
 
-  // Runs module `index` on `tensordict` (its forward() by default). A subclass overrides it to
-  // call its modules differently, e.g. under a scope, without re-implementing the sequence's
-  // output and selection handling.
-  virtual TensorDict run_module(size_t index, TensorDict tensordict);
-  // forward_impl() with `run` in place of run_module(): for a subclass that passes per-call
-  // arguments to its modules.
-  using ModuleRunner = c10::function_ref<TensorDict(size_t, TensorDict)>;
-  TensorDict run_modules(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
-                         ModuleRunner run);
+  // Runs the modules in order on `tensordict`, `step(index, td)` running module `index` on `td`
+  // and returning what the next one reads, then applies the options and the selection: the
+  // one loop of forward_impl() (step: the module's forward()) and of a subclass entry point
+  // that passes per-call arguments to its modules. A template, so that the call from the
+  // sequence to its modules is a plain loop, with no callback in between.
+  template <typename Step>
+  TensorDict run_modules(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
+                         Step&& step) {
+    Run run = begin_run(tensordict, tensordict_out);
+    for (size_t i = 0; i < modules_.size(); ++i) {
+      if (options_.partial_tolerant() && !has_inputs(*modules_[i], run.exec)) continue;
+      try {
+        run.exec = step(i, run.exec);
+      } catch (const std::exception&) {
+        rethrow_from_module(i);
+      }
+    }
+    return end_run(tensordict, std::move(run));
+  }
   // Called after append()/insert() changed modules(), for subclasses that derive state from them.
   virtual void modules_changed() {}
 
@@ -129,6 +140,16 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
                           const std::optional<TensorDict>& tensordict_out) override;
 
  private:
+  // One call of run_modules(): the TensorDict the modules run on, and where the outputs go.
+  struct Run {
+    TensorDict exec;
+    std::optional<TensorDict> out;
+  };
+  Run begin_run(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) const;
+  TensorDict end_run(TensorDict tensordict, Run run) const;
+  static bool has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict);
+  // Rethrows the exception in flight with this sequence and module `index` named.
+  [[noreturn]] void rethrow_from_module(size_t index) const;
   void rebuild();
   [[noreturn]] void throw_wrong_type(int64_t index) const;
   size_t normalize_index(int64_t index, size_t size, bool allow_end) const;

@@ -82,6 +82,7 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
     ProbabilisticTensorDictModuleOptions options)
     : TensorDictModuleBase("ProbabilisticTensorDictModule"), options_(std::move(options)) {
   honor_skip_existing();
+  handle_forward_in_entry_point();
   if (options_.in_keys().empty()) {
     throw std::invalid_argument("ProbabilisticTensorDictModule: in_keys must not be empty.");
   }
@@ -200,7 +201,7 @@ void ProbabilisticTensorDictModuleImpl::check_aggregate(const char* what) const 
   }
 }
 
-NestedKey ProbabilisticTensorDictModuleImpl::log_prob_key() const {
+const NestedKey& ProbabilisticTensorDictModuleImpl::log_prob_key() const {
   check_aggregate("log_prob_key");
   if (!aggregate_at_init_) {
     if (log_prob_keys_.has_value() && log_prob_keys_->size() == 1) return (*log_prob_keys_)[0];
@@ -388,7 +389,7 @@ std::optional<at::Generator> ProbabilisticTensorDictModuleImpl::resolve_generato
   return at::detail::createCPUGenerator(static_cast<uint64_t>(seed.item<int64_t>()));
 }
 
-void ProbabilisticTensorDictModuleImpl::write_back_seed(TensorDict& tensordict,
+void ProbabilisticTensorDictModuleImpl::write_back_seed(TensorDict tensordict,
                                                        const at::Generator& generator) const {
   const NestedKey& key = *options_.generator_key();
   at::Tensor old = tensordict.get(key);
@@ -439,24 +440,16 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_requires_sample(
   return forward_with_request(tensordict, SampleRequest::from_scopes(requires_sample), tensordict_out);
 }
 
+TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
+    TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+  return forward_with_request(tensordict, SampleRequest::from_scopes(), tensordict_out);
+}
+
 TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
     const TensorDict& tensordict, const SampleRequest& request,
     const std::optional<TensorDict>& tensordict_out) {
-  if (!forward_handles(tensordict)) return run(tensordict, tensordict_out, request);
-  return forward_with(tensordict, tensordict_out,
-                      [&](TensorDict td, const std::optional<TensorDict>& out) {
-                        return run(std::move(td), out, request);
-                      });
-}
-
-TensorDict ProbabilisticTensorDictModuleImpl::forward_impl(
-    TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
-  return run(std::move(tensordict), tensordict_out, SampleRequest::from_scopes());
-}
-
-TensorDict ProbabilisticTensorDictModuleImpl::run(TensorDict tensordict,
-                                                  const std::optional<TensorDict>& tensordict_out,
-                                                  const SampleRequest& request) const {
+  if (skips(tensordict)) return tensordict;
+  const std::vector<bool> given = dropped_keys_given(tensordict);
   TensorDict out = tensordict_out.value_or(tensordict);
   AnyDistribution dist = get_dist(tensordict);
   if (request.requires_sample) {
@@ -490,7 +483,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::run(TensorDict tensordict,
       if (auto* total = std::get_if<at::Tensor>(&lp)) out.set(log_prob_key(), *total);
     }
   }
-  return out;
+  return apply_selection(std::move(out), tensordict, given);
 }
 
 std::vector<std::string> ProbabilisticTensorDictModuleImpl::repr_fields() const {

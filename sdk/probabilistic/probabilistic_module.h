@@ -180,7 +180,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // Where the log-prob is written. Throw std::runtime_error when composite_lp_aggregate()
   // differs from its value at construction, or (log_prob_key, aggregation off) when there is
   // not exactly one log-prob key.
-  NestedKey log_prob_key() const;
+  const NestedKey& log_prob_key() const;
   std::vector<NestedKey> log_prob_keys() const override;
   std::vector<NestedKey> dist_params_keys() const override { return in_keys(); }
   std::vector<NestedKey> dist_sample_keys() const override { return sample_keys_; }
@@ -205,14 +205,12 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // Resolves the distribution (or the composite's parts) in the registry and splits
   // distribution_kwargs into kwargs and constant parameters, once, at construction.
   void bind_distribution();
-  // forward() and forward_with_request() after the base class's handling.
-  TensorDict run(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
-                 const SampleRequest& request) const;
   // The generator for this call (own, else generator_key, else the request's) and, for
   // generator_key, the seed stream to advance after it.
   std::optional<at::Generator> resolve_generator(const TensorDict& tensordict,
                                                  const std::optional<at::Generator>& scoped) const;
-  void write_back_seed(TensorDict& tensordict, const at::Generator& generator) const;
+  // `tensordict` is a handle: the next seed lands in the caller's TensorDict.
+  void write_back_seed(TensorDict tensordict, const at::Generator& generator) const;
   void check_aggregate(const char* what) const;
   // The one log-prob path. A single distribution: the log-prob of the tensor `sample`. A
   // composite: each part's log-prob of its entry of the TensorDict `sample`, written into

@@ -83,6 +83,7 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     : TensorDictSequentialImpl("ProbabilisticTensorDictSequential",
                                checked(std::move(modules), options), options.sequential_options()),
       prob_options_(std::move(options)) {
+  handle_forward_in_entry_point();
   configure();
 }
 
@@ -92,6 +93,7 @@ ProbabilisticTensorDictSequentialImpl::ProbabilisticTensorDictSequentialImpl(
     : TensorDictSequentialImpl("ProbabilisticTensorDictSequential", checked(std::move(named_modules), options),
                                options.sequential_options()),
       prob_options_(std::move(options)) {
+  handle_forward_in_entry_point();
   configure();
 }
 
@@ -161,56 +163,42 @@ std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_in
   return interaction_type();
 }
 
-struct ProbabilisticTensorDictSequentialImpl::ChildRunner {
-  ProbabilisticTensorDictSequentialImpl& seq;
-  const SampleRequest& request;
-  // Without return_composite the modules before the last run under the interaction type the
-  // last one will use, so that probabilistic modules among them agree with it
-  // (get_dist_params()). Resolved at most once per call.
-  std::optional<std::optional<InteractionType>> det_type = std::nullopt;
-
-  std::optional<InteractionType> det_part_type() {
-    // Without a requested type none was in scope either, so default_interaction_type()'s last
-    // resort (the scope) adds nothing: it is the same walk over the children's defaults.
-    if (!det_type.has_value()) det_type = request.type.has_value() ? request.type : seq.default_interaction_type();
-    return *det_type;
-  }
-
-  TensorDict operator()(size_t index, TensorDict td) {
-    const bool last = index + 1 == seq.prob_children_.size();
-    SampleRequest child = request;
-    if (!seq.return_composite_ && !last) child.type = det_part_type();
-    // A module draws as this sequence says; a sequence decides for itself.
-    child.requires_sample =
-        seq.prob_modules_[index] != nullptr && (seq.return_composite_ || last) ? seq.requires_sample_ : true;
-    if (ProbabilisticModuleInterface* p = seq.prob_children_[index]) return p->forward_with_request(td, child);
-    const auto& module = seq.modules()[index];
-    if (!seq.needs_scopes_[index]) return module->forward(td);
-    // Probabilistic modules inside a plain module can only read the scopes.
-    InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
-    std::optional<GeneratorGuard> generator_scope;
-    if (child.generator.has_value()) generator_scope.emplace(*child.generator);
-    return module->forward(td);
-  }
-};
-
 TensorDict ProbabilisticTensorDictSequentialImpl::forward_impl(
     TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
-  if (det_part_ == nullptr) return TensorDictSequentialImpl::forward_impl(std::move(tensordict), tensordict_out);
   // The outermost call: the scopes are read here, once, and passed down.
-  const SampleRequest request = SampleRequest::from_scopes();
-  return run_modules(std::move(tensordict), tensordict_out, ChildRunner{*this, request});
+  return forward_with_request(tensordict, SampleRequest::from_scopes(), tensordict_out);
 }
 
 TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     const TensorDict& tensordict, const SampleRequest& request,
     const std::optional<TensorDict>& tensordict_out) {
-  auto body = [&](TensorDict td, const std::optional<TensorDict>& out) {
-    if (det_part_ == nullptr) return TensorDictSequentialImpl::forward_impl(std::move(td), out);
-    return run_modules(std::move(td), out, ChildRunner{*this, request});
-  };
-  if (!forward_handles(tensordict)) return body(tensordict, tensordict_out);
-  return forward_with(tensordict, tensordict_out, body);
+  // Of forward()'s handling only skip-existing is left: a sequence applies its own
+  // select_out_keys() (run_modules()).
+  if (skips(tensordict)) return tensordict;
+  // Without return_composite the modules before the last run under the interaction type the
+  // last one will use, so that probabilistic modules among them agree with it
+  // (get_dist_params()). Resolved at most once per call.
+  std::optional<std::optional<InteractionType>> det_type;
+  return run_modules(tensordict, tensordict_out, [&](size_t index, const TensorDict& td) {
+    const bool last = index + 1 == prob_children_.size();
+    SampleRequest child = request;
+    if (!return_composite_ && !last) {
+      // Without a requested type none was in scope either, so default_interaction_type()'s last
+      // resort (the scope) adds nothing: it is the same walk over the children's defaults.
+      if (!det_type.has_value()) det_type = request.type.has_value() ? request.type : default_interaction_type();
+      child.type = *det_type;
+    }
+    // A module draws as this sequence says; a sequence decides for itself.
+    child.requires_sample = prob_modules_[index] != nullptr && (return_composite_ || last) ? requires_sample_ : true;
+    if (ProbabilisticModuleInterface* p = prob_children_[index]) return p->forward_with_request(td, child);
+    const auto& module = modules()[index];
+    if (!needs_scopes_[index]) return module->forward(td);
+    // Probabilistic modules inside a plain module can only read the scopes.
+    InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
+    std::optional<GeneratorGuard> generator_scope;
+    if (child.generator.has_value()) generator_scope.emplace(*child.generator);
+    return module->forward(td);
+  });
 }
 
 TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& tensordict) const {

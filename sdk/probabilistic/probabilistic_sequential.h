@@ -131,8 +131,6 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // Derives return_composite, the sampling rule, det_part() and each module's interface
   // (one cast per module) from modules().
   void configure();
-  // Runs module `index` of a call made with `request` (for run_modules()).
-  struct ChildRunner;
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
   // get_dist() with return_composite; keep_given: a module whose samples are all present
   // keeps them instead of drawing (get_dist_given_samples()).

@@ -68,11 +68,13 @@ struct TensorDictImpl {
 
   void check_fits(const NestedKey& key, const Entry& value, c10::IntArrayRef batch) const;
 
-  // Moves `value` to this TensorDict's device when it has one.
-  Entry placed(const Entry& value) const;
+  // `value` on this TensorDict's device when it has one. By value: an entry already in place
+  // is moved through, not copied.
+  Entry placed(Entry value) const;
 
-  // Validates everything first, so a throw leaves the tree untouched.
-  void set(const NestedKey& key, const Entry& value);
+  // Validates everything first, so a throw leaves the tree untouched. `value` by value: the
+  // caller's temporary is moved into the tree.
+  void set(const NestedKey& key, Entry value);
 
   // Recursive copy of the tree; `leaf_fn` maps each tensor (undefined results are dropped) and
   // `batch_fn` each TensorDict's batch_size.

@@ -28,11 +28,12 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
   const TensorDictImpl* level = this;
   for (size_t i = 0; i < key.size(); ++i) {
     const Entry* entry = level->find(key.path()[i]);
-    NestedKey prefix(std::vector<std::string>(key.path().begin(), key.path().begin() + i));
+    // Only an error message needs the path so far: not built on the lookups that succeed.
+    auto prefix = [&] { return NestedKey(std::vector<std::string>(key.path().begin(), key.path().begin() + i)); };
     if (entry == nullptr) {
       if (error) {
         *error = absl::StrCat("key ", key.to_string(), " not found in TensorDict with keys ",
-                              keys_to_string(level->level_keys(prefix)));
+                              keys_to_string(level->level_keys(prefix())));
       }
       return nullptr;
     }
@@ -40,7 +41,7 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
     if (entry->is_tensor()) {
       if (error) {
         *error = absl::StrCat("key ", key.to_string(), " not found: ",
-                              (prefix + NestedKey(key.path()[i])).to_string(),
+                              (prefix() + NestedKey(key.path()[i])).to_string(),
                               " is a tensor, not a TensorDict");
       }
       return nullptr;
@@ -84,7 +85,7 @@ void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::I
   }
 }
 
-Entry TensorDictImpl::placed(const Entry& value) const {
+Entry TensorDictImpl::placed(Entry value) const {
   if (!device) return value;
   if (value.is_tensor()) {
     const at::Tensor& tensor = value.tensor();
@@ -94,7 +95,7 @@ Entry TensorDictImpl::placed(const Entry& value) const {
   return nested.device == device ? value : Entry(value.tensordict().to(*device));
 }
 
-void TensorDictImpl::set(const NestedKey& key, const Entry& value) {
+void TensorDictImpl::set(const NestedKey& key, Entry value) {
   if (key.empty()) throw std::invalid_argument("TensorDict.set: the empty key names no entry");
   TensorDictImpl* level = this;
   size_t depth = 0;
@@ -110,7 +111,7 @@ void TensorDictImpl::set(const NestedKey& key, const Entry& value) {
   }
   // Intermediate TensorDicts created below inherit the batch_size of the deepest existing one.
   level->check_fits(key, value, level->batch_size);
-  Entry stored = level->placed(value);
+  Entry stored = level->placed(std::move(value));
   for (; depth + 1 < key.size(); ++depth) {
     auto created = make(level->batch_size, level->device);
     TensorDictImpl* next = created.get();
