@@ -167,17 +167,18 @@ class Actor::Impl {
   // Whether a call takes the recurrent state from the actor (the observation carries none of
   // it) rather than from the observation (it carries all). Throws when it carries only some.
   bool uses_kept_state(const TensorDict& observation) const {
+    size_t carried = 0;
+    for (const NestedKey& key : state_keys) carried += observation.contains(key) ? 1 : 0;
+    // Every call asks this (the fused path's too): key names are built only for the error.
+    if (carried == 0 || carried == state_keys.size()) return carried == 0 && !state_keys.empty();
     std::vector<std::string> given;
     std::vector<std::string> missing;
     for (const NestedKey& key : state_keys) {
       (observation.contains(key) ? given : missing).push_back(spec::key_string(key));
     }
-    if (!given.empty() && !missing.empty()) {
-      throw std::invalid_argument(absl::StrCat(
-          "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
-          absl::StrJoin(missing, ", "), "; pass every state key or none (the actor then supplies its kept state)"));
-    }
-    return !missing.empty();
+    throw std::invalid_argument(absl::StrCat(
+        "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
+        absl::StrJoin(missing, ", "), "; pass every state key or none (the actor then supplies its kept state)"));
   }
 
   // The kept state for a call of `batch` (one tensor per state key): zeros when there is none
