@@ -20,6 +20,7 @@
 // function in a WrapModule (Python does that implicitly).
 #pragma once
 
+#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -118,9 +119,11 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // and returning what the next one reads, then applies the options and the selection: the
   // one loop of forward_impl() (step: the module's forward()) and of a subclass entry point
   // that passes per-call arguments to its modules. A template, so that the call from the
-  // sequence to its modules is a plain loop, with no callback in between.
+  // sequence to its modules is a plain loop, with no callback in between; always inlined, so that
+  // the loop is part of its caller's frame (an actor call is act -> sequence -> module ->
+  // sampler): GCC leaves it out of line otherwise, judging the call cold.
   template <typename Step>
-  TensorDict run_modules(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
+  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_modules(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
                          Step&& step) {
     Run run = begin_run(tensordict, tensordict_out);
     for (size_t i = 0; i < modules_.size(); ++i) {
