@@ -110,6 +110,7 @@ class Scorer {
         }
       }
       if (!has_entropy_) out.entropy = -out.log_prob;
+      if (!weights.uniform()) out.bonus = weights.of(sample_keys_.at(0)) * out.entropy;
     }
     return out;
   }
