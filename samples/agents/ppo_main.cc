@@ -7,8 +7,8 @@
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
 #include <absl/status/status.h>
-#include <absl/strings/str_cat.h>
 #include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_split.h>
 #include <absl/strings/string_view.h>
