@@ -47,6 +47,25 @@ at::Tensor per_sample(const at::Tensor& t, int64_t batch) {
 struct Scored {
   at::Tensor log_prob;  // [B]
   at::Tensor entropy;   // [B]
+  // [B]: the entropy weighted per part (EntropyWeights), what the loss adds; undefined when every
+  // part has the same weight (the loss then weighs `entropy`).
+  at::Tensor bonus;
+};
+
+// The weight of each action part's entropy in the loss: PpoConfig's part_entropy_coefs, else
+// entropy_coef, times the boost of the current iteration.
+struct EntropyWeights {
+  double scale = 1.0;
+  double coef = 0.0;
+  const std::map<std::string, double>* parts = nullptr;
+
+  double of(const NestedKey& key) const {
+    if (parts != nullptr) {
+      if (auto it = parts->find(key.join(".")); it != parts->end()) return scale * it->second;
+    }
+    return scale * coef;
+  }
+  bool uniform() const { return parts == nullptr || parts->empty(); }
 };
 
 class Scorer {
@@ -54,7 +73,7 @@ class Scorer {
   explicit Scorer(const nn::ProbabilisticTensorDictSequentialImpl& actor)
       : actor_(actor), sample_keys_(actor.dist_sample_keys()) {}
 
-  Scored score(const TensorDict& td, bool with_entropy) {
+  Scored score(const TensorDict& td, bool with_entropy, const EntropyWeights& weights = {}) {
     const int64_t batch = td.batch_size()[0];
     // The distribution that scores the stored actions. With one probabilistic module it is
     // get_dist(). With several (return_composite: autoregressive heads, a later part computed
@@ -69,8 +88,15 @@ class Scorer {
       // One summed log-prob per environment: the joint probability of all action parts.
       dist::CompositeLpAggregateGuard aggregate(true, /*thread_local_only=*/true);
       out.log_prob = per_sample(std::get<at::Tensor>(dist.composite()->log_prob(td.clone(false))), batch);
-      if (with_entropy) {
+      if (with_entropy && weights.uniform()) {
         out.entropy = per_sample(std::get<at::Tensor>(dist.composite()->entropy()), batch);
+      } else if (with_entropy) {
+        const TensorDict parts = dist.composite()->entropy_composite(1, /*include_sum=*/false);
+        for (const NestedKey& key : sample_keys_) {
+          const at::Tensor e = per_sample(parts.get(dist::add_suffix(key, "_entropy")), batch);
+          out.entropy = out.entropy.defined() ? out.entropy + e : e;
+          out.bonus = out.bonus.defined() ? out.bonus + weights.of(key) * e : weights.of(key) * e;
+        }
       }
       return out;
     }
@@ -84,6 +110,7 @@ class Scorer {
         }
       }
       if (!has_entropy_) out.entropy = -out.log_prob;
+      if (!weights.uniform()) out.bonus = weights.of(sample_keys_.at(0)) * out.entropy;
     }
     return out;
   }
@@ -172,6 +199,13 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
   }
   const int64_t obs_dim = obs_specs[0].numel();
   const std::vector<NestedKey> sample_keys = actor->dist_sample_keys();
+  for (const auto& [name, coef] : config.part_entropy_coefs) {
+    if (std::none_of(sample_keys.begin(), sample_keys.end(), [&](const NestedKey& k) { return k.join(".") == name; })) {
+      return absl::InvalidArgumentError(absl::StrCat("part_entropy_coefs names '", name, "', which policy '",
+                                                     policy.spec.name(), "' does not sample (its parts: ",
+                                                     keys_to_string(sample_keys), ")"));
+    }
+  }
   Scorer scorer(*actor);
   // Rollouts act through an Actor over the module being trained, as a simulator would: on the
   // fused CPU plan when the policy lowers to one (sdk/fused), else on LibTorch. The plan runs on
@@ -217,6 +251,13 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
     const double frac = 1.0 - static_cast<double>(iter - 1) / iterations;
     const double lr = config.anneal_learning_rate ? config.learning_rate * frac : config.learning_rate;
     const double clip = config.anneal_clip ? config.clip_epsilon * frac : config.clip_epsilon;
+    EntropyWeights entropy_weights;
+    entropy_weights.coef = config.entropy_coef;
+    entropy_weights.parts = &config.part_entropy_coefs;
+    if (config.entropy_boost_fraction > 0) {
+      const double progress = static_cast<double>(iter - 1) / (config.entropy_boost_fraction * iterations);
+      entropy_weights.scale = 1.0 + (config.entropy_boost - 1.0) * std::max(0.0, 1.0 - progress);
+    }
     for (auto& group : optimizer.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     }
@@ -316,7 +357,7 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
         at::Tensor adv = advantages.index_select(0, idx);
         if (config.normalize_advantages && M > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
 
-        const Scored scored = scorer.score(mb, true);
+        const Scored scored = scorer.score(mb, true, entropy_weights);
         const at::Tensor log_ratio = scored.log_prob - old_logp;
         const at::Tensor ratio = log_ratio.exp();
         const at::Tensor pg_loss =
@@ -326,7 +367,9 @@ absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, spec::Policy& policy, con
                                  .squeeze(-1);
         const at::Tensor v_loss = 0.5 * (v - returns.index_select(0, idx)).pow(2).mean();
         const at::Tensor entropy = scored.entropy.mean();
-        const at::Tensor loss = pg_loss + config.value_coef * v_loss - config.entropy_coef * entropy;
+        const at::Tensor bonus =
+            scored.bonus.defined() ? scored.bonus.mean() : entropy_weights.scale * config.entropy_coef * entropy;
+        const at::Tensor loss = pg_loss + config.value_coef * v_loss - bonus;
 
         flat.zero_grad();
         loss.backward();
@@ -416,6 +459,13 @@ absl::Status validate_config(const PpoConfig& c, int64_t env_num_envs) {
   if (!(c.clip_epsilon > 0)) return bad(absl::StrCat("clip_epsilon must be positive, got ", c.clip_epsilon));
   if (!(c.learning_rate > 0)) return bad(absl::StrCat("learning_rate must be positive, got ", c.learning_rate));
   if (!(c.entropy_coef >= 0)) return bad(absl::StrCat("entropy_coef must be >= 0, got ", c.entropy_coef));
+  for (const auto& [key, coef] : c.part_entropy_coefs) {
+    if (!(coef >= 0)) return bad(absl::StrCat("part_entropy_coefs[", key, "] must be >= 0, got ", coef));
+  }
+  if (!(c.entropy_boost >= 0)) return bad(absl::StrCat("entropy_boost must be >= 0, got ", c.entropy_boost));
+  if (!(c.entropy_boost_fraction >= 0 && c.entropy_boost_fraction <= 1)) {
+    return bad(absl::StrCat("entropy_boost_fraction must be in [0, 1], got ", c.entropy_boost_fraction));
+  }
   if (!(c.value_coef >= 0)) return bad(absl::StrCat("value_coef must be >= 0, got ", c.value_coef));
   if (!(c.reward_scale > 0)) return bad(absl::StrCat("reward_scale must be positive, got ", c.reward_scale));
   if (c.recent_episodes <= 0) return bad(absl::StrCat("recent_episodes must be positive, got ", c.recent_episodes));

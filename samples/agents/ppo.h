@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,15 @@ struct PpoConfig {
   double clip_epsilon = 0.2;
   bool anneal_clip = true;
   double entropy_coef = 0.0;
+  // Per action part of a composite policy (its sample key, nested names joined by ".":
+  // "action_type"): the weight of that part's entropy, in place of entropy_coef. Autoregressive
+  // heads may need the discrete choice kept open longer than the continuous part, whose entropy
+  // also sets how precise it is. Naming a part the policy does not sample is an error.
+  std::map<std::string, double> part_entropy_coefs;
+  // The entropy weights start at entropy_boost times their values and decay linearly back to them
+  // over the first entropy_boost_fraction of the iterations (entropy_boost 1: constant weights).
+  double entropy_boost = 1.0;
+  double entropy_boost_fraction = 0.0;
   double value_coef = 0.5;
   double learning_rate = 1e-3;
   // Linear decay of the learning rate to 0 over training (as SB3's "lin_1e-3").

@@ -7,8 +7,11 @@
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
 #include <absl/status/status.h>
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
+#include <absl/strings/str_split.h>
+#include <absl/strings/string_view.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "samples/agents/episodes.h"
@@ -39,6 +43,14 @@ ABSL_FLAG(int64_t, minibatch_size, -1, "transitions per gradient step");
 ABSL_FLAG(double, learning_rate, -1, "Adam's initial learning rate (annealed linearly to 0)");
 ABSL_FLAG(double, entropy_coef, -1, "weight of the entropy bonus");
 ABSL_FLAG(double, gamma, -1, "discount");
+ABSL_FLAG(std::string, part_entropy_coefs, "",
+          "per action part of a composite policy, KEY=WEIGHT[,KEY=WEIGHT...] (action_type=0.1): the weight of that "
+          "part's entropy instead of --entropy_coef");
+ABSL_FLAG(double, entropy_boost, -1,
+          "the entropy weights start this many times larger and decay linearly over --entropy_boost_fraction");
+ABSL_FLAG(double, entropy_boost_fraction, -1, "the fraction of training over which --entropy_boost decays");
+ABSL_FLAG(double, gae_lambda, -1, "GAE's lambda (1: Monte Carlo returns minus the critic's value)");
+ABSL_FLAG(double, value_coef, -1, "weight of the critic's loss");
 ABSL_FLAG(uint64_t, seed, 0, "seeds the environments, the action draws and the critic; the evaluation uses seed + 1");
 ABSL_FLAG(bool, quiet, false, "no progress line (the final summary is still printed)");
 ABSL_FLAG(std::string, output_dir, "",
@@ -140,7 +152,15 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   // Keeps freed minibatch activations mapped between steps (see cpu_allocator.h).
   if (absl::Status tuned = actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << tuned << "\n";
 
+  const std::string flag_policy = absl::GetFlag(FLAGS_policy);
+  const std::string spec_path =
+      flag_policy.empty() ? workspace_file(defaults.policy, argv[0]) : user_path(flag_policy);
+  auto policy = spec::load_policy(spec_path);
+  if (!policy.ok()) return fail(policy.status());
+
+  // The binary's defaults, then the policy's own (by spec name), then the flags.
   PpoConfig config = defaults.config;
+  if (auto it = defaults.per_policy.find(policy->spec.name()); it != defaults.per_policy.end()) it->second(config);
   if (int64_t v = absl::GetFlag(FLAGS_total_steps); v >= 0) config.total_env_steps = v;
   if (int64_t v = absl::GetFlag(FLAGS_num_envs); v >= 0) config.num_envs = v;
   if (int64_t v = absl::GetFlag(FLAGS_steps_per_rollout); v >= 0) config.steps_per_rollout = v;
@@ -149,6 +169,22 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   if (double v = absl::GetFlag(FLAGS_learning_rate); v >= 0) config.learning_rate = v;
   if (double v = absl::GetFlag(FLAGS_entropy_coef); v >= 0) config.entropy_coef = v;
   if (double v = absl::GetFlag(FLAGS_gamma); v >= 0) config.gamma = v;
+  if (double v = absl::GetFlag(FLAGS_gae_lambda); v >= 0) config.gae_lambda = v;
+  if (double v = absl::GetFlag(FLAGS_value_coef); v >= 0) config.value_coef = v;
+  if (double v = absl::GetFlag(FLAGS_entropy_boost); v >= 0) config.entropy_boost = v;
+  if (double v = absl::GetFlag(FLAGS_entropy_boost_fraction); v >= 0) config.entropy_boost_fraction = v;
+  if (const std::string parts = absl::GetFlag(FLAGS_part_entropy_coefs); !parts.empty()) {
+    config.part_entropy_coefs.clear();
+    for (absl::string_view item : absl::StrSplit(parts, ',')) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      double weight = 0;
+      if (kv.first.empty() || !absl::SimpleAtod(kv.second, &weight)) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("--part_entropy_coefs: expected KEY=WEIGHT[,KEY=WEIGHT...], got '", item, "'")));
+      }
+      config.part_entropy_coefs[kv.first] = weight;
+    }
+  }
   config.seed = absl::GetFlag(FLAGS_seed);
   if (double v = absl::GetFlag(FLAGS_stop_at_return); !std::isnan(v)) config.stop_at_return = v;
   int64_t eval_episodes = absl::GetFlag(FLAGS_eval_episodes);
@@ -159,9 +195,6 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
                                                         "--minibatch_size, --total_steps, ...)")));
   }
 
-  const std::string flag_policy = absl::GetFlag(FLAGS_policy);
-  const std::string spec_path =
-      flag_policy.empty() ? workspace_file(defaults.policy, argv[0]) : user_path(flag_policy);
   std::string output_dir = absl::GetFlag(FLAGS_output_dir);
   output_dir = user_path(output_dir.empty() ? "runs/" + defaults.name : output_dir);
   std::error_code mkdir_error;
@@ -176,9 +209,6 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
 
   auto env = envs::make_env(defaults.env, envs::EnvOptions(config.num_envs));
   if (!env.ok()) return fail(env.status());
-  auto policy = spec::load_policy(spec_path);
-  if (!policy.ok()) return fail(policy.status());
-
   // The untrained policy, evaluated the same way: the "before" of the summary.
   auto before = evaluate(spec_path, defaults.env, eval_episodes, config.seed + 1);
   if (!before.ok()) return fail(before.status());

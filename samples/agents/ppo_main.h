@@ -15,6 +15,8 @@
 // curve.png (mean training-episode return against env steps).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 
 #include "samples/agents/ppo.h"
@@ -26,6 +28,8 @@ struct PpoMainDefaults {
   std::string env;     // a make_env name: "cartpole", "pendulum", "goal"
   std::string policy;  // spec path relative to the workspace (found in the runfiles)
   PpoConfig config;
+  // By policy spec name: changes to `config` for that policy (flags still override them).
+  std::map<std::string, std::function<void(PpoConfig&)>> per_policy;
   int64_t eval_episodes = 100;
 };
 

@@ -1,7 +1,8 @@
 // PPO: a few iterations on CartPole improve the deterministic return over the untrained
 // policy; a trained policy saved with save_policy and reloaded with Actor::load acts and scores
 // exactly as the trained module (categorical, hybrid, autoregressive and Gaussian policies); PPO
-// scores stored actions with the joint probability they were drawn with; bad configs and
+// scores stored actions with the joint probability they were drawn with; per-part entropy weights
+// act on their part; bad configs and
 // policies PPO cannot train give errors that name the problem.
 #include "samples/agents/ppo.h"
 
@@ -189,6 +190,34 @@ TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
               HasSubstr("PPO needs a probabilistic_sequential policy"));
 }
 
+// part_entropy_coefs weighs each action part's entropy on its own: the same short training with
+// the type's entropy weighted up ends with a less certain type than with it weighted at 0 (the
+// parameter's weight, and everything else, equal).
+TEST(PpoTest, PartEntropyCoefsWeighEachPart) {
+  at::set_num_threads(1);
+  auto type_entropy_after = [](double type_coef, double boost) {
+    spec::Policy policy = spec::load_policy("policies/goal_autoregressive.pbtxt").value();
+    envs::Goal env(envs::EnvOptions(16));
+    PpoConfig config = short_goal_config();
+    config.num_envs = 16;
+    config.total_env_steps = 6 * 256;
+    config.part_entropy_coefs = {{"action_type", type_coef}, {"action_param", 0.0}};
+    config.entropy_boost = boost;
+    config.entropy_boost_fraction = 1.0;
+    EXPECT_OK(train_ppo(env, policy, config));
+    at::NoGradGuard no_grad;
+    nn::InteractionTypeGuard guard(InteractionType::kDeterministic, /*thread_local_only=*/true);
+    envs::Goal probe(envs::EnvOptions(256));
+    const at::Tensor logits = policy.module->forward(probe.reset(11)).get({"params", "action_type", "logits"});
+    const at::Tensor log_p = logits.log_softmax(-1);
+    return -(log_p.exp() * log_p).sum(-1).mean().item<double>();
+  };
+  const double unweighted = type_entropy_after(0.0, 1.0);
+  EXPECT_GT(type_entropy_after(0.5, 1.0), unweighted);
+  // The boost multiplies the weights early on: 0.05 boosted to 0.5 keeps more entropy than 0.05.
+  EXPECT_GT(type_entropy_after(0.05, 10.0), type_entropy_after(0.05, 1.0));
+}
+
 TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
   envs::Pendulum env(envs::EnvOptions(8));
   PpoConfig config;
@@ -224,6 +253,21 @@ TEST(PpoTest, ConfigErrorsNameTheField) {
   config = cartpole_config();
   config.steps_per_rollout = 0;
   EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()), HasSubstr("steps_per_rollout"));
+
+  config = cartpole_config();
+  config.part_entropy_coefs = {{"action", -0.1}};
+  EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()), HasSubstr("part_entropy_coefs[action]"));
+
+  config = cartpole_config();
+  config.entropy_boost_fraction = 2;
+  EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()), HasSubstr("entropy_boost_fraction"));
+
+  // A part the policy does not sample is named, with the parts it does (a typo would otherwise
+  // leave the weight unused).
+  config = cartpole_config();
+  config.part_entropy_coefs = {{"action_type", 0.1}};
+  EXPECT_THAT(std::string(train_ppo(env, policy, config).status().message()),
+              HasSubstr("part_entropy_coefs names 'action_type', which policy 'cartpole_categorical' does not sample"));
 }
 
 TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
