@@ -686,12 +686,19 @@ struct FusedPlan::Impl {
     }
   }
 
+  // The four random words of Philox block `block` for (call, row): every draw of the plan is
+  // addressed by the counter {call low, call high, row, block}, so a row's draws do not depend on
+  // the batch it came in or on the other heads.
+  static Philox4x32::Counter draw(const Philox4x32& rng, const RandomStream& stream, uint64_t row, uint32_t block) {
+    return rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32), static_cast<uint32_t>(row),
+                block});
+  }
+
   // Standard normals for (call, row): element j from block block0 + j / 4.
   static void normals(const Philox4x32& rng, const RandomStream& stream, uint64_t row, uint32_t block0, int64_t n,
                       float* out) {
     for (int64_t j = 0; j < n; j += 4) {
-      const auto r = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                          static_cast<uint32_t>(row), block0 + static_cast<uint32_t>(j / 4)});
+      const auto r = draw(rng, stream, row, block0 + static_cast<uint32_t>(j / 4));
       for (int pair = 0; pair < 2; ++pair) {
         const float u1 = uniform01_open0(r[2 * pair]);
         const float u2 = uniform01(r[2 * pair + 1]);
@@ -731,8 +738,7 @@ struct FusedPlan::Impl {
             float value;
             if (random) {
               if (j % 4 == 0) {
-                bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                            static_cast<uint32_t>(first_row + r), head.block0 + static_cast<uint32_t>(j / 4)});
+                bits = draw(rng, stream, first_row + r, head.block0 + static_cast<uint32_t>(j / 4));
               }
               value = uniform01(bits[j % 4]) < prob ? 1.0f : 0.0f;
             } else if (type == nn::InteractionType::kMean) {
@@ -775,8 +781,7 @@ struct FusedPlan::Impl {
           }
           int64_t choice = 0;
           if (random) {
-            const auto bits = rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32),
-                                   static_cast<uint32_t>(first_row + r), head.block0});
+            const auto bits = draw(rng, stream, first_row + r, head.block0);
             const double u = uniform01(bits[0]);
             double cdf = 0;
             choice = -1;
