@@ -1,5 +1,6 @@
 #include "sdk/actor/cpu_allocator.h"
 
+#include <absl/base/config.h>
 #include <absl/strings/str_cat.h>
 
 #include <climits>
@@ -11,7 +12,13 @@
 namespace tdp::actor {
 
 absl::Status tune_cpu_allocator(size_t retain_bytes) {
-#if defined(__GLIBC__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER) || defined(ABSL_HAVE_THREAD_SANITIZER) || \
+    defined(ABSL_HAVE_MEMORY_SANITIZER)
+  // A sanitizer's allocator serves malloc and ignores mallopt; it keeps freed memory itself (in
+  // quarantine), so the page faults this call prevents do not happen and there is nothing to tune.
+  (void)retain_bytes;
+  return absl::OkStatus();
+#elif defined(__GLIBC__)
   // glibc's ceiling for M_MMAP_THRESHOLD: 4 MiB * sizeof(long) (32 MiB on 64-bit).
   constexpr int kMaxMmapThreshold = 4 * 1024 * 1024 * static_cast<int>(sizeof(long));
   const int trim = retain_bytes > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(retain_bytes);

@@ -27,6 +27,8 @@ namespace tdp::actor {
 // Sets glibc's M_TRIM_THRESHOLD to `retain_bytes` and M_MMAP_THRESHOLD to its maximum (32 MiB
 // on 64-bit), so blocks up to that size come from the heap and freed memory up to
 // `retain_bytes` stays mapped. FailedPrecondition where the C library is not glibc or refuses.
+// OK without a change in a sanitizer build (ASan, TSan, MSan): the sanitizer's allocator keeps
+// freed memory mapped by itself.
 absl::Status tune_cpu_allocator(size_t retain_bytes = size_t{512} << 20);
 
 }  // namespace tdp::actor

@@ -121,7 +121,9 @@ TensorDictParamsImpl::TensorDictParamsImpl(TensorDict params, bool no_convert) :
     torch::nn::Module* owner = this;
     const std::vector<std::string>& path = key.path();
     for (size_t level = 0; level + 1 < path.size(); ++level) {
-      if (const auto* found = owner->named_children().find(path[level])) {
+      // named_children() returns a copy: keep it alive while `found` points into it.
+      const torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>> children = owner->named_children();
+      if (const auto* found = children.find(path[level])) {
         owner = found->get();
       } else {
         owner = owner->register_module(path[level], std::make_shared<torch::nn::Module>("TensorDictParams")).get();
