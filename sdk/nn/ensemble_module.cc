@@ -147,7 +147,9 @@ std::string EnsembleModuleImpl::plan_batched() {
     if (auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(wrapper->module())) {
       add_linear(*linear);
     } else if (auto mlp = std::dynamic_pointer_cast<MlpImpl>(wrapper->module())) {
-      const auto* layers = mlp->named_children().find("layers");
+      // named_children() returns a copy: keep it alive while `layers` points into it.
+      const torch::OrderedDict<std::string, std::shared_ptr<torch::nn::Module>> children = mlp->named_children();
+      const auto* layers = children.find("layers");
       auto sequential = layers != nullptr ? std::dynamic_pointer_cast<torch::nn::SequentialImpl>(*layers) : nullptr;
       if (sequential == nullptr) return "an Mlp without its layers";
       for (const torch::nn::AnyModule& layer : *sequential) {
