@@ -56,8 +56,9 @@ const spec::Policy& checked(const spec::Policy& policy) {
 // One call of the policy with the per-call choices as a value: the probabilistic root takes them
 // as an argument; any other root reads them from scopes set here. Always inlined: act() calls
 // the root's forward_with_request directly, without a frame of its own in between.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline TensorDict call_policy(nn::TensorDictModuleBase& root, nn::ProbabilisticModuleInterface* probabilistic,
-                       const TensorDict& td, const nn::SampleRequest& request) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline TensorDict call_policy(nn::TensorDictModuleBase& root,
+                                                           nn::ProbabilisticModuleInterface* probabilistic,
+                                                           const TensorDict& td, const nn::SampleRequest& request) {
   if (probabilistic != nullptr) return probabilistic->forward_with_request(td, request);
   nn::InteractionTypeGuard scope(request.type, /*thread_local_only=*/true);
   nn::GeneratorGuard stream(*request.generator);

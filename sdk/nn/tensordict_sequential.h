@@ -123,8 +123,8 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // the loop is part of its caller's frame (an actor call is act -> sequence -> module ->
   // sampler): GCC leaves it out of line otherwise, judging the call cold.
   template <typename Step>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_modules(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
-                         Step&& step) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_modules(const TensorDict& tensordict,
+                                                      const std::optional<TensorDict>& tensordict_out, Step&& step) {
     Run run = begin_run(tensordict, tensordict_out);
     for (size_t i = 0; i < modules_.size(); ++i) {
       if (options_.partial_tolerant() && !has_inputs(*modules_[i], run.exec)) continue;
