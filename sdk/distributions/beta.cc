@@ -10,7 +10,7 @@ namespace tdp::dist {
 namespace {
 
 at::Tensor stack_concentrations(const at::Tensor& c1, const at::Tensor& c0) {
-  std::vector<at::Tensor> both = internal::broadcast_all(
+  std::array<at::Tensor, 2> both = internal::broadcast_all<2>(
       {internal::require_defined(c1, "Beta", "concentration1"),
        internal::require_defined(c0, "Beta", "concentration0")});
   return at::stack(both, -1);
@@ -57,7 +57,7 @@ at::Tensor Beta::concentration1() const { return concentration_.select(-1, 0); }
 at::Tensor Beta::concentration0() const { return concentration_.select(-1, 1); }
 
 at::Tensor Beta::rsample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
-  std::vector<int64_t> shape = extended_shape(sample_shape);
+  at::DimVector shape = extended_shape(sample_shape);
   shape.push_back(2);
   return DirichletSample::apply(concentration_.expand(shape), generator).select(-1, 0);
 }

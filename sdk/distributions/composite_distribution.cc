@@ -71,7 +71,9 @@ DistributionPtr DistributionBuilder::build(const Params& params, const Distribut
     if (!dist) throw std::runtime_error("CompositeDistribution: a distribution factory returned null");
     return dist;
   }
-  if (registered_) return registered_->make(params, kwargs);
+  if (registered_) {
+    return signature_accepted_ ? registered_->make_accepted(params, kwargs) : registered_->make(params, kwargs);
+  }
   return make_distribution(registry_name_, params, kwargs);
 }
 
@@ -79,6 +81,13 @@ DistributionBuilder DistributionBuilder::resolved() const {
   if (factory_ || registered_) return *this;
   DistributionBuilder out = *this;
   out.registered_ = DistributionRegistry::global().find(registry_name_);
+  return out;
+}
+
+DistributionBuilder DistributionBuilder::resolved_for(const std::vector<std::string>& param_names,
+                                                      const DistributionKwargs& kwargs) const {
+  DistributionBuilder out = resolved();
+  out.signature_accepted_ = out.registered_.has_value() && out.registered_->accepts(param_names, kwargs);
   return out;
 }
 

@@ -9,15 +9,11 @@
 
 namespace tdp::dist::internal {
 
-std::vector<at::Tensor> broadcast_all(std::vector<at::Tensor> values) {
-  // Parameters from one network head usually share a shape already; skipping the dispatcher
-  // op then saves a measurable part of building a distribution per step at batch 1.
-  bool same = true;
+bool same_shape(c10::ArrayRef<at::Tensor> values) {
   for (const at::Tensor& value : values) {
-    same = same && value.defined() && value.sizes().equals(values.front().sizes());
+    if (!value.defined() || !value.sizes().equals(values.front().sizes())) return false;
   }
-  if (same) return values;
-  return at::broadcast_tensors(values);
+  return true;
 }
 
 at::Tensor sum_rightmost(const at::Tensor& value, int64_t dims) {
@@ -68,10 +64,9 @@ std::string param_to_string(const at::Tensor& value) {
   return shape_to_string(value.sizes());
 }
 
-const at::Tensor& require_defined(const at::Tensor& value, const std::string& distribution,
-                                  const std::string& param) {
+const at::Tensor& require_defined(const at::Tensor& value, std::string_view distribution, std::string_view param) {
   if (!value.defined()) {
-    throw std::invalid_argument(distribution + ": parameter '" + param +
+    throw std::invalid_argument(std::string(distribution) + ": parameter '" + std::string(param) +
                                 "' is an undefined tensor");
   }
   return value;

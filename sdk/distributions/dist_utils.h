@@ -4,19 +4,31 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/broadcast_tensors.h>
 #include <c10/util/ArrayRef.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::dist::internal {
 
-// torch.broadcast_tensors. By value: tensors that already share a shape come back as given,
-// with no copy.
-std::vector<at::Tensor> broadcast_all(std::vector<at::Tensor> values);
+// Whether every tensor is defined and all share one shape.
+bool same_shape(c10::ArrayRef<at::Tensor> values);
+// torch.broadcast_tensors over a distribution's N parameters. By value: tensors that already
+// share a shape (one network head's outputs usually do) come back as given, with no dispatcher
+// op and no allocation, which is a measurable part of building a distribution per step at batch 1.
+template <size_t N>
+std::array<at::Tensor, N> broadcast_all(std::array<at::Tensor, N> values) {
+  if (same_shape(values)) return values;
+  std::vector<at::Tensor> broadcast = at::broadcast_tensors(values);
+  for (size_t i = 0; i < N; ++i) values[i] = std::move(broadcast[i]);
+  return values;
+}
 // Sums the `dims` rightmost dims (torch.distributions.utils._sum_rightmost).
 at::Tensor sum_rightmost(const at::Tensor& value, int64_t dims);
 // Clamps to [eps, 1 - eps] with eps the dtype's machine epsilon.
@@ -28,7 +40,7 @@ using ::tdp::shape_to_string;
 // A one-element tensor prints its value ("0.5"), others their shape ("[3, 4]").
 std::string param_to_string(const at::Tensor& value);
 // Throws std::invalid_argument naming the distribution when `value` is undefined.
-const at::Tensor& require_defined(const at::Tensor& value, const std::string& distribution,
-                                  const std::string& param);
+// (Views, not strings: the names are only read to build the message.)
+const at::Tensor& require_defined(const at::Tensor& value, std::string_view distribution, std::string_view param);
 
 }  // namespace tdp::dist::internal

@@ -39,10 +39,10 @@ std::string describe_invalid(const at::Tensor& value, const at::Tensor& valid) {
 void set_default_validate_args(bool value) { g_default_validate_args.store(value); }
 bool default_validate_args() { return g_default_validate_args.load(); }
 
-Distribution::Distribution(std::vector<int64_t> batch_shape, std::vector<int64_t> event_shape,
+Distribution::Distribution(c10::IntArrayRef batch_shape, c10::IntArrayRef event_shape,
                            c10::optional<bool> validate_args)
-    : batch_shape_(std::move(batch_shape)),
-      event_shape_(std::move(event_shape)),
+    : batch_shape_(batch_shape.begin(), batch_shape.end()),
+      event_shape_(event_shape.begin(), event_shape.end()),
       validate_args_(validate_args.value_or(default_validate_args())) {}
 
 at::Tensor Distribution::sample(c10::IntArrayRef sample_shape,
@@ -86,10 +86,10 @@ std::string Distribution::to_string() const {
   return out.str();
 }
 
-std::vector<int64_t> Distribution::extended_shape(c10::IntArrayRef sample_shape) const {
-  std::vector<int64_t> shape(sample_shape.begin(), sample_shape.end());
-  shape.insert(shape.end(), batch_shape_.begin(), batch_shape_.end());
-  shape.insert(shape.end(), event_shape_.begin(), event_shape_.end());
+at::DimVector Distribution::extended_shape(c10::IntArrayRef sample_shape) const {
+  at::DimVector shape(sample_shape.begin(), sample_shape.end());
+  shape.append(batch_shape_.begin(), batch_shape_.end());
+  shape.append(event_shape_.begin(), event_shape_.end());
   return shape;
 }
 
@@ -97,22 +97,21 @@ void Distribution::not_implemented(const std::string& method) const {
   throw NotImplementedError(name() + " does not implement " + method);
 }
 
-void Distribution::check_param(const std::string& param, const at::Tensor& value,
-                               const Support& constraint) const {
+void Distribution::check_param(std::string_view param, const at::Tensor& value, const Support& constraint) const {
   if (!validate_args_) return;
   at::Tensor valid = constraint.check(value);
   if (!valid.all().item<bool>()) {
     throw std::invalid_argument(
-        "Expected parameter " + param + " (Tensor of shape " +
+        "Expected parameter " + std::string(param) + " (Tensor of shape " +
         internal::shape_to_string(value.sizes()) + ") of distribution " + to_string() +
         " to satisfy the constraint " + constraint.to_string() + ", but found " +
         describe_invalid(value, valid));
   }
 }
 
-void Distribution::validate_sample(const at::Tensor& value, const std::string& method) const {
+void Distribution::validate_sample(const at::Tensor& value, std::string_view method) const {
   if (!validate_args_) return;
-  const std::string where = name() + "." + method + ": ";
+  const std::string where = name() + "." + std::string(method) + ": ";
   if (!value.defined()) throw std::invalid_argument(where + "the value is an undefined tensor");
   const int64_t event_dims = static_cast<int64_t>(event_shape_.size());
   const auto sizes = value.sizes();

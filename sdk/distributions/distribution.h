@@ -21,6 +21,7 @@
 // Distributions are immutable after construction, so one may be shared across threads.
 #pragma once
 
+#include <ATen/core/DimVector.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
@@ -31,6 +32,7 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,8 +60,8 @@ class Distribution {
   // Class name as in PyTorch/tensordict: "Normal", "TanhNormal", ...
   virtual std::string name() const = 0;
 
-  const std::vector<int64_t>& batch_shape() const { return batch_shape_; }
-  const std::vector<int64_t>& event_shape() const { return event_shape_; }
+  c10::IntArrayRef batch_shape() const { return batch_shape_; }
+  c10::IntArrayRef event_shape() const { return event_shape_; }
   bool validate_args() const { return validate_args_; }
 
   // ---- sampling: every call takes an optional generator for reproducible runs -------------
@@ -93,26 +95,26 @@ class Distribution {
   // one-element parameter prints its value.
   virtual std::string to_string() const;
 
-  // sample_shape + batch_shape + event_shape.
-  std::vector<int64_t> extended_shape(c10::IntArrayRef sample_shape = {}) const;
+  // sample_shape + batch_shape + event_shape (inline storage: no allocation up to five dims).
+  at::DimVector extended_shape(c10::IntArrayRef sample_shape = {}) const;
 
  protected:
-  Distribution(std::vector<int64_t> batch_shape, std::vector<int64_t> event_shape,
-               c10::optional<bool> validate_args);
+  Distribution(c10::IntArrayRef batch_shape, c10::IntArrayRef event_shape, c10::optional<bool> validate_args);
 
   // Throws NotImplementedError("<Name> does not implement <method>").
   [[noreturn]] void not_implemented(const std::string& method) const;
   // In validate-args mode: throws when `value` does not satisfy `constraint`, naming this
   // distribution, the parameter and the first invalid entry.
-  void check_param(const std::string& param, const at::Tensor& value,
-                   const Support& constraint) const;
+  // (The names are views: they are only read to build a message.)
+  void check_param(std::string_view param, const at::Tensor& value, const Support& constraint) const;
   // In validate-args mode: checks value's shape against batch/event shapes and its entries
   // against support(); `method` names the caller in the error.
-  void validate_sample(const at::Tensor& value, const std::string& method) const;
+  void validate_sample(const at::Tensor& value, std::string_view method) const;
 
  private:
-  std::vector<int64_t> batch_shape_;
-  std::vector<int64_t> event_shape_;
+  // Inline storage: building a distribution per step allocates no shape.
+  at::DimVector batch_shape_;
+  at::DimVector event_shape_;
   bool validate_args_;
 };
 

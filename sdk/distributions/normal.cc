@@ -11,12 +11,12 @@
 namespace tdp::dist {
 
 Normal::Normal(const at::Tensor& loc, const at::Tensor& scale, c10::optional<bool> validate_args)
-    : Normal(internal::broadcast_all({internal::require_defined(loc, "Normal", "loc"),
+    : Normal(internal::broadcast_all<2>({internal::require_defined(loc, "Normal", "loc"),
                                       internal::require_defined(scale, "Normal", "scale")}),
              validate_args) {}
 
-Normal::Normal(std::vector<at::Tensor> loc_scale, c10::optional<bool> validate_args)
-    : Distribution(loc_scale[0].sizes().vec(), {}, validate_args),
+Normal::Normal(std::array<at::Tensor, 2> loc_scale, c10::optional<bool> validate_args)
+    : Distribution(loc_scale[0].sizes(), {}, validate_args),
       loc_(std::move(loc_scale[0])),
       scale_(std::move(loc_scale[1])) {
   check_param("loc", loc_, Support::real());

@@ -9,6 +9,8 @@
 //   normal.to_string();                                  // "Normal(loc: [3, 4], scale: [3, 4])"
 #pragma once
 
+#include <array>
+
 #include "sdk/distributions/distribution.h"
 
 namespace tdp::dist {
@@ -42,7 +44,7 @@ class Normal : public Distribution {
   }
 
  private:
-  Normal(std::vector<at::Tensor> loc_scale, c10::optional<bool> validate_args);
+  Normal(std::array<at::Tensor, 2> loc_scale, c10::optional<bool> validate_args);
 
   at::Tensor loc_;
   at::Tensor scale_;

@@ -2,11 +2,12 @@
 
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
-#include <absl/synchronization/mutex.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -40,9 +41,9 @@ std::vector<std::string> keys_of(const Map& map) {
   return keys;
 }
 
-const at::Tensor& param(const Params& params, const std::string& key) { return params.at(key); }
+const at::Tensor& param(const Params& params, std::string_view key) { return params.at(key); }
 
-at::Tensor optional_param(const Params& params, const std::string& key) {
+at::Tensor optional_param(const Params& params, std::string_view key) {
   auto it = params.find(key);
   return it == params.end() ? at::Tensor() : it->second;
 }
@@ -149,12 +150,12 @@ void register_builtins(DistributionRegistry& registry) {
       });
 }
 
-const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, const std::string& key) {
+const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, std::string_view key) {
   auto it = kwargs.find(key);
   return it == kwargs.end() ? nullptr : &it->second;
 }
 
-[[noreturn]] void bad_kwarg(const std::string& distribution, const std::string& key,
+[[noreturn]] void bad_kwarg(std::string_view distribution, std::string_view key,
                             const char* expected, const c10::Scalar& value) {
   std::ostringstream out;
   out << distribution << ": kwarg '" << key << "' must be " << expected << ", got " << value;
@@ -183,13 +184,16 @@ const std::string& RegisteredDistribution::name() const { return entry_->name; }
 const DistributionSignature& RegisteredDistribution::signature() const { return entry_->signature; }
 
 struct DistributionRegistry::Impl {
-  mutable absl::Mutex mutex;
-  // Entries are immutable once registered (replace swaps the pointer), so a
+  // A std::shared_mutex (pthread's rwlock), not absl::Mutex: ThreadSanitizer intercepts pthread
+  // but cannot see inside the uninstrumented libabsl from Debian, and would report every
+  // registration as a race.
+  mutable std::shared_mutex mutex;
+  // Guarded by `mutex`. Entries are immutable once registered (replace swaps the pointer), so a
   // RegisteredDistribution shares one without copying it and without the lock.
-  std::map<std::string, RegisteredDistribution, std::less<>> entries ABSL_GUARDED_BY(mutex);
+  std::map<std::string, RegisteredDistribution, std::less<>> entries;
 
-  void put(const std::string& name, DistributionSignature signature, DistributionFactory factory)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+  // Called with `mutex` held exclusively.
+  void put(const std::string& name, DistributionSignature signature, DistributionFactory factory) {
     entries.insert_or_assign(name, RegisteredDistribution(std::make_shared<const RegisteredDistribution::Entry>(
                                        RegisteredDistribution::Entry{name, std::move(signature), std::move(factory)})));
   }
@@ -216,7 +220,7 @@ void DistributionRegistry::register_distribution(const std::string& name,
     throw std::invalid_argument("register_distribution('" + name +
                                 "'): the signature needs at least one parameter set");
   }
-  absl::MutexLock lock(&impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   if (impl_->entries.count(name)) {
     throw std::invalid_argument("register_distribution: '" + name +
                                 "' is already registered (use replace to override it)");
@@ -227,17 +231,17 @@ void DistributionRegistry::register_distribution(const std::string& name,
 void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
                                    DistributionFactory factory) {
   if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
-  absl::MutexLock lock(&impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   impl_->put(name, std::move(signature), std::move(factory));
 }
 
 bool DistributionRegistry::contains(const std::string& name) const {
-  absl::ReaderMutexLock lock(&impl_->mutex);
+  std::shared_lock lock(impl_->mutex);
   return impl_->entries.count(name) > 0;
 }
 
 std::vector<std::string> DistributionRegistry::names() const {
-  absl::ReaderMutexLock lock(&impl_->mutex);
+  std::shared_lock lock(impl_->mutex);
   return keys_of(impl_->entries);
 }
 
@@ -246,7 +250,7 @@ DistributionSignature DistributionRegistry::signature(const std::string& name) c
 }
 
 RegisteredDistribution DistributionRegistry::find(const std::string& name) const {
-  absl::ReaderMutexLock lock(&impl_->mutex);
+  std::shared_lock lock(impl_->mutex);
   auto it = impl_->entries.find(name);
   if (it == impl_->entries.end()) {
     throw std::invalid_argument("unknown distribution '" + name + "'; registered: " + join(keys_of(impl_->entries)));
@@ -259,16 +263,40 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
   return find(name).make(params, kwargs);
 }
 
+namespace {
+
+// Whether `count` distinct names, of which `has` tells membership, equal one of the parameter
+// sets: equal sizes plus membership is set equality, checked without building sets.
+template <typename Has>
+bool fits_a_param_set(const DistributionSignature& signature, size_t count, Has has) {
+  return std::any_of(signature.param_sets.begin(), signature.param_sets.end(), [&](const auto& set) {
+    return set.size() == count && std::all_of(set.begin(), set.end(), has);
+  });
+}
+
+const std::string* unknown_kwarg(const DistributionSignature& signature, const DistributionKwargs& kwargs) {
+  for (const auto& [key, value] : kwargs) {
+    const auto& allowed = signature.kwargs;
+    if (key != "validate_args" && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) return &key;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool RegisteredDistribution::accepts(const std::vector<std::string>& param_names,
+                                     const DistributionKwargs& kwargs) const {
+  std::vector<std::string> names = param_names;
+  std::sort(names.begin(), names.end());
+  if (std::adjacent_find(names.begin(), names.end()) != names.end()) return false;
+  const auto has = [&](const std::string& key) { return std::binary_search(names.begin(), names.end(), key); };
+  return fits_a_param_set(entry_->signature, names.size(), has) && unknown_kwarg(entry_->signature, kwargs) == nullptr;
+}
+
 DistributionPtr RegisteredDistribution::make(const Params& params, const DistributionKwargs& kwargs) const {
   const std::string& name = entry_->name;
-  // Params is ordered by name and has no duplicates, so equal sizes plus membership is set
-  // equality, checked without building sets.
-  const auto& param_sets = entry_->signature.param_sets;
-  const bool matched = std::any_of(param_sets.begin(), param_sets.end(), [&](const auto& set) {
-    return set.size() == params.size() &&
-           std::all_of(set.begin(), set.end(), [&](const std::string& key) { return params.count(key) > 0; });
-  });
-  if (!matched) {
+  // Params is ordered by name and has no duplicates.
+  if (!fits_a_param_set(entry_->signature, params.size(), [&](const std::string& key) { return params.count(key) > 0; })) {
     throw std::invalid_argument(name + ": expected parameters " +
                                 entry_->signature.params_to_string() + ", got " + join(keys_of(params)));
   }
@@ -277,15 +305,16 @@ DistributionPtr RegisteredDistribution::make(const Params& params, const Distrib
       throw std::invalid_argument(name + ": parameter '" + key + "' is an undefined tensor");
     }
   }
-  for (const auto& [key, value] : kwargs) {
-    const auto& allowed = entry_->signature.kwargs;
-    if (key != "validate_args" && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      std::vector<std::string> accepted = allowed;
-      accepted.push_back("validate_args");
-      throw std::invalid_argument(name + ": unexpected kwarg '" + key + "'; accepted kwargs: " +
-                                  join(accepted));
-    }
+  if (const std::string* key = unknown_kwarg(entry_->signature, kwargs)) {
+    std::vector<std::string> accepted = entry_->signature.kwargs;
+    accepted.push_back("validate_args");
+    throw std::invalid_argument(name + ": unexpected kwarg '" + *key + "'; accepted kwargs: " + join(accepted));
   }
+  return make_accepted(params, kwargs);
+}
+
+DistributionPtr RegisteredDistribution::make_accepted(const Params& params, const DistributionKwargs& kwargs) const {
+  const std::string& name = entry_->name;
   DistributionPtr dist = entry_->factory(params, kwargs);
   if (!dist) throw std::runtime_error(name + ": the registered factory returned null");
   return dist;
@@ -296,16 +325,16 @@ DistributionPtr make_distribution(const std::string& name, const Params& params,
   return DistributionRegistry::global().make(name, params, kwargs);
 }
 
-double kwarg_double(const DistributionKwargs& kwargs, const std::string& key, double fallback,
-                    const std::string& distribution) {
+double kwarg_double(const DistributionKwargs& kwargs, std::string_view key, double fallback,
+                    std::string_view distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
   if (v->isBoolean() || v->isComplex()) bad_kwarg(distribution, key, "a real number", *v);
   return v->toDouble();
 }
 
-int64_t kwarg_int(const DistributionKwargs& kwargs, const std::string& key, int64_t fallback,
-                  const std::string& distribution) {
+int64_t kwarg_int(const DistributionKwargs& kwargs, std::string_view key, int64_t fallback,
+                  std::string_view distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
   if (v->isIntegral(/*includeBool=*/false)) return v->toLong();
@@ -313,8 +342,8 @@ int64_t kwarg_int(const DistributionKwargs& kwargs, const std::string& key, int6
   bad_kwarg(distribution, key, "an integer", *v);
 }
 
-bool kwarg_bool(const DistributionKwargs& kwargs, const std::string& key, bool fallback,
-                const std::string& distribution) {
+bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback,
+                std::string_view distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
   if (v->isBoolean()) return v->toBool();
@@ -322,8 +351,8 @@ bool kwarg_bool(const DistributionKwargs& kwargs, const std::string& key, bool f
   bad_kwarg(distribution, key, "a bool", *v);
 }
 
-c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, const std::string& distribution) {
-  if (!kwargs.count("validate_args")) return c10::nullopt;
+c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, std::string_view distribution) {
+  if (find_kwarg(kwargs, "validate_args") == nullptr) return c10::nullopt;
   return kwarg_bool(kwargs, "validate_args", false, distribution);
 }
 

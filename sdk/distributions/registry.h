@@ -27,6 +27,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,16 +62,16 @@ class Params {
   // The tensor under `name`, added (undefined) when absent.
   at::Tensor& operator[](const std::string& name) { return emplace(name, at::Tensor()).first->second; }
   // Throws std::out_of_range when `name` is absent.
-  const at::Tensor& at(const std::string& name) const {
+  const at::Tensor& at(std::string_view name) const {
     const_iterator it = find(name);
-    if (it == end()) throw std::out_of_range("Params: no parameter '" + name + "'");
+    if (it == end()) throw std::out_of_range("Params: no parameter '" + std::string(name) + "'");
     return it->second;
   }
-  const_iterator find(const std::string& name) const {
+  const_iterator find(std::string_view name) const {
     const_iterator it = const_cast<Params*>(this)->lower_bound(name);
     return it != end() && it->first == name ? it : end();
   }
-  size_t count(const std::string& name) const { return find(name) != end() ? 1 : 0; }
+  size_t count(std::string_view name) const { return find(name) != end() ? 1 : 0; }
 
   iterator begin() { return entries_.data(); }
   iterator end() { return entries_.data() + entries_.size(); }
@@ -80,16 +81,17 @@ class Params {
   bool empty() const { return entries_.empty(); }
 
  private:
-  iterator lower_bound(const std::string& name) {
+  iterator lower_bound(std::string_view name) {
     return std::lower_bound(begin(), end(), name,
-                            [](const value_type& entry, const std::string& key) { return entry.first < key; });
+                            [](const value_type& entry, std::string_view key) { return entry.first < key; });
   }
 
   c10::SmallVector<value_type, 4> entries_;
 };
 
 // Scalar keyword arguments by name ("upscale", "tanh_loc", "atol", ...).
-using DistributionKwargs = std::map<std::string, c10::Scalar>;
+// (std::less<>: looked up by string_view, so a factory's literal key builds no string.)
+using DistributionKwargs = std::map<std::string, c10::Scalar, std::less<>>;
 using DistributionFactory = std::function<DistributionPtr(const Params&, const DistributionKwargs&)>;
 
 // What a registered name accepts.
@@ -115,9 +117,15 @@ class RegisteredDistribution {
   // Throws std::invalid_argument naming the distribution for a missing or extra parameter, an
   // undefined tensor or an unknown kwarg.
   DistributionPtr make(const Params& params, const DistributionKwargs& kwargs = {}) const;
+  // Whether parameters with these names and these kwargs fit the signature: what make() checks
+  // on every call apart from the tensors being defined.
+  bool accepts(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
 
  private:
   friend class DistributionRegistry;
+  friend class DistributionBuilder;  // builds without the per-call check once accepts() held
+  // The factory alone, for params and kwargs that accepts() held for.
+  DistributionPtr make_accepted(const Params& params, const DistributionKwargs& kwargs) const;
   struct Entry;
   explicit RegisteredDistribution(std::shared_ptr<const Entry> entry) : entry_(std::move(entry)) {}
   std::shared_ptr<const Entry> entry_;
@@ -158,13 +166,13 @@ DistributionPtr make_distribution(const std::string& name, const Params& params,
 
 // Kwarg readers for factories: the value under `key`, or `fallback` when absent. Throw
 // std::invalid_argument naming `distribution` when the scalar has the wrong kind.
-double kwarg_double(const DistributionKwargs& kwargs, const std::string& key, double fallback,
-                    const std::string& distribution);
-int64_t kwarg_int(const DistributionKwargs& kwargs, const std::string& key, int64_t fallback,
-                  const std::string& distribution);
-bool kwarg_bool(const DistributionKwargs& kwargs, const std::string& key, bool fallback,
-                const std::string& distribution);
+double kwarg_double(const DistributionKwargs& kwargs, std::string_view key, double fallback,
+                    std::string_view distribution);
+int64_t kwarg_int(const DistributionKwargs& kwargs, std::string_view key, int64_t fallback,
+                  std::string_view distribution);
+bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback,
+                std::string_view distribution);
 // validate_args when given, else nullopt (the process default).
-c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, const std::string& distribution);
+c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, std::string_view distribution);
 
 }  // namespace tdp::dist

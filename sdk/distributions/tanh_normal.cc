@@ -120,7 +120,7 @@ void TanhNormal::prepare(const at::Tensor& loc_in, const at::Tensor& scale_in,
       loc = (loc / o.upscale_).tanh() * o.upscale_;
       if (p.non_trivial) loc = loc + (p.high_number - p.low_number) / 2 + p.low_number;
     }
-    std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in});
+    std::array<at::Tensor, 2> all = internal::broadcast_all<2>({loc, scale_in});
     p.loc = all[0];
     p.scale = all[1];
   } else {
@@ -142,7 +142,7 @@ void TanhNormal::prepare(const at::Tensor& loc_in, const at::Tensor& scale_in,
     }
     // Bounds that carry more (or larger) dims than loc widen the batch, as a broadcasting
     // affine transform would in PyTorch.
-    std::vector<at::Tensor> all = internal::broadcast_all({loc, scale_in, low, high});
+    std::array<at::Tensor, 4> all = internal::broadcast_all<4>({loc, scale_in, low, high});
     p.loc = all[0];
     p.scale = all[1];
     p.low = low;

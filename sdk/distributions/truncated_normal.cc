@@ -23,7 +23,7 @@ at::Tensor little_phi(const at::Tensor& x) { return (-(x.pow(2)) * 0.5).exp() * 
 
 at::Tensor inv_big_phi(const at::Tensor& x) { return kSqrt2 * (2 * x - 1).erfinv(); }
 
-std::vector<at::Tensor> broadcast_bounds(const at::Tensor& a, const at::Tensor& b,
+std::array<at::Tensor, 2> broadcast_bounds(const at::Tensor& a, const at::Tensor& b,
                                          const std::string& name) {
   internal::require_defined(a, name, "a");
   internal::require_defined(b, name, "b");
@@ -32,7 +32,7 @@ std::vector<at::Tensor> broadcast_bounds(const at::Tensor& a, const at::Tensor& 
                                 std::string(c10::toString(a.scalar_type())) + " vs " +
                                 c10::toString(b.scalar_type()) + ")");
   }
-  return internal::broadcast_all({a, b});
+  return internal::broadcast_all<2>({a, b});
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ TruncatedStandardNormal::TruncatedStandardNormal(const at::Tensor& a, const at::
                        .sizes()
                        .vec(),
                    {}, validate_args) {
-  std::vector<at::Tensor> a_b = broadcast_bounds(a, b, display_name);
+  std::array<at::Tensor, 2> a_b = broadcast_bounds(a, b, display_name);
   a_ = a_b[0];
   b_ = a_b[1];
   check_param("a", a_, Support::real());
@@ -116,13 +116,13 @@ at::Tensor TruncatedStandardNormal::rsample(c10::IntArrayRef sample_shape,
 
 namespace {
 
-std::vector<at::Tensor> broadcast_truncated(const at::Tensor& loc, const at::Tensor& scale,
+std::array<at::Tensor, 4> broadcast_truncated(const at::Tensor& loc, const at::Tensor& scale,
                                             const at::Tensor& a, const at::Tensor& b) {
   internal::require_defined(loc, "TruncatedNormal", "loc");
   internal::require_defined(scale, "TruncatedNormal", "scale");
   internal::require_defined(a, "TruncatedNormal", "a");
   internal::require_defined(b, "TruncatedNormal", "b");
-  return internal::broadcast_all({loc, scale.clamp_min(1e-6), a, b});
+  return internal::broadcast_all<4>({loc, scale.clamp_min(1e-6), a, b});
 }
 
 }  // namespace
@@ -132,7 +132,7 @@ TruncatedNormal::TruncatedNormal(const at::Tensor& loc, const at::Tensor& scale,
                                  c10::optional<bool> validate_args)
     : TruncatedNormal(broadcast_truncated(loc, scale, a, b), validate_args) {}
 
-TruncatedNormal::TruncatedNormal(std::vector<at::Tensor> p, c10::optional<bool> validate_args)
+TruncatedNormal::TruncatedNormal(std::array<at::Tensor, 4> p, c10::optional<bool> validate_args)
     : TruncatedStandardNormal((p[2] - p[0]) / p[1], (p[3] - p[0]) / p[1], validate_args,
                               "TruncatedNormal"),
       loc_(p[0]),

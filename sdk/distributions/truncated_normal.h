@@ -11,6 +11,8 @@
 //   at::Tensor median = torque.icdf(at::full({6}, 0.5));
 #pragma once
 
+#include <array>
+
 #include "sdk/distributions/distribution.h"
 
 namespace tdp::dist {
@@ -88,7 +90,7 @@ class TruncatedNormal : public TruncatedStandardNormal {
   }
 
  private:
-  TruncatedNormal(std::vector<at::Tensor> params, c10::optional<bool> validate_args);
+  TruncatedNormal(std::array<at::Tensor, 4> params, c10::optional<bool> validate_args);
 
   at::Tensor loc_;
   at::Tensor scale_;

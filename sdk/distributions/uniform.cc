@@ -12,12 +12,12 @@
 namespace tdp::dist {
 
 Uniform::Uniform(const at::Tensor& low, const at::Tensor& high, c10::optional<bool> validate_args)
-    : Uniform(internal::broadcast_all({internal::require_defined(low, "Uniform", "low"),
+    : Uniform(internal::broadcast_all<2>({internal::require_defined(low, "Uniform", "low"),
                                        internal::require_defined(high, "Uniform", "high")}),
               validate_args) {}
 
-Uniform::Uniform(std::vector<at::Tensor> low_high, c10::optional<bool> validate_args)
-    : Distribution(low_high[0].sizes().vec(), {}, validate_args),
+Uniform::Uniform(std::array<at::Tensor, 2> low_high, c10::optional<bool> validate_args)
+    : Distribution(low_high[0].sizes(), {}, validate_args),
       low_(std::move(low_high[0])),
       high_(std::move(low_high[1])) {
   if (this->validate_args()) {

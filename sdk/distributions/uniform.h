@@ -8,6 +8,8 @@
 //   noise.mean();                                     // 0
 #pragma once
 
+#include <array>
+
 #include "sdk/distributions/distribution.h"
 
 namespace tdp::dist {
@@ -41,7 +43,7 @@ class Uniform : public Distribution {
   }
 
  private:
-  Uniform(std::vector<at::Tensor> low_high, c10::optional<bool> validate_args);
+  Uniform(std::array<at::Tensor, 2> low_high, c10::optional<bool> validate_args);
 
   at::Tensor low_;
   at::Tensor high_;

@@ -246,7 +246,8 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
                                       const TensorKwargs& kwargs) {
   const std::vector<NestedKey>& keys = in_keys();
   TensorList inputs;
-  inputs.reserve(keys.size());
+  // Room for the outputs too: a module's step writes them into this list (to_tensor_list()).
+  inputs.reserve(std::max(keys.size(), out_keys_source().size()));
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
     const NestedKey& key = keys[i];

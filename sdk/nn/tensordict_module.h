@@ -124,7 +124,7 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
       // torch::nn::Sequential and other modules with a templated forward: one input.
       if (in_keys().size() != 1) detail::throw_arity(describe(), 1, in_keys().size());
       function_ = [module, out_keys = out_keys_source(), who = describe()](TensorList& in) {
-        return detail::to_tensor_list(module->forward(in[0]), out_keys, who);
+        return detail::to_tensor_list(module->forward(in[0]), out_keys, who, in);
       };
     } else {
       function_ = detail::any_module_function(torch::nn::AnyModule(module), out_keys_source(),

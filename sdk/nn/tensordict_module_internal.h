@@ -104,26 +104,40 @@ TensorList tensors_from(const TensorDict& result, const std::vector<NestedKey>& 
 TensorList tensors_from(const TensorKwargs& result, const std::vector<NestedKey>& out_keys,
                         const std::string& who);
 
+// The tensors of a returned tuple, in order, written into `list` (cleared first).
 template <typename... T>
-TensorList tuple_to_list(std::tuple<T...>&& values) {
+TensorList tuple_to_list(std::tuple<T...>&& values, TensorList&& list = {}) {
   static_assert((is_tensor_v<T> && ...), "a returned std::tuple must hold only at::Tensor");
-  return std::apply([](auto&&... t) { return TensorList{std::move(t)...}; }, std::move(values));
+  list.clear();
+  std::apply([&](auto&&... t) { (list.push_back(std::move(t)), ...); }, std::move(values));
+  return std::move(list);
 }
 
-// Normalizes what a callable returned to the outputs in out_keys order.
+// Normalizes what a callable returned to the outputs in out_keys order. A tensor or a tuple is
+// written into `storage`, the list the call's inputs came in (read by then): a module's step then
+// allocates no second list (TensorDictModule reserves that list for its outputs too).
 template <typename R>
-TensorList to_tensor_list(R&& result, const std::vector<NestedKey>& out_keys,
-                          const std::string& who) {
+TensorList to_tensor_list(R&& result, const std::vector<NestedKey>& out_keys, const std::string& who,
+                          TensorList& storage) {
   using T = std::decay_t<R>;
   if constexpr (std::is_same_v<T, at::Tensor>) {
-    return TensorList{std::forward<R>(result)};
+    at::Tensor value = std::forward<R>(result);  // before the clear: `result` may be one of the inputs
+    storage.clear();
+    storage.push_back(std::move(value));
+    return std::move(storage);
   } else if constexpr (std::is_same_v<T, TensorList>) {
     return TensorList(std::forward<R>(result));
   } else if constexpr (std::is_same_v<T, TensorDict> || std::is_same_v<T, TensorKwargs>) {
     return tensors_from(result, out_keys, who);
   } else {
-    return tuple_to_list(T(std::forward<R>(result)));
+    return tuple_to_list(T(std::forward<R>(result)), std::move(storage));
   }
+}
+
+template <typename R>
+TensorList to_tensor_list(R&& result, const std::vector<NestedKey>& out_keys, const std::string& who) {
+  TensorList storage;
+  return to_tensor_list(std::forward<R>(result), out_keys, who, storage);
 }
 
 template <typename F, size_t... I>
@@ -134,7 +148,7 @@ TensorList call_positional(F& f, TensorList& in, const std::vector<NestedKey>& o
     std::invoke(f, in[I]...);
     return {};
   } else {
-    return to_tensor_list(std::invoke(f, in[I]...), out_keys, who);
+    return to_tensor_list(std::invoke(f, in[I]...), out_keys, who, in);
   }
 }
 

@@ -241,8 +241,9 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
   // constant tensor at each call.
   build_kwargs_ = options_.distribution_kwargs();
   kwargs_as_params_.clear();
+  if (options_.is_composite()) return;
   const dist::DistributionSignature* signature = options_.distribution().signature();
-  if (options_.is_composite() || build_kwargs_.empty() || signature == nullptr) return;
+  if (signature == nullptr) return;  // a factory: nothing to split or check
   for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
     auto named = [&](const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), it->first) != names.end();
@@ -255,6 +256,18 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
       ++it;
     }
   }
+  // The parameter names and kwargs get_dist() passes are the same on every call: the registry
+  // checks them here, once, instead of on each forward.
+  std::vector<std::string> param_names = options_.dist_keys();
+  dist::DistributionKwargs kwargs = build_kwargs_;
+  for (const auto& [name, value] : kwargs_as_params_) {
+    if (std::find(param_names.begin(), param_names.end(), name) != param_names.end()) {
+      kwargs.emplace(name, value);  // given as a tensor too: get_dist() passes it on as a kwarg
+    } else {
+      param_names.push_back(name);
+    }
+  }
+  options_.distribution(options_.distribution().resolved_for(param_names, kwargs));
 }
 
 AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sdk/distributions/categorical.h"
+#include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/independent.h"
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/registry.h"
@@ -116,6 +117,36 @@ TEST(Registry, ErrorsNameTheDistributionAndWhatItExpects) {
   EXPECT_EQ(error_of<std::invalid_argument>(
                 [] { make_distribution("normal", {{"loc", kLoc}, {"scale", at::Tensor()}}); }),
             "normal: parameter 'scale' is an undefined tensor");
+}
+
+TEST(Registry, AcceptsWhatMakeChecksApartFromTheTensors) {
+  const RegisteredDistribution normal = DistributionRegistry::global().find("normal");
+  EXPECT_TRUE(normal.accepts({"scale", "loc"}, {}));  // a set: any order
+  EXPECT_TRUE(normal.accepts({"loc", "scale"}, {{"validate_args", true}}));
+  EXPECT_FALSE(normal.accepts({"loc"}, {}));
+  EXPECT_FALSE(normal.accepts({"loc", "loc"}, {}));  // one name twice is not {loc, scale}
+  EXPECT_FALSE(normal.accepts({"loc", "scale", "shift"}, {}));
+  EXPECT_FALSE(normal.accepts({"loc", "scale"}, {{"upscale", 2.0}}));
+  const RegisteredDistribution categorical = DistributionRegistry::global().find("categorical");
+  EXPECT_TRUE(categorical.accepts({"probs"}, {}));
+  EXPECT_FALSE(categorical.accepts({"logits", "probs"}, {}));
+}
+
+TEST(Registry, ABuilderResolvedForItsNamesChecksOnceAndOtherwiseOnEveryCall) {
+  // Names that fit: checked in resolved_for(), then build() goes straight to the factory.
+  const DistributionBuilder fits = DistributionBuilder("normal").resolved_for({"loc", "scale"}, {});
+  EXPECT_TRUE(at::equal(fits.build({{"loc", kLoc}, {"scale", kScale}}, {})->mean(), kLoc));
+  // Names that do not fit: build() still checks, and throws the registry's error, on each call.
+  const DistributionBuilder misfit = DistributionBuilder("normal").resolved_for({"loc"}, {});
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_EQ(error_of<std::invalid_argument>([&] { misfit.build({{"loc", kLoc}}, {}); }),
+              "normal: expected parameters {loc, scale}, got {loc}");
+  }
+  // A factory has no signature to check.
+  const DistributionBuilder factory = DistributionBuilder([](const Params& p, const DistributionKwargs&) {
+                                        return std::make_shared<Normal>(p.at("loc"), at::ones_like(p.at("loc")));
+                                      }).resolved_for({"anything"}, {});
+  EXPECT_TRUE(at::equal(factory.build({{"loc", kLoc}}, {})->stddev(), at::ones_like(kLoc)));
 }
 
 TEST(Registry, UsersRegisterTheirOwn) {
