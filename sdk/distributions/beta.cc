@@ -10,9 +10,9 @@ namespace tdp::dist {
 namespace {
 
 at::Tensor stack_concentrations(const at::Tensor& c1, const at::Tensor& c0) {
-  std::array<at::Tensor, 2> both = internal::broadcast_all<2>(
-      {internal::require_defined(c1, "Beta", "concentration1"),
-       internal::require_defined(c0, "Beta", "concentration0")});
+  std::array<at::Tensor, 2> both =
+      internal::broadcast_all<2>({internal::require_defined(c1, "Beta", "concentration1"),
+                                  internal::require_defined(c0, "Beta", "concentration0")});
   return at::stack(both, -1);
 }
 

@@ -101,11 +101,10 @@ void Distribution::check_param(std::string_view param, const at::Tensor& value, 
   if (!validate_args_) return;
   at::Tensor valid = constraint.check(value);
   if (!valid.all().item<bool>()) {
-    throw std::invalid_argument(
-        "Expected parameter " + std::string(param) + " (Tensor of shape " +
-        internal::shape_to_string(value.sizes()) + ") of distribution " + to_string() +
-        " to satisfy the constraint " + constraint.to_string() + ", but found " +
-        describe_invalid(value, valid));
+    throw std::invalid_argument("Expected parameter " + std::string(param) + " (Tensor of shape " +
+                                internal::shape_to_string(value.sizes()) + ") of distribution " + to_string() +
+                                " to satisfy the constraint " + constraint.to_string() + ", but found " +
+                                describe_invalid(value, valid));
   }
 }
 

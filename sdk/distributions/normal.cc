@@ -12,7 +12,7 @@ namespace tdp::dist {
 
 Normal::Normal(const at::Tensor& loc, const at::Tensor& scale, c10::optional<bool> validate_args)
     : Normal(internal::broadcast_all<2>({internal::require_defined(loc, "Normal", "loc"),
-                                      internal::require_defined(scale, "Normal", "scale")}),
+                                         internal::require_defined(scale, "Normal", "scale")}),
              validate_args) {}
 
 Normal::Normal(std::array<at::Tensor, 2> loc_scale, c10::optional<bool> validate_args)

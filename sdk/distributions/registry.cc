@@ -155,8 +155,8 @@ const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, std::string_view
   return it == kwargs.end() ? nullptr : &it->second;
 }
 
-[[noreturn]] void bad_kwarg(std::string_view distribution, std::string_view key,
-                            const char* expected, const c10::Scalar& value) {
+[[noreturn]] void bad_kwarg(std::string_view distribution, std::string_view key, const char* expected,
+                            const c10::Scalar& value) {
   std::ostringstream out;
   out << distribution << ": kwarg '" << key << "' must be " << expected << ", got " << value;
   throw std::invalid_argument(out.str());
@@ -269,9 +269,8 @@ namespace {
 // sets: equal sizes plus membership is set equality, checked without building sets.
 template <typename Has>
 bool fits_a_param_set(const DistributionSignature& signature, size_t count, Has has) {
-  return std::any_of(signature.param_sets.begin(), signature.param_sets.end(), [&](const auto& set) {
-    return set.size() == count && std::all_of(set.begin(), set.end(), has);
-  });
+  return std::any_of(signature.param_sets.begin(), signature.param_sets.end(),
+                     [&](const auto& set) { return set.size() == count && std::all_of(set.begin(), set.end(), has); });
 }
 
 const std::string* unknown_kwarg(const DistributionSignature& signature, const DistributionKwargs& kwargs) {
@@ -296,7 +295,8 @@ bool RegisteredDistribution::accepts(const std::vector<std::string>& param_names
 DistributionPtr RegisteredDistribution::make(const Params& params, const DistributionKwargs& kwargs) const {
   const std::string& name = entry_->name;
   // Params is ordered by name and has no duplicates.
-  if (!fits_a_param_set(entry_->signature, params.size(), [&](const std::string& key) { return params.count(key) > 0; })) {
+  if (!fits_a_param_set(entry_->signature, params.size(),
+                        [&](const std::string& key) { return params.count(key) > 0; })) {
     throw std::invalid_argument(name + ": expected parameters " +
                                 entry_->signature.params_to_string() + ", got " + join(keys_of(params)));
   }
@@ -342,8 +342,7 @@ int64_t kwarg_int(const DistributionKwargs& kwargs, std::string_view key, int64_
   bad_kwarg(distribution, key, "an integer", *v);
 }
 
-bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback,
-                std::string_view distribution) {
+bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback, std::string_view distribution) {
   const c10::Scalar* v = find_kwarg(kwargs, key);
   if (v == nullptr) return fallback;
   if (v->isBoolean()) return v->toBool();

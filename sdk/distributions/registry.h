@@ -170,8 +170,7 @@ double kwarg_double(const DistributionKwargs& kwargs, std::string_view key, doub
                     std::string_view distribution);
 int64_t kwarg_int(const DistributionKwargs& kwargs, std::string_view key, int64_t fallback,
                   std::string_view distribution);
-bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback,
-                std::string_view distribution);
+bool kwarg_bool(const DistributionKwargs& kwargs, std::string_view key, bool fallback, std::string_view distribution);
 // validate_args when given, else nullopt (the process default).
 c10::optional<bool> kwarg_validate_args(const DistributionKwargs& kwargs, std::string_view distribution);
 

@@ -23,8 +23,7 @@ at::Tensor little_phi(const at::Tensor& x) { return (-(x.pow(2)) * 0.5).exp() * 
 
 at::Tensor inv_big_phi(const at::Tensor& x) { return kSqrt2 * (2 * x - 1).erfinv(); }
 
-std::array<at::Tensor, 2> broadcast_bounds(const at::Tensor& a, const at::Tensor& b,
-                                         const std::string& name) {
+std::array<at::Tensor, 2> broadcast_bounds(const at::Tensor& a, const at::Tensor& b, const std::string& name) {
   internal::require_defined(a, name, "a");
   internal::require_defined(b, name, "b");
   if (a.scalar_type() != b.scalar_type()) {
@@ -116,8 +115,8 @@ at::Tensor TruncatedStandardNormal::rsample(c10::IntArrayRef sample_shape,
 
 namespace {
 
-std::array<at::Tensor, 4> broadcast_truncated(const at::Tensor& loc, const at::Tensor& scale,
-                                            const at::Tensor& a, const at::Tensor& b) {
+std::array<at::Tensor, 4> broadcast_truncated(const at::Tensor& loc, const at::Tensor& scale, const at::Tensor& a,
+                                              const at::Tensor& b) {
   internal::require_defined(loc, "TruncatedNormal", "loc");
   internal::require_defined(scale, "TruncatedNormal", "scale");
   internal::require_defined(a, "TruncatedNormal", "a");
@@ -133,8 +132,7 @@ TruncatedNormal::TruncatedNormal(const at::Tensor& loc, const at::Tensor& scale,
     : TruncatedNormal(broadcast_truncated(loc, scale, a, b), validate_args) {}
 
 TruncatedNormal::TruncatedNormal(std::array<at::Tensor, 4> p, c10::optional<bool> validate_args)
-    : TruncatedStandardNormal((p[2] - p[0]) / p[1], (p[3] - p[0]) / p[1], validate_args,
-                              "TruncatedNormal"),
+    : TruncatedStandardNormal((p[2] - p[0]) / p[1], (p[3] - p[0]) / p[1], validate_args, "TruncatedNormal"),
       loc_(p[0]),
       scale_(p[1]),
       low_(p[2]),

@@ -13,7 +13,7 @@ namespace tdp::dist {
 
 Uniform::Uniform(const at::Tensor& low, const at::Tensor& high, c10::optional<bool> validate_args)
     : Uniform(internal::broadcast_all<2>({internal::require_defined(low, "Uniform", "low"),
-                                       internal::require_defined(high, "Uniform", "high")}),
+                                          internal::require_defined(high, "Uniform", "high")}),
               validate_args) {}
 
 Uniform::Uniform(std::array<at::Tensor, 2> low_high, c10::optional<bool> validate_args)

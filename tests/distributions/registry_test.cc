@@ -1,19 +1,20 @@
 // The registry by name: built-ins, user registrations, error texts, thread safety.
+#include "sdk/distributions/registry.h"
+
 #include <ATen/Functions.h>
 #include <ATen/TensorOperators.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sdk/distributions/categorical.h"
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/independent.h"
 #include "sdk/distributions/normal.h"
-#include "sdk/distributions/registry.h"
 #include "sdk/distributions/tanh_normal.h"
 #include "sdk/distributions/truncated_normal.h"
 #include "tests/testing/error_of.h"
@@ -139,7 +140,9 @@ TEST(Registry, ABuilderResolvedForItsNamesChecksOnceAndOtherwiseOnEveryCall) {
   // Names that do not fit: build() still checks, and throws the registry's error, on each call.
   const DistributionBuilder misfit = DistributionBuilder("normal").resolved_for({"loc"}, {});
   for (int call = 0; call < 2; ++call) {
-    EXPECT_EQ(error_of<std::invalid_argument>([&] { misfit.build({{"loc", kLoc}}, {}); }),
+    EXPECT_EQ(error_of<std::invalid_argument>([&] {
+                misfit.build({{"loc", kLoc}}, {});
+              }),
               "normal: expected parameters {loc, scale}, got {loc}");
   }
   // A factory has no signature to check.
