@@ -7,7 +7,7 @@
 // calls on the shared actors repeat what one thread computed before the soak started (bit for
 // bit), and a per-thread recurrent actor reset before a deterministic call repeats its first step
 // exactly. Run it under --config=tsan (.bazelrc) to look for data races (LibTorch is not
-// instrumented: tests/testing/tsan_suppressions.cc says what is suppressed there and why).
+// instrumented: .bazelrc's tsan config says what TSan ignores there and why).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
