@@ -54,7 +54,8 @@ class DistributionBuilder {
   // resolved(), for a caller that passes parameters with these names and these kwargs on every
   // call (a module): when they fit the entry's signature, that is checked here, once, and
   // build() skips the registry's per-call check; when they do not, build() checks and throws on
-  // each call as before.
+  // each call as before. Calling build() on such a builder with other names skips the check too:
+  // the factory then reports what it misses (e.g. "Params: no parameter 'scale'").
   DistributionBuilder resolved_for(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
 
   DistributionPtr build(const Params& params, const DistributionKwargs& kwargs) const;
