@@ -20,14 +20,20 @@ bin="$(./bazelw info -c opt "$@" output_path 2>/dev/null)/k8-opt/bin/tests/bench
 out="${OUT_DIR:-$(mktemp -d)}"
 mkdir -p "$out"
 
+runs=()
 for side in Sdk Hand; do
   for seconds in 2 6; do
     # shellcheck disable=SC2086
-    valgrind --tool=callgrind ${CALLGRIND_ARGS:-} --callgrind-out-file="$out/$side.$seconds.out" "$bin" \
-      --benchmark_filter="GaussianActor_$side/1\$" --benchmark_min_time="$seconds" >/dev/null 2>&1 &
+    valgrind --tool=callgrind ${CALLGRIND_ARGS:-} --callgrind-out-file="$out/$side.$seconds.out" \
+      --log-file="$out/$side.$seconds.log" "$bin" --benchmark_filter="GaussianActor_$side/1\$" \
+      --benchmark_min_time="$seconds" >/dev/null &
+    runs+=("$!:$side.$seconds")
   done
 done
-wait
+# A bare `wait` returns 0 whatever the runs did: wait for each, so a failed one stops here.
+for run in "${runs[@]}"; do
+  wait "${run%%:*}" || { echo "per_call_instructions.sh: the ${run#*:} run failed; see $out/${run#*:}.log" >&2; exit 1; }
+done
 
 python3 - "$out" <<'EOF'
 import re, subprocess, sys
