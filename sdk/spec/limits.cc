@@ -3,7 +3,9 @@
 #include <absl/strings/str_cat.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -83,26 +85,65 @@ absl::StatusOr<std::string> read_bounded_file(const std::string& path, int64_t m
   return read_stream(file.get(), path, max_bytes, name, what);
 }
 
+namespace {
+
+// What nesting_depth() does with a byte. Most bytes are plain text, told apart with one table
+// load instead of a chain of comparisons: the scan runs on every text and JSON spec before the
+// parser, and under the fuzzer's comparison tracing that chain took a sixth of the text fuzzer's time.
+enum ByteClass : uint8_t { kText, kQuote, kHash, kOpen, kClose, kOpenAngle, kCloseAngle };
+
+constexpr std::array<uint8_t, 256> byte_classes() {
+  std::array<uint8_t, 256> classes{};
+  classes['"'] = classes['\''] = kQuote;
+  classes['#'] = kHash;
+  classes['{'] = classes['['] = kOpen;
+  classes['}'] = classes[']'] = kClose;
+  classes['<'] = kOpenAngle;
+  classes['>'] = kCloseAngle;
+  return classes;
+}
+constexpr std::array<uint8_t, 256> kByteClass = byte_classes();
+
+}  // namespace
+
 int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_above) {
+  const char* const s = text.data();
+  const size_t n = text.size();
   int64_t depth = 0;
   int64_t deepest = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '"' || c == '\'') {
-      // A quoted string: skip to its closing quote, past escapes. An unterminated one ends the
-      // text (the parser reports it).
-      for (++i; i < text.size() && text[i] != c && text[i] != '\n'; ++i) {
-        if (text[i] == '\\') ++i;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t byte_class = kByteClass[static_cast<unsigned char>(s[i])];
+    if (byte_class == kText) continue;
+    switch (byte_class) {
+      case kQuote: {
+        // A quoted string: skip to its closing quote, past escapes. An unterminated one ends the
+        // text (the parser reports it).
+        const char quote = s[i];
+        for (++i; i < n && s[i] != quote && s[i] != '\n'; ++i) {
+          if (s[i] == '\\') ++i;
+        }
+        break;
       }
-    } else if (c == '#' && hash_comments) {
-      while (i < text.size() && text[i] != '\n') ++i;
-    } else if (c == '{' || c == '[' || (angle_brackets && c == '<')) {
-      if (++depth > deepest) {
-        deepest = depth;
-        if (deepest > stop_above) return deepest;
-      }
-    } else if (c == '}' || c == ']' || (angle_brackets && c == '>')) {
-      if (depth > 0) --depth;
+      case kHash:
+        if (hash_comments) {
+          while (i < n && s[i] != '\n') ++i;
+        }
+        break;
+      case kOpenAngle:
+        if (!angle_brackets) break;
+        [[fallthrough]];
+      case kOpen:
+        if (++depth > deepest) {
+          deepest = depth;
+          if (deepest > stop_above) return deepest;
+        }
+        break;
+      case kCloseAngle:
+        if (!angle_brackets) break;
+        [[fallthrough]];
+      case kClose:
+        if (depth > 0) --depth;
+        break;
     }
   }
   return deepest;

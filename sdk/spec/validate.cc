@@ -6,6 +6,7 @@
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -631,8 +632,25 @@ class Validator {
         return false;
       }
     }
+    double draws = 1;
     for (int i = 0; i < spec.num_samples_size(); ++i) {
       if (!positive(spec.num_samples(i), absl::StrCat(path, ".num_samples[", i, "]"))) return false;
+      draws *= static_cast<double>(spec.num_samples(i));
+    }
+    if (spec.num_samples_size() > 0) {
+      // Every call draws that many samples of each out key at once (per env; a shape not known
+      // here counts as one element): bounded like a layer's weights, before any call allocates it.
+      double largest = 1;
+      for (const auto& [key, shape] : samples) {
+        double elements = 1;
+        if (shape) {
+          for (int64_t size : *shape) elements *= static_cast<double>(size);
+        }
+        largest = std::max(largest, elements);
+      }
+      if (!count(draws * largest, path + ".num_samples", "num_samples makes each call draw a sample that", "elements")) {
+        return false;
+      }
     }
     for (size_t i = 0; i < samples.size(); ++i) {
       if (!write(samples[i].first, absl::StrCat(path, ".out_keys[", i, "]"), samples[i].second, overwrites)) return false;

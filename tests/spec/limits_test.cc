@@ -117,6 +117,28 @@ TEST(Limits, NestingDepthInEveryFormat) {
   EXPECT_OK(parse_spec(bytes, SpecFormat::kBinary, "deep.pb", Limits{.max_nesting_depth = 300}));
 }
 
+// The pre-scan's own rules, byte by byte: what counts as a level and what is skipped.
+TEST(Limits, NestingDepthCountsBracketsOutsideStringsAndComments) {
+  EXPECT_EQ(nesting_depth("", true, true, 100), 0);
+  EXPECT_EQ(nesting_depth("a { b [ c < d > ] }", true, true, 100), 3);
+  EXPECT_EQ(nesting_depth("a { b [ c < d > ] }", /*angle_brackets=*/false, true, 100), 2);
+  EXPECT_EQ(nesting_depth("{ } { { } }", true, true, 100), 2);
+  // An unmatched closer does not go below zero, so it cannot hide a later level.
+  EXPECT_EQ(nesting_depth("} } ] { {", true, true, 100), 2);
+  // Strings in either quote, escaped quotes inside them, and a string that a newline ends.
+  EXPECT_EQ(nesting_depth(R"(s: "{{\"{{" t: '[[\'[[' {)", true, true, 100), 1);
+  EXPECT_EQ(nesting_depth("s: \"{{\n{ {", true, true, 100), 2);
+  EXPECT_EQ(nesting_depth("s: \"unterminated {{{", true, true, 100), 0);
+  EXPECT_EQ(nesting_depth("s: \"ends in an escape \\", true, true, 100), 0);
+  // Comments to the end of the line, only where the format has them (JSON does not).
+  EXPECT_EQ(nesting_depth("# {{{\n{", true, true, 100), 1);
+  EXPECT_EQ(nesting_depth("# {{{\n{", true, /*hash_comments=*/false, 100), 4);
+  // Stops counting once past the limit.
+  EXPECT_EQ(nesting_depth(std::string(1000, '{'), true, true, 10), 11);
+  // Bytes above 127 are text.
+  EXPECT_EQ(nesting_depth("\xff{\x80[\xfe", true, true, 100), 2);
+}
+
 TEST(Limits, BinaryParseErrorsNameTheFileAndTheByteCount) {
   const std::string path = temp_path("garbage.pb");
   write_file(path, "\xff\xff\xff\xff garbage");
@@ -184,6 +206,31 @@ TEST(Limits, TheTotalOfAllDeclaredElements) {
   EXPECT_THAT(message_of(validate_spec(spec, "big.pbtxt", options)),
               StartsWith("big.pbtxt: inputs[0].shape: the per-env shape [16383] has 16383 elements, more than the "
                          "limit of 1000 (max_tensor_elements"));
+}
+
+// num_samples draws that many samples on every call: 2^31 of them was a 17 GB allocation at the
+// first call (found by the text fuzzer), now an error when the spec is read.
+TEST(Limits, NumSamplesIsBoundedLikeATensor) {
+  auto spec = valid();
+  auto* actor = spec.mutable_module()->mutable_sequential()->mutable_modules(1)->mutable_probabilistic();
+  actor->add_num_samples(int64_t{1} << 31);
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: module.sequential.modules[1].probabilistic.num_samples: num_samples makes each call draw a "
+            "sample that has 2147483648 elements, more than the limit of 268435456 (max_tensor_elements: raise it "
+            "with LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
+  // Several dims multiply, and the sample's own shape counts: 3 x 5 draws of a [2]-shaped Normal sample.
+  actor->clear_num_samples();
+  actor->add_num_samples(3);
+  actor->add_num_samples(5);
+  LoadOptions options;
+  options.limits.max_tensor_elements = 15;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  actor->set_distribution("normal");
+  actor->clear_in_keys();
+  actor->add_in_keys("logits");
+  actor->add_in_keys("logits");
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
+              HasSubstr("num_samples makes each call draw a sample that has 30 elements, more than the limit of 15"));
 }
 
 TEST(Limits, FilesStayInTheSpecsFolder) {
