@@ -121,9 +121,9 @@ enum class Backend { kAuto, kLibTorch, kFused };
 // CUDA-graph capture for an actor on a GPU (see the header comment; the spec's `cuda_graph` block).
 struct CudaGraphOptions {
   TORCH_ARG(bool, enabled) = true;
-  // Eager calls before each capture (at least 1).
+  // Eager calls before each capture (1 to spec::kMaxCudaGraphWarmup).
   TORCH_ARG(int64_t, warmup) = spec::kDefaultCudaGraphWarmup;
-  // The batch sizes captured: positive, increasing, each once.
+  // The batch sizes captured: at most spec::kMaxBatchBuckets, each 1 to spec::kMaxBatchBucket, increasing.
   TORCH_ARG(std::vector<int64_t>, batch_buckets) =
       std::vector<int64_t>(spec::kDefaultBatchBuckets.begin(), spec::kDefaultBatchBuckets.end());
   // Capture every bucket for the actor's interaction type when the actor is made (true), or each

@@ -22,13 +22,18 @@ inline constexpr int64_t kDefaultCudaGraphWarmup = 2;
 // A bucket is a batch size captured once per interaction type; beyond this a bucket is a
 // mistake (its static buffers alone would be gigabytes for any real policy).
 inline constexpr int64_t kMaxBatchBucket = int64_t{1} << 20;
+// Each bucket is captured (and its warmup calls run) once per interaction type when the actor is
+// made: more than these is a mistake that would hold the load for hours, not a tuning choice.
+inline constexpr int64_t kMaxBatchBuckets = 64;
+inline constexpr int64_t kMaxCudaGraphWarmup = 100;
 
 struct CudaGraphSettingProblem {
   std::string field;    // relative to the block: "warmup", "batch_buckets[2]"
   std::string message;  // what is wrong and what is expected
 };
 
-// warmup >= 1; buckets positive, at most kMaxBatchBucket, strictly increasing (sorted, unique).
+// 1 <= warmup <= kMaxCudaGraphWarmup; at most kMaxBatchBuckets buckets, each in [1, kMaxBatchBucket],
+// strictly increasing (sorted, unique).
 std::optional<CudaGraphSettingProblem> check_cuda_graph_settings(int64_t warmup, absl::Span<const int64_t> batch_buckets);
 
 }  // namespace tdp::spec

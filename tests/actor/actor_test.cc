@@ -366,6 +366,9 @@ TEST(ActorCudaGraphTest, BadSettingsAreLoadErrorsNamingTheField) {
               ::testing::HasSubstr("ActorOptions.cuda_graph.batch_buckets[2]: 32 does not follow 64"));
   auto no_warmup = load(kCategorical, ActorOptions().cuda_graph(CudaGraphOptions().warmup(0)));
   EXPECT_THAT(no_warmup.status().message(), ::testing::HasSubstr("ActorOptions.cuda_graph.warmup: 0 eager calls"));
+  auto long_warmup = load(kCategorical, ActorOptions().cuda_graph(CudaGraphOptions().warmup(1000)));
+  EXPECT_THAT(long_warmup.status().message(),
+              ::testing::HasSubstr("ActorOptions.cuda_graph.warmup: 1000 eager calls before the capture; at most 100"));
   // The spec's block is checked by the validator first, with its field path.
   const std::string bad_block = std::string(kCategorical) + "cuda_graph { enabled: true batch_buckets: [4, 0] }";
   auto from_spec = load(bad_block.c_str());

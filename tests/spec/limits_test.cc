@@ -370,7 +370,18 @@ TEST(Limits, TheCudaGraphBlock) {
   graph->set_warmup(-2);
   EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt")),
               HasSubstr("t.pbtxt: cuda_graph.warmup: -2 eager calls before the capture; at least 1 is needed"));
+  // Bounded above too: each bucket's capture runs when the actor is made.
+  graph->set_warmup(int64_t{1} << 62);
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: cuda_graph.warmup: 4611686018427387904 eager calls before the capture; at most 100 "
+            "(tensordict's default is 2)");
   graph->set_warmup(3);
+  EXPECT_OK(validate_spec(spec, "t.pbtxt"));
+  graph->clear_batch_buckets();
+  for (int64_t bucket = 1; bucket <= 65; ++bucket) graph->add_batch_buckets(bucket);
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
+            "t.pbtxt: cuda_graph.batch_buckets: 65 buckets; at most 64, each captured when the actor is made");
+  graph->mutable_batch_buckets()->RemoveLast();
   EXPECT_OK(validate_spec(spec, "t.pbtxt"));
 }
 
