@@ -163,8 +163,28 @@ class Validator {
            "list it in this module's overwrite_keys if overwriting it is intended");
       return false;
     }
+    if (!drawn_fits(shape, path, absl::StrCat("key \"", text, "\""))) return false;
     written_[*key] = {path, std::move(shape)};
     return true;
+  }
+
+  // After a probabilistic module with num_samples, every tensor a call makes holds that many
+  // draws per env: a per-call allocation the spec decides, checked like one tensor (not counted
+  // in the declared total). A shape not known here counts as one element per env.
+  bool drawn_fits(const Shape& per_env, const std::string& path, const std::string& what) {
+    if (draws_ == 1) return true;
+    double elements = draws_;
+    if (per_env) {
+      for (int64_t size : *per_env) elements *= static_cast<double>(size);
+    }
+    if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
+    const auto as_int = [](double value) {
+      return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
+    };
+    fail(path, limit_exceeded(absl::StrCat(what, ", ", as_int(draws_), " draws (num_samples) of per-env shape ",
+                                           per_env ? shape_to_string(*per_env) : std::string("[?]"), ","),
+                              as_int(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
+    return false;
   }
 
   bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {
@@ -332,6 +352,9 @@ class Validator {
           width = size;
         }
         if (!allocatable(weights + (width + 1) * mlp.out_features(), net_path + ".mlp")) return false;
+        double widest = std::max<double>(mlp.in_features(), mlp.out_features());
+        for (int64_t size : mlp.hidden_sizes()) widest = std::max<double>(widest, size);
+        if (!drawn_fits(std::vector<int64_t>{static_cast<int64_t>(widest)}, net_path + ".mlp", "its widest layer")) return false;
         const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
         const auto& names = nn::activation_names();
         if (std::find(names.begin(), names.end(), activation) == names.end()) {
@@ -365,6 +388,7 @@ class Validator {
         if (!arity(spec, gru ? 2 : 3, gru ? 1 : 2, path, gru ? "a gru_cell" : "an lstm_cell")) return false;
         if (!positive(input_size, field + ".input_size") || !positive(hidden_size, field + ".hidden_size")) return false;
         if (!allocatable((gru ? 3.0 : 4.0) * hidden_size * (double(input_size) + hidden_size + 2), field)) return false;
+        if (!drawn_fits(std::vector<int64_t>{(gru ? 3 : 4) * hidden_size}, field, "its gates")) return false;
         if (!check_last_dim(inputs[0], input_size, path + ".in_keys[0]", "input_size")) return false;
         for (size_t i = 1; i < inputs.size(); ++i) {
           if (!check_last_dim(inputs[i], hidden_size, absl::StrCat(path, ".in_keys[", i, "]"), "hidden_size")) return false;
@@ -632,25 +656,11 @@ class Validator {
         return false;
       }
     }
-    double draws = 1;
     for (int i = 0; i < spec.num_samples_size(); ++i) {
       if (!positive(spec.num_samples(i), absl::StrCat(path, ".num_samples[", i, "]"))) return false;
-      draws *= static_cast<double>(spec.num_samples(i));
-    }
-    if (spec.num_samples_size() > 0) {
-      // Every call draws that many samples of each out key at once (per env; a shape not known
-      // here counts as one element): bounded like a layer's weights, before any call allocates it.
-      double largest = 1;
-      for (const auto& [key, shape] : samples) {
-        double elements = 1;
-        if (shape) {
-          for (int64_t size : *shape) elements *= static_cast<double>(size);
-        }
-        largest = std::max(largest, elements);
-      }
-      if (!count(draws * largest, path + ".num_samples", "num_samples makes each call draw a sample that", "elements")) {
-        return false;
-      }
+      // From here on every tensor has these sample dims in front of the batch: write() and the
+      // networks check them.
+      draws_ *= static_cast<double>(spec.num_samples(i));
     }
     for (size_t i = 0; i < samples.size(); ++i) {
       if (!write(samples[i].first, absl::StrCat(path, ".out_keys[", i, "]"), samples[i].second, overwrites)) return false;
@@ -753,6 +763,7 @@ class Validator {
   const LoadOptions& options_;
   const Limits& limits_;
   double total_ = 0;  // declared elements so far
+  double draws_ = 1;  // the num_samples of the probabilistic modules so far, multiplied
   absl::Status error_;
   std::map<NestedKey, Written> written_;
   int depth_ = 0;

@@ -209,28 +209,46 @@ TEST(Limits, TheTotalOfAllDeclaredElements) {
 }
 
 // num_samples draws that many samples on every call: 2^31 of them was a 17 GB allocation at the
-// first call (found by the text fuzzer), now an error when the spec is read.
+// first call (found by the text fuzzer), now an error when the spec is read. Every tensor made
+// after the draws carries them, so the modules that follow are checked too.
 TEST(Limits, NumSamplesIsBoundedLikeATensor) {
   auto spec = valid();
   auto* actor = spec.mutable_module()->mutable_sequential()->mutable_modules(1)->mutable_probabilistic();
   actor->add_num_samples(int64_t{1} << 31);
   EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt")),
-            "t.pbtxt: module.sequential.modules[1].probabilistic.num_samples: num_samples makes each call draw a "
-            "sample that has 2147483648 elements, more than the limit of 268435456 (max_tensor_elements: raise it "
-            "with LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
+            "t.pbtxt: module.sequential.modules[1].probabilistic.out_keys[0]: key \"action\", 2147483648 draws "
+            "(num_samples) of per-env shape [], has 2147483648 elements, more than the limit of 268435456 "
+            "(max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements or the tdp flag "
+            "--max_tensor_elements)");
   // Several dims multiply, and the sample's own shape counts: 3 x 5 draws of a [2]-shaped Normal sample.
   actor->clear_num_samples();
   actor->add_num_samples(3);
   actor->add_num_samples(5);
-  LoadOptions options;
-  options.limits.max_tensor_elements = 15;
-  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
   actor->set_distribution("normal");
   actor->clear_in_keys();
   actor->add_in_keys("logits");
   actor->add_in_keys("logits");
+  LoadOptions options;
+  options.limits.max_tensor_elements = 30;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  options.limits.max_tensor_elements = 29;
   EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
-              HasSubstr("num_samples makes each call draw a sample that has 30 elements, more than the limit of 15"));
+              HasSubstr("key \"action\", 15 draws (num_samples) of per-env shape [2], has 30 elements, more than the "
+                        "limit of 29"));
+  // A network after the draws runs on all of them: its widest layer counts.
+  auto* mlp = spec.mutable_module()->mutable_sequential()->add_modules()->mutable_network();
+  mlp->add_in_keys("action");
+  mlp->add_out_keys("value");
+  mlp->mutable_network()->mutable_mlp()->set_in_features(2);
+  mlp->mutable_network()->mutable_mlp()->add_hidden_sizes(6);
+  mlp->mutable_network()->mutable_mlp()->set_out_features(1);
+  options.limits.max_tensor_elements = 100;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  mlp->mutable_network()->mutable_mlp()->add_hidden_sizes(7);
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt", options)),
+            "t.pbtxt: module.sequential.modules[2].network.network.mlp: its widest layer, 15 draws (num_samples) of "
+            "per-env shape [7], has 105 elements, more than the limit of 100 (max_tensor_elements: raise it with "
+            "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
 TEST(Limits, FilesStayInTheSpecsFolder) {
