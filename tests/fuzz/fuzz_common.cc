@@ -54,6 +54,13 @@ void check_error(const absl::Status& status, const std::string& source, const st
 }
 
 void run_policy(const spec::Policy& policy) {
+  // One intra-op thread: run.sh fuzzes a target per core, and the idle OpenMP workers of a
+  // second thread spun for a tenth of the time, taken from the other target.
+  static const bool one_thread = [] {
+    at::set_num_threads(1);
+    return true;
+  }();
+  (void)one_thread;
   c10::InferenceMode inference;
   TensorDict td(std::vector<int64_t>{2});
   for (const auto& input : policy.spec.inputs()) {
