@@ -7,7 +7,9 @@
 # valgrind --tool=callgrind (--benchmark_min_time 2 and 6 s) and divides the difference of the
 # per-call function's inclusive cost by the difference of its calls, so that setup and the cold
 # first call cancel. The per-call functions: the sequence's TensorDictModuleBase::forward (calls
-# counted on ProbabilisticTensorDictSequentialImpl::forward_impl) and HandGaussianActor::act.
+# counted on ProbabilisticTensorDictSequentialImpl::forward_impl), HandGaussianActor::act and
+# HandTensorDictGaussianActor::act (the hand loop writing the same TensorDict entries: the
+# container's own share of the gap).
 # CALLGRIND_ARGS adds valgrind options (e.g. "--cache-sim=yes --branch-sim=yes"); the output
 # files stay in $OUT_DIR (default a temporary folder) for callgrind_annotate.
 set -euo pipefail
@@ -21,7 +23,7 @@ out="${OUT_DIR:-$(mktemp -d)}"
 mkdir -p "$out"
 
 runs=()
-for side in Sdk Hand; do
+for side in Sdk Hand HandTensorDict; do
   for seconds in 2 6; do
     # shellcheck disable=SC2086
     valgrind --tool=callgrind ${CALLGRIND_ARGS:-} --callgrind-out-file="$out/$side.$seconds.out" \
@@ -66,10 +68,14 @@ def calls(path, function):
 per_call = {}
 for side, cost_fn, call_fn in [("Sdk", "tdp::nn::TensorDictModuleBase::forward(",
                                 "ProbabilisticTensorDictSequentialImpl::forward_impl"),
-                               ("Hand", "HandGaussianActor::act(", "HandGaussianActor::act(")]:
+                               ("Hand", "HandGaussianActor::act(", "HandGaussianActor::act("),
+                               ("HandTensorDict", "HandTensorDictGaussianActor::act(",
+                                "HandTensorDictGaussianActor::act(")]:
     short, long = f"{out}/{side}.2.out", f"{out}/{side}.6.out"
     n = calls(long, call_fn) - calls(short, call_fn)
     per_call[side] = (inclusive(long, cost_fn) - inclusive(short, cost_fn)) / n
-    print(f"{side:5s} {per_call[side]:10.0f} instructions per call ({n} calls apart)")
-print(f"ratio {per_call['Sdk'] / per_call['Hand']:.3f}   (callgrind files in {out})")
+    print(f"{side:14s} {per_call[side]:10.0f} instructions per call ({n} calls apart)")
+print(f"ratio {per_call['Sdk'] / per_call['Hand']:.3f}   (SDK over the hand loop)")
+print(f"ratio {per_call['HandTensorDict'] / per_call['Hand']:.3f}   (the hand loop writing the TensorDict, over the hand loop)")
+print(f"callgrind files in {out}")
 EOF

@@ -7,7 +7,8 @@
 // NormalParamExtractor (loc, scale: [B, 6]) -> Normal, RANDOM, with the log-prob. GaussianActor_Sdk
 // runs it as a ProbabilisticTensorDictSequential on a TensorDict; GaussianActor_Hand calls the
 // same MLP, mapping and sampling ops on tensors, keeping its outputs alive as the TensorDict
-// does. Both draw from a seeded generator of their own. One intra-op thread, no autograd
+// does; GaussianActor_HandTensorDict is that loop reading and writing the same TensorDict entries.
+// All draw from a seeded generator of their own. One intra-op thread, no autograd
 // (a rollout), batch 1, 64 and 1024.
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
@@ -70,6 +71,41 @@ void GaussianActor_Hand(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(actor.act(obs));
 }
 
+// The hand loop again, reading and writing the TensorDict entries the SDK's call reads and writes
+// (keys built once, as a module holds them): what the container alone costs, the floor for any
+// call that returns a TensorDict.
+class HandTensorDictGaussianActor {
+ public:
+  [[gnu::noinline]] const TensorDict& act(TensorDict& td) {
+    td.set(param_key_, mlp_->forward(td.get(observation_key_)));
+    auto halves = td.get(param_key_).chunk(2, -1);
+    td.set(loc_key_, halves[0]);
+    td.set(scale_key_, scale_mapping_(halves[1]).clamp_min(1e-4));
+    const at::Tensor loc = td.get(loc_key_);
+    const at::Tensor scale = td.get(scale_key_);
+    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen_);
+    at::Tensor action = loc + eps * scale;
+    td.set(action_key_, action);
+    td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi_);
+    return td;
+  }
+
+ private:
+  torch::nn::Sequential mlp_ = make_mlp();
+  Mapping scale_mapping_ = mappings("biased_softplus_1.0");
+  at::Generator gen_ = at::detail::createCPUGenerator(0);
+  const double half_log_2pi_ = 0.5 * std::log(2 * M_PI);
+  const tdp::NestedKey observation_key_{"observation"}, param_key_{"param"}, loc_key_{"loc"}, scale_key_{"scale"},
+      action_key_{"action"}, log_prob_key_{"sample_log_prob"};
+};
+
+void GaussianActor_HandTensorDict(benchmark::State& state) {
+  torch::NoGradGuard no_grad;
+  HandTensorDictGaussianActor actor;
+  TensorDict td({{"observation", torch::randn({state.range(0), kObs})}}, {state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(actor.act(td));
+}
+
 void GaussianActor_Sdk(benchmark::State& state) {
   torch::NoGradGuard no_grad;
   ProbabilisticTensorDictSequential actor(
@@ -127,6 +163,7 @@ BENCHMARK(NormalSample_Hand)->Arg(1);
 BENCHMARK(NormalSample_Sdk)->Arg(1);
 BENCHMARK(NormalGetDist_Sdk)->Arg(1);
 BENCHMARK(GaussianActor_Hand)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(GaussianActor_HandTensorDict)->Arg(1);
 BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
 
 }  // namespace
