@@ -31,6 +31,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -439,6 +440,20 @@ int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
   auto actor = load_actor(path, *flags, load, /*return_all_entries=*/false);
   if (!actor.ok()) return failed(actor.status());
   if (flags->threads > 0) at::set_num_threads(flags->threads);
+  // The random inputs are made here at batch B: each is bounded as a declared tensor is, before
+  // anything is allocated.
+  for (const auto& input : (*actor)->spec().inputs()) {
+    double elements = static_cast<double>(batch);
+    for (int64_t size : input.shape()) elements *= static_cast<double>(size);
+    if (elements > static_cast<double>(load.limits.max_tensor_elements)) {
+      return usage_error(
+          absl::StrCat("--batch: ", tdp::spec::limit_exceeded(
+                                        absl::StrCat("the input \"", input.key(), "\" at batch ", batch),
+                                        elements >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(elements),
+                                        "elements", load.limits.max_tensor_elements, "max_tensor_elements")),
+          /*show_usage=*/false);
+    }
+  }
 
   std::vector<double> micros;
   micros.reserve(iterations);

@@ -122,6 +122,14 @@ TEST(TdpCli, UsageErrorsExitWithTwo) {
               StartsWith("tdp: --iterations: 1000000000000 is more than the limit of 10,000,000 calls (run several "
                          "benches)\n"));
 
+  // The random inputs are bounded like a declared tensor before they are made.
+  Result huge_batch = tdp({"bench", kActor, "--batch=100000000"});
+  EXPECT_EQ(huge_batch.exit_code, 2);
+  EXPECT_THAT(huge_batch.err,
+              StartsWith("tdp: --batch: the input \"observation\" at batch 100000000 has 400000000 elements, more than "
+                         "the limit of 268435456 (max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements "
+                         "or the tdp flag --max_tensor_elements)\n"));
+
   Result many_threads = tdp({"bench", kActor, "--batch=1", "--threads=100000"});
   EXPECT_EQ(many_threads.exit_code, 2);
   EXPECT_THAT(many_threads.err, StartsWith("tdp: --threads: 100000 is more than "));
