@@ -248,7 +248,8 @@ std::vector<Entry> TensorDict::values(bool include_nested, bool leaves_only) con
 std::vector<std::pair<NestedKey, Entry>> TensorDict::items(bool include_nested, bool leaves_only) const {
   std::vector<std::pair<NestedKey, Entry>> out;
   out.reserve(impl_->entries.size());
-  impl_->collect(NestedKey(), include_nested, leaves_only, out);
+  std::vector<std::string> path;
+  impl_->collect(path, include_nested, leaves_only, out);
   return out;
 }
 

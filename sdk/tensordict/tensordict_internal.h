@@ -91,7 +91,9 @@ struct TensorDictImpl {
   TensorDict map_batch(const std::function<at::Tensor(const at::Tensor&)>& leaf_fn,
                        std::vector<int64_t> new_batch) const;
 
-  void collect(const NestedKey& prefix, bool include_nested, bool leaves_only,
+  // The entries under `path` (this TensorDict's own path, extended and restored on the way
+  // down), with their full keys: one key built per entry listed, none per level passed.
+  void collect(std::vector<std::string>& path, bool include_nested, bool leaves_only,
                std::vector<std::pair<NestedKey, Entry>>& out) const;
 
   // Python's repr, for to_string(); defined in tensordict_print.cc.

@@ -164,16 +164,13 @@ TensorDict TensorDictImpl::map_batch(const std::function<at::Tensor(const at::Te
       device));
 }
 
-void TensorDictImpl::collect(const NestedKey& prefix, bool include_nested, bool leaves_only,
+void TensorDictImpl::collect(std::vector<std::string>& path, bool include_nested, bool leaves_only,
                              std::vector<std::pair<NestedKey, Entry>>& out) const {
   for (const auto& [name, entry] : entries) {
-    NestedKey key = prefix + NestedKey(name);
-    if (entry.is_tensor()) {
-      out.emplace_back(std::move(key), entry);
-      continue;
-    }
-    if (!leaves_only) out.emplace_back(key, entry);
-    if (include_nested) sub(entry)->collect(key, include_nested, leaves_only, out);
+    path.push_back(name);
+    if (entry.is_tensor() || !leaves_only) out.emplace_back(NestedKey(path), entry);
+    if (!entry.is_tensor() && include_nested) sub(entry)->collect(path, include_nested, leaves_only, out);
+    path.pop_back();
   }
 }
 
