@@ -29,6 +29,11 @@ namespace {
 
 using Shape = std::optional<std::vector<int64_t>>;  // empty: not known statically
 
+// An element count for a message: counts are products of untrusted sizes, kept in doubles.
+int64_t saturated(double value) {
+  return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
+}
+
 class Validator {
  public:
   Validator(std::string source, const LoadOptions& options)
@@ -163,27 +168,27 @@ class Validator {
            "list it in this module's overwrite_keys if overwriting it is intended");
       return false;
     }
-    if (!drawn_fits(shape, path, absl::StrCat("key \"", text, "\""))) return false;
+    if (!fits_one_tensor(shape, path, absl::StrCat("key \"", text, "\""))) return false;
     written_[*key] = {path, std::move(shape)};
     return true;
   }
 
-  // After a probabilistic module with num_samples, every tensor a call makes holds that many
-  // draws per env: a per-call allocation the spec decides, checked like one tensor (not counted
-  // in the declared total). A shape not known here counts as one element per env.
-  bool drawn_fits(const Shape& per_env, const std::string& path, const std::string& what) {
-    if (draws_ == 1) return true;
+  // Every tensor a call makes is bounded like one declared tensor (not counted in the declared
+  // total): its per-env elements, times the draws of the probabilistic modules before it with
+  // num_samples (a per-call allocation the spec decides). A cat of many inputs, a one_hot of a
+  // large input or an MLP after 2^20 draws is an error here, not at the first call. A shape not
+  // known here counts as one element per env.
+  bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what) {
     double elements = draws_;
     if (per_env) {
       for (int64_t size : *per_env) elements *= static_cast<double>(size);
     }
     if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
-    const auto as_int = [](double value) {
-      return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
-    };
-    fail(path, limit_exceeded(absl::StrCat(what, ", ", as_int(draws_), " draws (num_samples) of per-env shape ",
-                                           per_env ? shape_to_string(*per_env) : std::string("[?]"), ","),
-                              as_int(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
+    const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");
+    fail(path, limit_exceeded(draws_ == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
+                                          : absl::StrCat(what, ", ", saturated(draws_),
+                                                         " draws (num_samples) of per-env shape ", shape, ","),
+                              saturated(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
     return false;
   }
 
@@ -228,16 +233,13 @@ class Validator {
 
   // Counts `elements` (a double: products of untrusted sizes overflow int64) against both limits.
   bool count(double elements, const std::string& path, const std::string& what, const std::string& unit) {
-    const auto as_int = [](double value) {
-      return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
-    };
     if (elements > static_cast<double>(limits_.max_tensor_elements)) {
-      fail(path, limit_exceeded(what, as_int(elements), unit, limits_.max_tensor_elements, "max_tensor_elements"));
+      fail(path, limit_exceeded(what, saturated(elements), unit, limits_.max_tensor_elements, "max_tensor_elements"));
       return false;
     }
     total_ += elements;
     if (total_ > static_cast<double>(limits_.max_total_elements)) {
-      fail(path, limit_exceeded("the spec (layers, parameters, self tests, inputs)", as_int(total_),
+      fail(path, limit_exceeded("the spec (layers, parameters, self tests, inputs)", saturated(total_),
                                 "declared elements", limits_.max_total_elements, "max_total_elements"));
       return false;
     }
@@ -354,7 +356,7 @@ class Validator {
         if (!allocatable(weights + (width + 1) * mlp.out_features(), net_path + ".mlp")) return false;
         double widest = std::max<double>(mlp.in_features(), mlp.out_features());
         for (int64_t size : mlp.hidden_sizes()) widest = std::max<double>(widest, size);
-        if (!drawn_fits(std::vector<int64_t>{static_cast<int64_t>(widest)}, net_path + ".mlp", "its widest layer")) return false;
+        if (!fits_one_tensor(std::vector<int64_t>{static_cast<int64_t>(widest)}, net_path + ".mlp", "its widest layer")) return false;
         const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
         const auto& names = nn::activation_names();
         if (std::find(names.begin(), names.end(), activation) == names.end()) {
@@ -388,7 +390,7 @@ class Validator {
         if (!arity(spec, gru ? 2 : 3, gru ? 1 : 2, path, gru ? "a gru_cell" : "an lstm_cell")) return false;
         if (!positive(input_size, field + ".input_size") || !positive(hidden_size, field + ".hidden_size")) return false;
         if (!allocatable((gru ? 3.0 : 4.0) * hidden_size * (double(input_size) + hidden_size + 2), field)) return false;
-        if (!drawn_fits(std::vector<int64_t>{(gru ? 3 : 4) * hidden_size}, field, "its gates")) return false;
+        if (!fits_one_tensor(std::vector<int64_t>{(gru ? 3 : 4) * hidden_size}, field, "its gates")) return false;
         if (!check_last_dim(inputs[0], input_size, path + ".in_keys[0]", "input_size")) return false;
         for (size_t i = 1; i < inputs.size(); ++i) {
           if (!check_last_dim(inputs[i], hidden_size, absl::StrCat(path, ".in_keys[", i, "]"), "hidden_size")) return false;

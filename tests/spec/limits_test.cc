@@ -251,6 +251,33 @@ TEST(Limits, NumSamplesIsBoundedLikeATensor) {
             "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
+// What a network writes is bounded like one tensor too: a cat of one large input 64 times or a
+// one_hot of it has only legal parts but a per-env output no call could allocate.
+TEST(Limits, EveryWrittenTensorIsBounded) {
+  auto spec = parse_text_or_fail(R"pb(
+    name: "t"
+    inputs { key: "x" shape: 1000 }
+    module {
+      sequential {
+        modules { network { in_keys: ["x", "x", "x"] out_keys: "joined" network { cat {} } } }
+        modules { network { in_keys: "x" out_keys: "classes" network { one_hot { num_classes: 10 } } } }
+      }
+    }
+  )pb");
+  LoadOptions options;
+  options.limits.max_tensor_elements = 10000;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  options.limits.max_tensor_elements = 9999;
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt", options)),
+            "t.pbtxt: module.sequential.modules[1].network.out_keys[0]: key \"classes\", of per-env shape [1000, 10], "
+            "has 10000 elements, more than the limit of 9999 (max_tensor_elements: raise it with "
+            "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
+  options.limits.max_tensor_elements = 2999;
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
+              StartsWith("t.pbtxt: module.sequential.modules[0].network.out_keys[0]: key \"joined\", of per-env shape "
+                         "[3000], has 3000 elements, more than the limit of 2999"));
+}
+
 TEST(Limits, FilesStayInTheSpecsFolder) {
   const std::string hint =
       " (hint: name a file in the spec's folder, or allow outside files with LoadOptions.allow_outside_files or the "
