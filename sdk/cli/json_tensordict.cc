@@ -401,7 +401,7 @@ absl::StatusOr<TensorDict> tensordict_from_json(
   // transcoder, and deep nesting costs it time: the depth is counted first, without parsing.
   // It reads at most kMaxJsonDepth levels whatever the limit says.
   const int64_t max_depth = std::min(limits.max_json_depth, kMaxJsonDepth);
-  const int64_t depth = spec::nesting_depth(json, /*angle_brackets=*/false, /*hash_comments=*/false, max_depth);
+  const int64_t depth = spec::scan_text(json, /*angle_brackets=*/false, /*hash_comments=*/false, max_depth).depth;
   if (depth > max_depth) {
     return absl::InvalidArgumentError(
         spec::limit_exceeded("the input's JSON nesting", depth, "levels (or more)", max_depth, "max_json_depth"));

@@ -77,6 +77,8 @@ ABSL_FLAG(int32_t, threads, 0, "run, bench: intra-op threads (0: LibTorch's defa
 ABSL_FLAG(int64_t, max_spec_bytes, tdp::spec::Limits().max_spec_bytes, "bytes of a spec file or a parameters file");
 ABSL_FLAG(int64_t, max_input_bytes, tdp::spec::Limits().max_input_bytes, "run: bytes of the JSON input");
 ABSL_FLAG(int64_t, max_nesting_depth, tdp::spec::Limits().max_nesting_depth, "message nesting of a spec");
+ABSL_FLAG(int64_t, max_spec_objects, tdp::spec::Limits().max_spec_objects,
+          "messages and strings in a spec or parameters file");
 ABSL_FLAG(int64_t, max_tensor_elements, tdp::spec::Limits().max_tensor_elements,
           "elements of one tensor (a parameter, a layer's weights, a self-test tensor, an input's per-env shape)");
 ABSL_FLAG(int64_t, max_total_elements, tdp::spec::Limits().max_total_elements,
@@ -117,7 +119,7 @@ constexpr const char* kUsageText =
     "\n"
     "flags: --threads=N sets LibTorch's intra-op threads (run, bench).\n"
     "limits (every command; see the README's Limits table): --max_spec_bytes --max_input_bytes\n"
-    "  --max_nesting_depth --max_tensor_elements --max_total_elements --max_json_depth\n"
+    "  --max_nesting_depth --max_spec_objects --max_tensor_elements --max_total_elements --max_json_depth\n"
     "  --allow_outside_files --allow_non_finite_parameters\n"
     "SPEC is a tdpolicy.PolicySpec in text (.pbtxt), binary (.pb) or JSON (.json) form.\n"
     "Exit status: 0 success, 1 failure, 2 usage error.\n";
@@ -241,12 +243,14 @@ absl::StatusOr<tdp::spec::LoadOptions> load_flags() {
   limits.max_spec_bytes = absl::GetFlag(FLAGS_max_spec_bytes);
   limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
   limits.max_nesting_depth = absl::GetFlag(FLAGS_max_nesting_depth);
+  limits.max_spec_objects = absl::GetFlag(FLAGS_max_spec_objects);
   limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
   limits.max_total_elements = absl::GetFlag(FLAGS_max_total_elements);
   limits.max_json_depth = absl::GetFlag(FLAGS_max_json_depth);
   for (const auto& [name, value] : {std::pair{"max_spec_bytes", limits.max_spec_bytes},
                                     std::pair{"max_input_bytes", limits.max_input_bytes},
                                     std::pair{"max_nesting_depth", limits.max_nesting_depth},
+                                    std::pair{"max_spec_objects", limits.max_spec_objects},
                                     std::pair{"max_tensor_elements", limits.max_tensor_elements},
                                     std::pair{"max_total_elements", limits.max_total_elements},
                                     std::pair{"max_json_depth", limits.max_json_depth}}) {

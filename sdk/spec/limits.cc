@@ -1,8 +1,11 @@
 #include "sdk/spec/limits.h"
 
 #include <absl/strings/str_cat.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -106,11 +109,11 @@ constexpr std::array<uint8_t, 256> kByteClass = byte_classes();
 
 }  // namespace
 
-int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_above) {
+TextScan scan_text(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_depth_above) {
   const char* const s = text.data();
   const size_t n = text.size();
+  TextScan scan;
   int64_t depth = 0;
-  int64_t deepest = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t byte_class = kByteClass[static_cast<unsigned char>(s[i])];
     if (byte_class == kText) continue;
@@ -118,6 +121,7 @@ int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_com
       case kQuote: {
         // A quoted string: skip to its closing quote, past escapes. An unterminated one ends the
         // text (the parser reports it).
+        ++scan.objects;
         const char quote = s[i];
         for (++i; i < n && s[i] != quote && s[i] != '\n'; ++i) {
           if (s[i] == '\\') ++i;
@@ -133,9 +137,10 @@ int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_com
         if (!angle_brackets) break;
         [[fallthrough]];
       case kOpen:
-        if (++depth > deepest) {
-          deepest = depth;
-          if (deepest > stop_above) return deepest;
+        if (s[i] != '[') ++scan.objects;
+        if (++depth > scan.depth) {
+          scan.depth = depth;
+          if (scan.depth > stop_depth_above) return scan;
         }
         break;
       case kCloseAngle:
@@ -146,7 +151,51 @@ int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_com
         break;
     }
   }
-  return deepest;
+  return scan;
+}
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::internal::WireFormatLite;
+
+// Counts into `count` the objects of one message of `type` read from `input`; false once the
+// count passes `stop_above` or the data is malformed (the walk ends either way).
+bool count_objects(google::protobuf::io::CodedInputStream& input, const google::protobuf::Descriptor& type,
+                   int depth_left, int64_t stop_above, int64_t& count) {
+  while (true) {
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) return true;  // the end of this message (or of malformed data)
+    const FieldDescriptor* field = type.FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    // A known scalar (packed or not) lands in a repeated field of 8 bytes at most per value;
+    // everything else is an object: a message, a string or bytes, an unknown field.
+    if (field == nullptr || field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ||
+        field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      if (++count > stop_above) return false;
+    }
+    if (delimited && field != nullptr && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      uint32_t length = 0;
+      if (depth_left == 0 || !input.ReadVarint32(&length)) return false;
+      const auto limit = input.PushLimit(static_cast<int>(std::min<uint32_t>(length, INT32_MAX)));
+      if (!count_objects(input, *field->message_type(), depth_left - 1, stop_above, count)) return false;
+      if (!input.ConsumedEntireMessage()) return false;
+      input.PopLimit(limit);
+    } else if (!WireFormatLite::SkipField(&input, tag)) {
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
+int64_t binary_objects(absl::string_view bytes, const google::protobuf::Descriptor& type, int max_depth,
+                       int64_t stop_above) {
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                              static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  int64_t count = 0;
+  count_objects(input, type, max_depth, stop_above, count);
+  return count;
 }
 
 }  // namespace tdp::spec

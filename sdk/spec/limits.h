@@ -13,6 +13,7 @@
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 #include <absl/strings/string_view.h>
+#include <google/protobuf/descriptor.h>
 
 #include <cstdint>
 #include <string>
@@ -20,8 +21,9 @@
 namespace tdp::spec {
 
 struct Limits {
-  // Bytes of a spec file and of a parameters file (embedded weights count). Each is held about
-  // three times while loading (bytes, parsed message, tensors): 3 GiB at most.
+  // Bytes of a spec file and of a parameters file (embedded weights count). A weight's bytes are
+  // held about three times while loading (bytes, parsed message, tensors); small entries cost
+  // more parsed (up to 8 bytes per packed integer byte; messages and strings: max_spec_objects).
   int64_t max_spec_bytes = int64_t{1} << 30;
   // Bytes of a `tdp run` JSON input. Parsed JSON takes about 30 times its text: 2 GiB at most.
   int64_t max_input_bytes = int64_t{64} << 20;
@@ -34,6 +36,10 @@ struct Limits {
   // All declared elements together: every layer's weights, every embedded or file parameter,
   // the self tests' tensors and the declared inputs' per-env shapes (2^30: 4 GiB of float32).
   int64_t max_total_elements = int64_t{1} << 30;
+  // Messages and strings in a spec file or a parameters file, the objects its parser allocates
+  // one by one (each 32 to 200 bytes; a binary one can take 2 bytes of the file): a file of
+  // empty entries takes 45 times its size in memory. 2^22: under 1 GiB; real specs hold thousands.
+  int64_t max_spec_objects = int64_t{1} << 22;
   // Nesting of arrays and objects in a `tdp run` JSON input (a tensor's dims plus nested keys).
   int64_t max_json_depth = 32;
 };
@@ -50,9 +56,22 @@ std::string limit_exceeded(absl::string_view what, int64_t value, absl::string_v
 absl::StatusOr<std::string> read_bounded_file(const std::string& path, int64_t max_bytes, absl::string_view name,
                                               absl::string_view what);
 
-// The deepest nesting of `{`/`}` (and `<`/`>` when `angle_brackets`, as the text format allows)
-// and `[`/`]` in text, skipping quoted strings and, when `hash_comments`, `#` comments to the end
-// of the line. Linear, no allocation; stops counting once past `stop_above`.
-int64_t nesting_depth(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_above);
+// What a text or JSON spec holds, counted before any parser runs (linear, no allocation).
+struct TextScan {
+  // The deepest nesting of `{`/`}` (and `<`/`>` when `angle_brackets`, as the text format allows)
+  // and `[`/`]`; counting stops once past `stop_depth_above`.
+  int64_t depth = 0;
+  // Messages (`{`, and `<` with angle_brackets) and quoted strings: what a parser allocates one by
+  // one. An upper bound (a JSON key counts too).
+  int64_t objects = 0;
+};
+// Skips quoted strings and, when `hash_comments`, `#` comments to the end of the line.
+TextScan scan_text(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_depth_above);
+
+// The same count for the binary wire format, walked with the schema of `type`: every message,
+// string or bytes value and unknown field, at any depth (at most `max_depth`, as the parser).
+// Malformed data ends the count (the parser then reports it); stops once past `stop_above`.
+int64_t binary_objects(absl::string_view bytes, const google::protobuf::Descriptor& type, int max_depth,
+                       int64_t stop_above);
 
 }  // namespace tdp::spec

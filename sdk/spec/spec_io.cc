@@ -83,17 +83,27 @@ absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, Spec
   tdpolicy::PolicySpec spec;
   // protobuf's text parser recurses once per level with no limit of its own that stops it
   // before the stack does (~3,000 levels), so the depth is counted first, without parsing.
+  const int recursion_limit = static_cast<int>(std::min<int64_t>(limits.max_nesting_depth, 1 << 20));
+  // Each message and string a parser makes is its own allocation of 32 to 200 bytes, so a file of
+  // empty entries takes tens of times its size: those are counted first, without parsing, too.
+  int64_t objects = 0;
   if (format != SpecFormat::kBinary) {
     const bool text = format == SpecFormat::kText;
-    const int64_t depth = nesting_depth(content, /*angle_brackets=*/text, /*hash_comments=*/text,
-                                        limits.max_nesting_depth);
-    if (depth > limits.max_nesting_depth) {
+    const TextScan scan = scan_text(content, /*angle_brackets=*/text, /*hash_comments=*/text, limits.max_nesting_depth);
+    if (scan.depth > limits.max_nesting_depth) {
       return absl::InvalidArgumentError(absl::StrCat(
-          source, ": ", limit_exceeded("the spec's nesting", depth, "levels (or more)", limits.max_nesting_depth,
+          source, ": ", limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
                                        "max_nesting_depth")));
     }
+    objects = scan.objects;
+  } else {
+    objects = binary_objects(content, *tdpolicy::PolicySpec::descriptor(), recursion_limit, limits.max_spec_objects);
   }
-  const int recursion_limit = static_cast<int>(std::min<int64_t>(limits.max_nesting_depth, 1 << 20));
+  if (objects > limits.max_spec_objects) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        source, ": ", limit_exceeded("the spec file", objects, "messages and strings (or more)",
+                                     limits.max_spec_objects, "max_spec_objects")));
+  }
   switch (format) {
     case SpecFormat::kText: {
       google::protobuf::TextFormat::Parser parser;

@@ -389,6 +389,11 @@ TEST(TdpCli, HostileFilesEndInClearErrors) {
   EXPECT_THAT(nested_validate.err, HasSubstr("nested.pbtxt: the spec's nesting has 101 levels (or more), more than "
                                              "the limit of 100 (max_nesting_depth"));
 
+  // The actor's own spec, with the objects limit below its count: the flag reaches the loader.
+  Result few_objects = tdp({"validate", kActor, "--max_spec_objects=10"});
+  EXPECT_EQ(few_objects.exit_code, 1);
+  EXPECT_THAT(few_objects.err, HasSubstr("messages and strings (or more), more than the limit of 10 (max_spec_objects"));
+
   // parameters_file: "/dev/zero" is outside the spec's folder, and not a regular file when allowed.
   std::string spec = read_file(kActor);
   const size_t seed = spec.find("\ninit_seed: 7\n");

@@ -272,7 +272,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   if (rng() % 8 == 0) return LLVMFuzzerMutate(data, size, max_size);
   const std::string text(reinterpret_cast<const char*>(data), size);
   // The same depth limit as the loader, so the parser here never recurses past it either.
-  if (tdp::spec::nesting_depth(text, true, true, 100) > 100) return LLVMFuzzerMutate(data, size, max_size);
+  if (tdp::spec::scan_text(text, true, true, 100).depth > 100) return LLVMFuzzerMutate(data, size, max_size);
   tdpolicy::PolicySpec spec;
   google::protobuf::TextFormat::Parser parser;
   parser.SetRecursionLimit(100);

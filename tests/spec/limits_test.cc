@@ -117,26 +117,80 @@ TEST(Limits, NestingDepthInEveryFormat) {
   EXPECT_OK(parse_spec(bytes, SpecFormat::kBinary, "deep.pb", Limits{.max_nesting_depth = 300}));
 }
 
+int64_t depth_of(absl::string_view text, bool angle_brackets, bool hash_comments, int64_t stop_above) {
+  return scan_text(text, angle_brackets, hash_comments, stop_above).depth;
+}
+
 // The pre-scan's own rules, byte by byte: what counts as a level and what is skipped.
 TEST(Limits, NestingDepthCountsBracketsOutsideStringsAndComments) {
-  EXPECT_EQ(nesting_depth("", true, true, 100), 0);
-  EXPECT_EQ(nesting_depth("a { b [ c < d > ] }", true, true, 100), 3);
-  EXPECT_EQ(nesting_depth("a { b [ c < d > ] }", /*angle_brackets=*/false, true, 100), 2);
-  EXPECT_EQ(nesting_depth("{ } { { } }", true, true, 100), 2);
+  EXPECT_EQ(depth_of("", true, true, 100), 0);
+  EXPECT_EQ(depth_of("a { b [ c < d > ] }", true, true, 100), 3);
+  EXPECT_EQ(depth_of("a { b [ c < d > ] }", /*angle_brackets=*/false, true, 100), 2);
+  EXPECT_EQ(depth_of("{ } { { } }", true, true, 100), 2);
   // An unmatched closer does not go below zero, so it cannot hide a later level.
-  EXPECT_EQ(nesting_depth("} } ] { {", true, true, 100), 2);
+  EXPECT_EQ(depth_of("} } ] { {", true, true, 100), 2);
   // Strings in either quote, escaped quotes inside them, and a string that a newline ends.
-  EXPECT_EQ(nesting_depth(R"(s: "{{\"{{" t: '[[\'[[' {)", true, true, 100), 1);
-  EXPECT_EQ(nesting_depth("s: \"{{\n{ {", true, true, 100), 2);
-  EXPECT_EQ(nesting_depth("s: \"unterminated {{{", true, true, 100), 0);
-  EXPECT_EQ(nesting_depth("s: \"ends in an escape \\", true, true, 100), 0);
+  EXPECT_EQ(depth_of(R"(s: "{{\"{{" t: '[[\'[[' {)", true, true, 100), 1);
+  EXPECT_EQ(depth_of("s: \"{{\n{ {", true, true, 100), 2);
+  EXPECT_EQ(depth_of("s: \"unterminated {{{", true, true, 100), 0);
+  EXPECT_EQ(depth_of("s: \"ends in an escape \\", true, true, 100), 0);
   // Comments to the end of the line, only where the format has them (JSON does not).
-  EXPECT_EQ(nesting_depth("# {{{\n{", true, true, 100), 1);
-  EXPECT_EQ(nesting_depth("# {{{\n{", true, /*hash_comments=*/false, 100), 4);
+  EXPECT_EQ(depth_of("# {{{\n{", true, true, 100), 1);
+  EXPECT_EQ(depth_of("# {{{\n{", true, /*hash_comments=*/false, 100), 4);
   // Stops counting once past the limit.
-  EXPECT_EQ(nesting_depth(std::string(1000, '{'), true, true, 10), 11);
+  EXPECT_EQ(depth_of(std::string(1000, '{'), true, true, 10), 11);
   // Bytes above 127 are text.
-  EXPECT_EQ(nesting_depth("\xff{\x80[\xfe", true, true, 100), 2);
+  EXPECT_EQ(depth_of("\xff{\x80[\xfe", true, true, 100), 2);
+}
+
+// Messages and strings, what parsers allocate one by one, counted before parsing in every format.
+TEST(Limits, ObjectsAreCountedBeforeParsing) {
+  EXPECT_EQ(scan_text(R"(a { b: "x" c < d: 'y' > e: [1, 2] } # { "z")", true, true, 100).objects, 4);
+  EXPECT_EQ(scan_text(R"({"a": [{}, {}], "b": "{"})", false, false, 100).objects, 6);  // keys count too
+  const std::string bytes = valid().SerializeAsString();
+  const int64_t objects = binary_objects(bytes, *tdpolicy::PolicySpec::descriptor(), 100, 1000);
+  EXPECT_GT(objects, 10);
+  EXPECT_EQ(binary_objects(bytes, *tdpolicy::PolicySpec::descriptor(), 100, 5), 6) << "stops once past the limit";
+  // Packed and unpacked scalars are not objects; a truncated message ends the count.
+  EXPECT_EQ(binary_objects(std::string("\x22\x04\x12\x02\x01\x02", 6), *tdpolicy::PolicySpec::descriptor(), 100, 1000), 1);
+  EXPECT_EQ(binary_objects(std::string("\x22\x09\x0a", 3), *tdpolicy::PolicySpec::descriptor(), 100, 1000), 2);
+}
+
+// A file of 2-byte empty entries parses into 45 times its size: refused by count in every format,
+// for the spec file and the parameters file alike.
+TEST(Limits, AFloodOfEmptyEntriesIsRefusedBeforeParsing) {
+  Limits limits;
+  limits.max_spec_objects = 1000;
+  std::string binary;
+  for (int i = 0; i < 1001; ++i) binary += std::string("\x22\x00", 2);  // inputs {}
+  EXPECT_EQ(message_of(parse_spec(binary, SpecFormat::kBinary, "flood.pb", limits).status()),
+            "flood.pb: the spec file has 1001 messages and strings (or more), more than the limit of 1000 "
+            "(max_spec_objects: raise it with LoadOptions.limits.max_spec_objects or the tdp flag --max_spec_objects)");
+  std::string text;
+  for (int i = 0; i < 1001; ++i) text += "inputs {}";
+  EXPECT_THAT(message_of(parse_spec(text, SpecFormat::kText, "flood.pbtxt", limits).status()),
+              StartsWith("flood.pbtxt: the spec file has 1001 messages and strings (or more)"));
+  std::string json = "{\"inputs\": [";
+  for (int i = 0; i < 1000; ++i) json += "{},";
+  json += "{}]}";
+  EXPECT_THAT(message_of(parse_spec(json, SpecFormat::kJson, "flood.json", limits).status()),
+              StartsWith("flood.json: the spec file has 1003 messages and strings (or more)"));
+  limits.max_spec_objects = 1003;
+  EXPECT_OK(parse_spec(json, SpecFormat::kJson, "flood.json", limits));
+
+  const std::string dir = folder("flood_params");
+  std::string params;
+  for (int i = 0; i < 2000; ++i) params += std::string("\x0a\x00", 2);  // tensors {}
+  write_file(dir + "/p.bin", params);
+  auto spec = valid();
+  spec.clear_init_seed();
+  spec.set_parameters_file("p.bin");
+  LoadOptions options;
+  options.limits.max_spec_objects = 1000;
+  EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", dir, options).status()),
+            dir + "/p.bin: the parameters file has 1001 messages and strings (or more), more than the limit of 1000 "
+                  "(max_spec_objects: raise it with LoadOptions.limits.max_spec_objects or the tdp flag "
+                  "--max_spec_objects)");
 }
 
 TEST(Limits, BinaryParseErrorsNameTheFileAndTheByteCount) {
