@@ -31,7 +31,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -247,13 +246,13 @@ absl::StatusOr<tdp::spec::LoadOptions> load_flags() {
   limits.max_tensor_elements = absl::GetFlag(FLAGS_max_tensor_elements);
   limits.max_total_elements = absl::GetFlag(FLAGS_max_total_elements);
   limits.max_json_depth = absl::GetFlag(FLAGS_max_json_depth);
-  for (const auto& [name, value] : {std::pair{"max_spec_bytes", limits.max_spec_bytes},
-                                    std::pair{"max_input_bytes", limits.max_input_bytes},
-                                    std::pair{"max_nesting_depth", limits.max_nesting_depth},
-                                    std::pair{"max_spec_objects", limits.max_spec_objects},
-                                    std::pair{"max_tensor_elements", limits.max_tensor_elements},
-                                    std::pair{"max_total_elements", limits.max_total_elements},
-                                    std::pair{"max_json_depth", limits.max_json_depth}}) {
+  for (const auto& [name, value] :
+       {std::pair{"max_spec_bytes", limits.max_spec_bytes}, std::pair{"max_input_bytes", limits.max_input_bytes},
+        std::pair{"max_nesting_depth", limits.max_nesting_depth},
+        std::pair{"max_spec_objects", limits.max_spec_objects},
+        std::pair{"max_tensor_elements", limits.max_tensor_elements},
+        std::pair{"max_total_elements", limits.max_total_elements},
+        std::pair{"max_json_depth", limits.max_json_depth}}) {
     if (value <= 0) return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected 1 or more, got ", value));
   }
   if (limits.max_json_depth > tdp::cli::kMaxJsonDepth) {
@@ -450,12 +449,11 @@ int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
     double elements = static_cast<double>(batch);
     for (int64_t size : input.shape()) elements *= static_cast<double>(size);
     if (elements > static_cast<double>(load.limits.max_tensor_elements)) {
-      return usage_error(
-          absl::StrCat("--batch: ", tdp::spec::limit_exceeded(
-                                        absl::StrCat("the input \"", input.key(), "\" at batch ", batch),
-                                        elements >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(elements),
-                                        "elements", load.limits.max_tensor_elements, "max_tensor_elements")),
-          /*show_usage=*/false);
+      return usage_error(absl::StrCat("--batch: ", tdp::spec::limit_exceeded(
+                                                       absl::StrCat("the input \"", input.key(), "\" at batch ", batch),
+                                                       tdp::spec::saturated_count(elements), "elements",
+                                                       load.limits.max_tensor_elements, "max_tensor_elements")),
+                         /*show_usage=*/false);
     }
   }
 

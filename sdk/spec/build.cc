@@ -255,12 +255,13 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
     }
     tdpolicy::Parameters parameters;
     const int recursion_limit = static_cast<int>(std::min<int64_t>(options.limits.max_nesting_depth, 1 << 20));
-    const int64_t objects = binary_objects(*content, *tdpolicy::Parameters::descriptor(), recursion_limit,
-                                           options.limits.max_spec_objects);
+    const int64_t objects =
+        binary_objects(*content, *tdpolicy::Parameters::descriptor(), recursion_limit, options.limits.max_spec_objects);
     if (objects > options.limits.max_spec_objects) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(file, ": ", limit_exceeded("the parameters file", objects, "messages and strings (or more)",
-                                                  options.limits.max_spec_objects, "max_spec_objects")));
+          absl::StrCat(file, ": ",
+                       limit_exceeded("the parameters file", objects, "messages and strings (or more)",
+                                      options.limits.max_spec_objects, "max_spec_objects")));
     }
     google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(content->data()),
                                                 static_cast<int>(std::min<size_t>(content->size(), INT32_MAX)));

@@ -16,8 +16,9 @@ std::optional<CudaGraphSettingProblem> check_cuda_graph_settings(int64_t warmup,
                                                           kMaxCudaGraphWarmup, " (tensordict's default is 2)")};
   }
   if (static_cast<int64_t>(batch_buckets.size()) > kMaxBatchBuckets) {
-    return CudaGraphSettingProblem{"batch_buckets", absl::StrCat(batch_buckets.size(), " buckets; at most ",
-                                                                 kMaxBatchBuckets, ", each captured when the actor is made")};
+    return CudaGraphSettingProblem{"batch_buckets",
+                                   absl::StrCat(batch_buckets.size(), " buckets; at most ", kMaxBatchBuckets,
+                                                ", each captured when the actor is made")};
   }
   for (size_t i = 0; i < batch_buckets.size(); ++i) {
     const std::string field = absl::StrCat("batch_buckets[", i, "]");

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 namespace tdp::spec {
@@ -20,6 +21,10 @@ std::string limit_exceeded(absl::string_view what, int64_t value, absl::string_v
                            absl::string_view name) {
   return absl::StrCat(what, " has ", value, " ", unit, ", more than the limit of ", limit, " (", name,
                       ": raise it with LoadOptions.limits.", name, " or the tdp flag --", name, ")");
+}
+
+int64_t saturated_count(double count) {
+  return count >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(count);
 }
 
 namespace {
@@ -192,7 +197,7 @@ bool count_objects(google::protobuf::io::CodedInputStream& input, const google::
 int64_t binary_objects(absl::string_view bytes, const google::protobuf::Descriptor& type, int max_depth,
                        int64_t stop_above) {
   google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                              static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+                                               static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
   int64_t count = 0;
   count_objects(input, type, max_depth, stop_above, count);
   return count;

@@ -44,6 +44,10 @@ struct Limits {
   int64_t max_json_depth = 32;
 };
 
+// An element count computed in double (a product of untrusted sizes overflows int64) as an
+// int64 for a message: INT64_MAX when it does not fit.
+int64_t saturated_count(double count);
+
 // "<what> has <value> <unit>, more than the limit of <limit> (<name>: raise it with
 // LoadOptions.limits.<name> or the tdp flag --<name>)".
 std::string limit_exceeded(absl::string_view what, int64_t value, absl::string_view unit, int64_t limit,

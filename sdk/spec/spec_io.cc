@@ -91,18 +91,20 @@ absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, Spec
     const bool text = format == SpecFormat::kText;
     const TextScan scan = scan_text(content, /*angle_brackets=*/text, /*hash_comments=*/text, limits.max_nesting_depth);
     if (scan.depth > limits.max_nesting_depth) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": ", limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
-                                       "max_nesting_depth")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": ",
+                       limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
+                                      "max_nesting_depth")));
     }
     objects = scan.objects;
   } else {
     objects = binary_objects(content, *tdpolicy::PolicySpec::descriptor(), recursion_limit, limits.max_spec_objects);
   }
   if (objects > limits.max_spec_objects) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        source, ": ", limit_exceeded("the spec file", objects, "messages and strings (or more)",
-                                     limits.max_spec_objects, "max_spec_objects")));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(source, ": ",
+                     limit_exceeded("the spec file", objects, "messages and strings (or more)", limits.max_spec_objects,
+                                    "max_spec_objects")));
   }
   switch (format) {
     case SpecFormat::kText: {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,11 +27,6 @@ namespace tdp::spec {
 namespace {
 
 using Shape = std::optional<std::vector<int64_t>>;  // empty: not known statically
-
-// An element count for a message: counts are products of untrusted sizes, kept in doubles.
-int64_t saturated(double value) {
-  return value >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(value);
-}
 
 class Validator {
  public:
@@ -185,10 +179,11 @@ class Validator {
     }
     if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
     const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");
-    fail(path, limit_exceeded(draws_ == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
-                                          : absl::StrCat(what, ", ", saturated(draws_),
-                                                         " draws (num_samples) of per-env shape ", shape, ","),
-                              saturated(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
+    fail(path,
+         limit_exceeded(draws_ == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
+                                    : absl::StrCat(what, ", ", saturated_count(draws_),
+                                                   " draws (num_samples) of per-env shape ", shape, ","),
+                        saturated_count(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
     return false;
   }
 
@@ -234,12 +229,13 @@ class Validator {
   // Counts `elements` (a double: products of untrusted sizes overflow int64) against both limits.
   bool count(double elements, const std::string& path, const std::string& what, const std::string& unit) {
     if (elements > static_cast<double>(limits_.max_tensor_elements)) {
-      fail(path, limit_exceeded(what, saturated(elements), unit, limits_.max_tensor_elements, "max_tensor_elements"));
+      fail(path,
+           limit_exceeded(what, saturated_count(elements), unit, limits_.max_tensor_elements, "max_tensor_elements"));
       return false;
     }
     total_ += elements;
     if (total_ > static_cast<double>(limits_.max_total_elements)) {
-      fail(path, limit_exceeded("the spec (layers, parameters, self tests, inputs)", saturated(total_),
+      fail(path, limit_exceeded("the spec (layers, parameters, self tests, inputs)", saturated_count(total_),
                                 "declared elements", limits_.max_total_elements, "max_total_elements"));
       return false;
     }
@@ -356,7 +352,10 @@ class Validator {
         if (!allocatable(weights + (width + 1) * mlp.out_features(), net_path + ".mlp")) return false;
         double widest = std::max<double>(mlp.in_features(), mlp.out_features());
         for (int64_t size : mlp.hidden_sizes()) widest = std::max<double>(widest, size);
-        if (!fits_one_tensor(std::vector<int64_t>{static_cast<int64_t>(widest)}, net_path + ".mlp", "its widest layer")) return false;
+        if (!fits_one_tensor(std::vector<int64_t>{static_cast<int64_t>(widest)}, net_path + ".mlp",
+                             "its widest layer")) {
+          return false;
+        }
         const std::string activation = mlp.activation().empty() ? "tanh" : mlp.activation();
         const auto& names = nn::activation_names();
         if (std::find(names.begin(), names.end(), activation) == names.end()) {

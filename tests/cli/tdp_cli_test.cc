@@ -125,10 +125,11 @@ TEST(TdpCli, UsageErrorsExitWithTwo) {
   // The random inputs are bounded like a declared tensor before they are made.
   Result huge_batch = tdp({"bench", kActor, "--batch=100000000"});
   EXPECT_EQ(huge_batch.exit_code, 2);
-  EXPECT_THAT(huge_batch.err,
-              StartsWith("tdp: --batch: the input \"observation\" at batch 100000000 has 400000000 elements, more than "
-                         "the limit of 268435456 (max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements "
-                         "or the tdp flag --max_tensor_elements)\n"));
+  EXPECT_THAT(
+      huge_batch.err,
+      StartsWith("tdp: --batch: the input \"observation\" at batch 100000000 has 400000000 elements, more than "
+                 "the limit of 268435456 (max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements "
+                 "or the tdp flag --max_tensor_elements)\n"));
 
   Result many_threads = tdp({"bench", kActor, "--batch=1", "--threads=100000"});
   EXPECT_EQ(many_threads.exit_code, 2);
@@ -392,7 +393,8 @@ TEST(TdpCli, HostileFilesEndInClearErrors) {
   // The actor's own spec, with the objects limit below its count: the flag reaches the loader.
   Result few_objects = tdp({"validate", kActor, "--max_spec_objects=10"});
   EXPECT_EQ(few_objects.exit_code, 1);
-  EXPECT_THAT(few_objects.err, HasSubstr("messages and strings (or more), more than the limit of 10 (max_spec_objects"));
+  EXPECT_THAT(few_objects.err,
+              HasSubstr("messages and strings (or more), more than the limit of 10 (max_spec_objects"));
 
   // parameters_file: "/dev/zero" is outside the spec's folder, and not a regular file when allowed.
   std::string spec = read_file(kActor);

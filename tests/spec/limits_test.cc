@@ -152,7 +152,8 @@ TEST(Limits, ObjectsAreCountedBeforeParsing) {
   EXPECT_GT(objects, 10);
   EXPECT_EQ(binary_objects(bytes, *tdpolicy::PolicySpec::descriptor(), 100, 5), 6) << "stops once past the limit";
   // Packed and unpacked scalars are not objects; a truncated message ends the count.
-  EXPECT_EQ(binary_objects(std::string("\x22\x04\x12\x02\x01\x02", 6), *tdpolicy::PolicySpec::descriptor(), 100, 1000), 1);
+  EXPECT_EQ(binary_objects(std::string("\x22\x04\x12\x02\x01\x02", 6), *tdpolicy::PolicySpec::descriptor(), 100, 1000),
+            1);
   EXPECT_EQ(binary_objects(std::string("\x22\x09\x0a", 3), *tdpolicy::PolicySpec::descriptor(), 100, 1000), 2);
 }
 
@@ -188,9 +189,10 @@ TEST(Limits, AFloodOfEmptyEntriesIsRefusedBeforeParsing) {
   LoadOptions options;
   options.limits.max_spec_objects = 1000;
   EXPECT_EQ(message_of(build_policy(spec, "t.pbtxt", dir, options).status()),
-            dir + "/p.bin: the parameters file has 1001 messages and strings (or more), more than the limit of 1000 "
-                  "(max_spec_objects: raise it with LoadOptions.limits.max_spec_objects or the tdp flag "
-                  "--max_spec_objects)");
+            dir +
+                "/p.bin: the parameters file has 1001 messages and strings (or more), more than the limit of 1000 "
+                "(max_spec_objects: raise it with LoadOptions.limits.max_spec_objects or the tdp flag "
+                "--max_spec_objects)");
 }
 
 TEST(Limits, BinaryParseErrorsNameTheFileAndTheByteCount) {
@@ -313,8 +315,20 @@ TEST(Limits, EveryWrittenTensorIsBounded) {
     inputs { key: "x" shape: 1000 }
     module {
       sequential {
-        modules { network { in_keys: ["x", "x", "x"] out_keys: "joined" network { cat {} } } }
-        modules { network { in_keys: "x" out_keys: "classes" network { one_hot { num_classes: 10 } } } }
+        modules {
+          network {
+            in_keys: [ "x", "x", "x" ]
+            out_keys: "joined"
+            network { cat {} }
+          }
+        }
+        modules {
+          network {
+            in_keys: "x"
+            out_keys: "classes"
+            network { one_hot { num_classes: 10 } }
+          }
+        }
       }
     }
   )pb");
