@@ -41,26 +41,32 @@ torch::nn::Sequential make_mlp() {
                                torch::nn::Linear(kHidden, 2 * kAction));
 }
 
+// What the hand-written actors hold besides their outputs: the network, the scale mapping and a
+// seeded generator of their own.
+struct HandGaussianParts {
+  torch::nn::Sequential mlp = make_mlp();
+  Mapping scale_mapping = mappings("biased_softplus_1.0");
+  at::Generator gen = at::detail::createCPUGenerator(0);
+  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
+};
+
 // The actor written by hand. One step is one out-of-line call, as the SDK's is one call of the
 // sequence, so that a profiler (callgrind) can count both sides per call.
 class HandGaussianActor {
  public:
   [[gnu::noinline]] const at::Tensor& act(const at::Tensor& obs) {
-    param_ = mlp_->forward(obs);
+    param_ = parts_.mlp->forward(obs);
     auto halves = param_.chunk(2, -1);
     loc_ = halves[0];
-    scale_ = scale_mapping_(halves[1]).clamp_min(1e-4);
-    at::Tensor eps = at::empty(loc_.sizes(), loc_.options()).normal_(0, 1, gen_);
+    scale_ = parts_.scale_mapping(halves[1]).clamp_min(1e-4);
+    at::Tensor eps = at::empty(loc_.sizes(), loc_.options()).normal_(0, 1, parts_.gen);
     action_ = loc_ + eps * scale_;
-    log_prob_ = -(action_ - loc_).pow(2) / (2 * scale_.pow(2)) - scale_.log() - half_log_2pi_;
+    log_prob_ = -(action_ - loc_).pow(2) / (2 * scale_.pow(2)) - scale_.log() - parts_.half_log_2pi;
     return log_prob_;
   }
 
  private:
-  torch::nn::Sequential mlp_ = make_mlp();
-  Mapping scale_mapping_ = mappings("biased_softplus_1.0");
-  at::Generator gen_ = at::detail::createCPUGenerator(0);
-  const double half_log_2pi_ = 0.5 * std::log(2 * M_PI);
+  HandGaussianParts parts_;
   at::Tensor param_, loc_, scale_, action_, log_prob_;  // kept alive, as TensorDict entries are
 };
 
@@ -77,24 +83,21 @@ void GaussianActor_Hand(benchmark::State& state) {
 class HandTensorDictGaussianActor {
  public:
   [[gnu::noinline]] const TensorDict& act(TensorDict& td) {
-    td.set(param_key_, mlp_->forward(td.get(observation_key_)));
+    td.set(param_key_, parts_.mlp->forward(td.get(observation_key_)));
     auto halves = td.get(param_key_).chunk(2, -1);
     td.set(loc_key_, halves[0]);
-    td.set(scale_key_, scale_mapping_(halves[1]).clamp_min(1e-4));
+    td.set(scale_key_, parts_.scale_mapping(halves[1]).clamp_min(1e-4));
     const at::Tensor loc = td.get(loc_key_);
     const at::Tensor scale = td.get(scale_key_);
-    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen_);
+    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, parts_.gen);
     at::Tensor action = loc + eps * scale;
     td.set(action_key_, action);
-    td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi_);
+    td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - parts_.half_log_2pi);
     return td;
   }
 
  private:
-  torch::nn::Sequential mlp_ = make_mlp();
-  Mapping scale_mapping_ = mappings("biased_softplus_1.0");
-  at::Generator gen_ = at::detail::createCPUGenerator(0);
-  const double half_log_2pi_ = 0.5 * std::log(2 * M_PI);
+  HandGaussianParts parts_;
   const tdp::NestedKey observation_key_{"observation"}, param_key_{"param"}, loc_key_{"loc"}, scale_key_{"scale"},
       action_key_{"action"}, log_prob_key_{"sample_log_prob"};
 };
