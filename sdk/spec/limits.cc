@@ -95,7 +95,7 @@ absl::StatusOr<std::string> read_bounded_file(const std::string& path, int64_t m
 
 namespace {
 
-// What nesting_depth() does with a byte. Most bytes are plain text, told apart with one table
+// What scan_text() does with a byte. Most bytes are plain text, told apart with one table
 // load instead of a chain of comparisons: the scan runs on every text and JSON spec before the
 // parser, and under the fuzzer's comparison tracing that chain took a sixth of the text fuzzer's time.
 enum ByteClass : uint8_t { kText, kQuote, kHash, kOpen, kClose, kOpenAngle, kCloseAngle };
