@@ -171,11 +171,13 @@ class Validator {
   // total): its per-env elements, times the draws of the probabilistic modules before it with
   // num_samples (a per-call allocation the spec decides). A cat of many inputs, a one_hot of a
   // large input or an MLP after 2^20 draws is an error here, not at the first call. A shape not
-  // known here counts as one element per env.
+  // known here counts as one element per env, and so does a dim of size 0: a reduction over it
+  // (a categorical over 0 classes) leaves a tensor of all the other dims (found by the fuzzer:
+  // 2^20 draws over logits [32, 8, 0] made a 2 GB log-sum-exp).
   bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what) {
     double elements = draws_;
     if (per_env) {
-      for (int64_t size : *per_env) elements *= static_cast<double>(size);
+      for (int64_t size : *per_env) elements *= static_cast<double>(std::max<int64_t>(size, 1));
     }
     if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
     const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");

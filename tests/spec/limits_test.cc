@@ -291,6 +291,27 @@ TEST(Limits, NumSamplesIsBoundedLikeATensor) {
   EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
               HasSubstr("key \"action\", 15 draws (num_samples) of per-env shape [2], has 30 elements, more than the "
                         "limit of 29"));
+  // A dim of size 0 hides nothing: the draws' log-sum-exp over 0 classes has all the other dims.
+  auto empty_classes = parse_text_or_fail(R"pb(
+    name: "t"
+    inputs { key: "h" shape: [ 64, 8, 0 ] }
+    module {
+      sequential {
+        modules {
+          probabilistic {
+            in_keys: "h"
+            out_keys: "action"
+            distribution: "one_hot_categorical"
+            num_samples: 1048576
+          }
+        }
+      }
+    }
+    init_seed: 0
+  )pb");
+  EXPECT_THAT(message_of(validate_spec(empty_classes, "t.pbtxt")),
+              HasSubstr("key \"action\", 1048576 draws (num_samples) of per-env shape [64, 8, 0], has 536870912 "
+                        "elements, more than the limit of 268435456"));
   // A network after the draws runs on all of them: its widest layer counts.
   auto* mlp = spec.mutable_module()->mutable_sequential()->add_modules()->mutable_network();
   mlp->add_in_keys("action");
