@@ -216,9 +216,10 @@ class Actor::Impl {
   // By (bucket, interaction type or -1 for the modules' defaults).
   std::map<std::pair<int64_t, int>, std::shared_ptr<nn::CudaGraphModule>> graphs;
   c10::MempoolId_t graph_pool{0, 0};
-  // What a graph copies back: every entry an eager call adds to its input. The root's out_keys
-  // can miss some (a composite's per-part log-probs under aggregation are written undeclared, as
-  // in tensordict), and graphs must return the same keys as eager calls.
+  // What a graph copies back: the entries an eager call adds to its input or replaces in it (a
+  // recurrent state) that act() returns (all of them with return_all_entries). Found by one eager
+  // call, not from the root's out_keys, which can miss some (a composite's per-part log-probs under
+  // aggregation are written undeclared, as in tensordict): graphs return what eager calls return.
   std::vector<NestedKey> graph_out_keys;
 
   void set_up_graphs() {
@@ -237,8 +238,12 @@ class Actor::Impl {
       const TensorDict given = zero_inputs(1);
       const TensorDict written = call_policy(*policy.module, probabilistic, given.clone(/*deep=*/false),
                                              nn::SampleRequest{options.interaction_type(), generator});
+      // New entries, and inputs the policy replaces (a recurrent state): both come back from replays.
       for (const NestedKey& key : written.keys(/*include_nested=*/true, /*leaves_only=*/true)) {
-        if (!given.contains(key)) graph_out_keys.push_back(key);
+        if (given.contains(key) && written.get(key).is_same(given.get(key))) continue;
+        // Each key is one copy per replay: only those act() returns (state keys included).
+        const bool returned = std::find(returned_keys.begin(), returned_keys.end(), key) != returned_keys.end();
+        if (returned || options.return_all_entries()) graph_out_keys.push_back(key);
       }
     }
     if (!graph_options->capture_at_load()) return;
@@ -264,7 +269,12 @@ class Actor::Impl {
     auto found = graphs.find(id);
     if (found != graphs.end()) return *found->second;
     auto call = std::make_shared<PolicyCall>(policy.module, probabilistic, nn::SampleRequest{type, generator});
+    // The graph reads the declared inputs: a sequence's in_keys can also name entries that its own
+    // modules write below (goal_hybrid's "params" holds the heads' outputs).
+    std::vector<NestedKey> in_keys;
+    for (const spec::DeclaredInput& input : declared_inputs.inputs()) in_keys.push_back(input.key);
     auto graph = std::make_shared<nn::CudaGraphModule>(call, nn::CudaGraphModuleOptions()
+                                                                 .in_keys(std::move(in_keys))
                                                                  .out_keys(graph_out_keys)
                                                                  .warmup(graph_options->warmup())
                                                                  .device(options.device())

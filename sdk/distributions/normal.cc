@@ -26,7 +26,11 @@ Normal::Normal(std::array<at::Tensor, 2> loc_scale, c10::optional<bool> validate
 at::Tensor Normal::sample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {
   const auto shape = extended_shape(sample_shape);
   c10::NoGradGuard no_grad;
-  return at::normal(loc_.expand(shape), scale_.expand(shape), generator);
+  // What at::normal(loc, scale) computes (standard normal draws, times scale, plus loc: the same
+  // numbers from the same generator), without its check that scale >= 0, which reads the minimum
+  // back to the host: a synchronization that CUDA-graph capture forbids. The constructor's
+  // validation checks scale (when validate_args is on).
+  return at::empty(shape, loc_.options()).normal_(0, 1, generator).mul_(scale_).add_(loc_);
 }
 
 at::Tensor Normal::rsample(c10::IntArrayRef sample_shape, const GeneratorOpt& generator) const {

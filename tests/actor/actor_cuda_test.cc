@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sdk/actor/actor.h"
@@ -157,14 +158,20 @@ ActorOptions graphed(uint64_t seed = 0) {
 
 TEST(ActorCudaGraphTest, ReplaysEqualEagerCallsForEveryReadyPolicyAtEveryBucketPaddedAndChunked) {
   SKIP_WITHOUT_GPU();
-  for (const char* policy : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt", "goal_hybrid.pbtxt",
-                             "recurrent_gru.pbtxt"}) {
+  // MODE where the distributions have one (a TanhNormal has none: DETERMINISTIC is its action).
+  const std::vector<InteractionType> with_mode = {InteractionType::kDeterministic, InteractionType::kMode};
+  const std::vector<std::pair<const char*, std::vector<InteractionType>>> policies = {
+      {"cartpole_categorical.pbtxt", with_mode},
+      {"pendulum_tanh_gaussian.pbtxt", {InteractionType::kDeterministic}},
+      {"goal_hybrid.pbtxt", with_mode},
+      {"recurrent_gru.pbtxt", with_mode}};
+  for (const auto& [policy, types] : policies) {
     SCOPED_TRACE(policy);
     ASSERT_OK_AND_ASSIGN(auto eager, load(policy, ActorOptions().device(kCuda)));
     ASSERT_OK_AND_ASSIGN(auto graph, load(policy, graphed()));
     ASSERT_TRUE(graph->cuda_graph().has_value());
     EXPECT_EQ(graph->captured_graph_count(), static_cast<int64_t>(kBuckets.size())) << "captured at load";
-    for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode}) {
+    for (InteractionType type : types) {
       // Exactly a bucket, padded (5 -> 8, 9 -> 64) and chunked (100 = 64 + 36 -> 64, 130 = 64 + 64 + 2 -> 8).
       for (int64_t n : {1, 5, 8, 9, 64, 100, 130}) {
         SCOPED_TRACE(n);

@@ -146,15 +146,16 @@ TEST(CudaGraphModuleGpuTest, InputsOtherThanTheCapturedOnesAreErrorsNamingTheKey
   graphed.forward(observation(4, kCuda, 0));
   graphed.forward(observation(4, kCuda, 1));  // captured
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(observation(5, kCuda, 2)); }),
-              HasSubstr("input observation is Float[5, 4]; the graph was captured with Float[4, 4]"));
+              HasSubstr("input 'observation' is Float[5, 4]; the graph was captured with Float[4, 4]"));
   TensorDict as_double({{"observation", at::randn({4, 4}, at::TensorOptions().dtype(at::kDouble).device(kCuda))}}, {4});
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(as_double); }), HasSubstr("Double[4, 4]"));
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(observation(4, c10::kCPU, 3)); }),
-              HasSubstr("input observation is on cpu; the graph runs on cuda:0"));
-  TensorDict with_grad({{"observation", at::randn({4, 4}, at::TensorOptions().device(kCuda).requires_grad(true))}}, {4});
+              HasSubstr("input 'observation' is on cpu; the graph runs on cuda:0"));
+  // at:: factories ignore TensorOptions::requires_grad; set it on the leaf.
+  TensorDict with_grad({{"observation", at::randn({4, 4}, at::TensorOptions().device(kCuda)).set_requires_grad(true)}}, {4});
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(with_grad); }), HasSubstr("requires grad"));
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(TensorDict({4})); }),
-              HasSubstr("input observation is missing"));
+              HasSubstr("input 'observation' is missing"));
 }
 
 // A module that reads and writes "h" (h <- h + x): the caller's new "h" must reach the graph.
