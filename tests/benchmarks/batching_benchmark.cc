@@ -18,9 +18,13 @@
 //
 //   ./bazelw run -c opt //tests/benchmarks:batching_benchmark -- [--seconds=1] [--repetitions=3]
 //       [--clients=1,8,64] [--envs=1,16] [--paths=batching,local,shared] [--backend=auto|libtorch]
+//       [--device=cpu|cuda[:N]]
 //
 // --backend=libtorch runs every actor on LibTorch (tens of microseconds per call at batch 1
 // instead of the fused plan's ~2): the case of a policy that costs much per call and little per row.
+// --device=cuda runs every actor on that GPU with CUDA graphs at the default buckets (a
+// --config=cuda build; tests/gpu/gpu_check.sh runs it there): the environments stay on the CPU,
+// so each step copies its observations to the GPU and its actions back, as a CPU simulator does.
 //
 // One intra-op thread in every thread (at::set_num_threads(1), as benchmark_main.cc), so clients
 // and the batcher's worker are the only parallelism; glibc's malloc tuned as there.
@@ -72,9 +76,17 @@ const char* name(Path path) {
 
 // kAuto (the default: the fused plan up to batch 64) or kLibTorch (--backend=libtorch), for every actor.
 tdp::actor::Backend backend = tdp::actor::Backend::kAuto;
+// --device: the CPU, or a GPU with CUDA graphs.
+c10::Device device(c10::kCPU);
 
 std::unique_ptr<Actor> load_actor(uint64_t seed) {
-  auto actor = Actor::load(kSpec, tdp::actor::ActorOptions().seed(seed).backend(backend));
+  tdp::actor::ActorOptions options = tdp::actor::ActorOptions().seed(seed).device(device);
+  if (device.is_cuda()) {
+    options.cuda_graph(tdp::actor::CudaGraphOptions());
+  } else {
+    options.backend(backend);
+  }
+  auto actor = Actor::load(kSpec, options);
   if (!actor.ok()) {
     std::cerr << actor.status() << " (run from the repository root, or with bazel run)\n";
     std::exit(1);
@@ -125,7 +137,7 @@ Row measure(Path path, int clients, int64_t envs, double seconds) {
       c10::InferenceMode inference;
       tdp::envs::CartPole env{tdp::envs::EnvOptions(envs)};
       TensorDict td = env.reset(/*seed=*/c);
-      auto act = [&](const TensorDict& obs) {
+      auto act_on_device = [&](const TensorDict& obs) {
         switch (path) {
           case Path::kBatching:
             return batcher->act(obs);
@@ -136,8 +148,13 @@ Row measure(Path path, int clients, int64_t envs, double seconds) {
         }
         return TensorDict();
       };
+      // The action as the CPU environment steps it: a copy to the host from a GPU actor.
+      auto act = [&](const TensorDict& obs) {
+        at::Tensor action = act_on_device(obs).get("action");
+        return action.is_cuda() ? action.cpu() : action;
+      };
       for (int i = 0; i < 20; ++i) {  // warm-up: first calls, allocator, caches
-        td.set("action", act(td).get("action"));
+        td.set("action", act(td));
         td = env.step(td);
       }
       latencies[c].reserve(1 << 20);
@@ -145,9 +162,9 @@ Row measure(Path path, int clients, int64_t envs, double seconds) {
       while (!go.load()) std::this_thread::yield();
       while (!stop.load(std::memory_order_relaxed)) {
         const Clock::time_point start = Clock::now();
-        TensorDict out = act(td);
+        at::Tensor action = act(td);
         latencies[c].push_back(std::chrono::duration<float, std::micro>(Clock::now() - start).count());
-        td.set("action", out.get("action"));
+        td.set("action", action);
         td = env.step(td);
         steps[c] += envs;
       }
@@ -213,6 +230,8 @@ int main(int argc, char** argv) {
       backend = tdp::actor::Backend::kLibTorch;
     } else if (arg == "--backend=auto") {
       backend = tdp::actor::Backend::kAuto;
+    } else if (arg.rfind("--device=", 0) == 0) {
+      device = c10::Device(arg.substr(9));
     } else if (arg.rfind("--repetitions=", 0) == 0) {
       repetitions = std::max(1, std::stoi(arg.substr(14)));
     } else if (arg.rfind("--clients=", 0) == 0) {
@@ -230,7 +249,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::cerr << "usage: batching_benchmark [--seconds=1] [--repetitions=3] [--clients=1,8,64] [--envs=1,16] "
-                   "[--paths=batching,local,shared] [--backend=auto|libtorch]\n";
+                   "[--paths=batching,local,shared] [--backend=auto|libtorch] [--device=cpu|cuda[:N]]\n";
       return 1;
     }
   }
@@ -239,9 +258,11 @@ int main(int argc, char** argv) {
     if (absl::Status tuned = tdp::actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << tuned << "\n";
   }
   std::printf(
-      "hardware threads: %u; load average before: %s; backend %s; %.1f s per run, %d interleaved runs per row\n\n",
+      "hardware threads: %u; load average before: %s; %s; %.1f s per run, %d interleaved runs per row\n\n",
       std::thread::hardware_concurrency(), load_average().c_str(),
-      backend == tdp::actor::Backend::kAuto ? "kAuto" : "kLibTorch", seconds, repetitions);
+      device.is_cuda() ? (device.str() + " (CUDA graphs)").c_str()
+                       : (backend == tdp::actor::Backend::kAuto ? "backend kAuto" : "backend kLibTorch"),
+      seconds, repetitions);
   std::printf(
       "| path | clients | envs per client | env steps/s | CPU us per env step | mean batch fill | act p50 (us) "
       "| act p99 (us) |\n");

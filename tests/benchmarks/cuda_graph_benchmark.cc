@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/nn/cuda_graph_module.h"
 #include "sdk/nn/ensemble_module.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/tensordict_module.h"
+#include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -64,6 +66,48 @@ double median_us(Actor& actor, const TensorDict& observation, int calls) {
   }
   std::nth_element(times.begin(), times.begin() + calls / 2, times.end());
   return times[calls / 2];
+}
+
+// Where a batch-1 graph call spends its time: the actor's graph call (padding, copy-in, replay,
+// copies of the outputs, the action to the host) against a bare CudaGraphModule around the same
+// module with zero_copy (copy-in, replay, synchronize, the action to the host) and that module's
+// eager call, all RANDOM, and a graph of one kernel with the same copies around it. The difference
+// between the first two is the actor's own work per call; between the second and the third, what
+// the policy's captured kernels take.
+void print_batch1_breakdown(const std::string& spec, const c10::Device& cuda) {
+  auto graph_actor = load(spec, ActorOptions().device(cuda).seed(0).cuda_graph(CudaGraphOptions().batch_buckets({1})),
+                          nullptr);
+  c10::InferenceMode inference;
+  TensorDict observation({1});
+  const int64_t width = graph_actor->spec().inputs(0).shape(0);
+  observation.set(graph_actor->spec().inputs(0).key(), at::randn({1, width}, at::TensorOptions().device(cuda)));
+  const double actor_us = median_us(*graph_actor, observation, 2000);
+  // The actor's calls are RANDOM (ActorOptions' default): so are these, with the default generator.
+  tdp::nn::InteractionTypeGuard random(tdp::nn::InteractionType::kRandom);
+  tdp::nn::CudaGraphModule bare(graph_actor->module(),
+                                tdp::nn::CudaGraphModuleOptions().zero_copy(true).device(cuda).warmup(2));
+  auto time_module = [&](tdp::nn::TensorDictModuleBase& module) {
+    for (int i = 0; i < 20; ++i) module.forward(observation.clone(/*deep=*/false)).get("action").cpu();
+    std::vector<double> times;
+    for (int i = 0; i < 2000; ++i) {
+      TensorDict td = observation.clone(/*deep=*/false);
+      const Clock::time_point start = Clock::now();
+      at::Tensor action = module.forward(td).get("action").cpu();
+      times.push_back(seconds_since(start) * 1e6);
+    }
+    std::nth_element(times.begin(), times.begin() + 1000, times.end());
+    return times[1000];
+  };
+  const double bare_us = time_module(bare);
+  const double eager_us = time_module(*graph_actor->module());
+  // The floor of any graph call: the same copy-in, replay, synchronize and copy to the host
+  // around a graph of one kernel (one Linear layer writing "action").
+  tdp::nn::TensorDictModule one_layer(tdp::nn::Mlp(tdp::nn::MlpOptions(width, {}, 2)),
+                                      tdp::nn::TensorDictModuleOptions({graph_actor->spec().inputs(0).key()}, {"action"}));
+  one_layer->to(cuda);
+  tdp::nn::CudaGraphModule floor(one_layer, tdp::nn::CudaGraphModuleOptions().zero_copy(true).device(cuda).warmup(2));
+  const double floor_us = time_module(floor);
+  std::printf("| %s, batch 1 | %.1f | %.1f | %.1f | %.1f |\n", spec.c_str(), actor_us, bare_us, floor_us, eager_us);
 }
 
 // Issue 15's GPU figure: an ensemble of 10 critics (17 -> 256 -> 256 -> 1) on the GPU, the batched
@@ -150,6 +194,12 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   for (const std::string& note : notes) std::printf("%s\n", note.c_str());
+  std::printf(
+      "\n| where a batch-1 call goes | Actor::act, graph (us) | bare CudaGraphModule, zero_copy (us) | "
+      "one-kernel graph (us) | module, eager (us) |\n| --- | --- | --- | --- | --- |\n");
+  for (const char* name : {"cartpole_categorical", "pendulum_tanh_gaussian"}) {
+    print_batch1_breakdown(folder + "/" + name + ".pbtxt", cuda);
+  }
   print_ensemble_rows(cuda);
   return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what the GPU machine runs (it has no Bazel and no package registry) and packs it into
-# tests/gpu/bundle/ (ignored by git): the CUDA test and benchmark binaries, built with -c opt
+# tests/gpu/bundle/ (ignored by git): the CUDA test and benchmark binaries and `tdp`, built with -c opt
 # --config=cuda against this project's torch 2.11.0 and linked statically against our own code,
 # plus the shared libraries they load that are neither torch's nor the system's (Abseil,
 # protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd.
@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-targets=(//tests/actor:actor_cuda_test //tests/nn:cuda_graph_module_test //tests/benchmarks:cuda_graph_benchmark)
+targets=(//tests/actor:actor_cuda_test //tests/nn:cuda_graph_module_test //tests/benchmarks:cuda_graph_benchmark
+  //tests/benchmarks:batching_benchmark //sdk/cli:tdp)
 cache="${TDP_BAZEL_DISK_CACHE:-$HOME/.cache/tdpolicy/bazel-disk}"
 ./bazelw build -c opt --config=cuda --dynamic_mode=off --disk_cache="$cache" "${targets[@]}"
 

@@ -4,9 +4,12 @@
 # (bash tests/gpu/bundle.sh). That machine has python3 with torch 2.11.0+cu130, whose torch/lib
 # is the LibTorch the binaries were built against, and the CUDA libraries of its wheel.
 #
-# It runs the CUDA test binaries with TDP_REQUIRE_GPU=1 (a GPU case that would skip fails
-# instead), then the benchmark, and writes their logs, gtest XML and the benchmark's Markdown
-# table under $OUT (or /tmp/gpu_check). Exit status: 0 when every test passed.
+# In order, each step bounded in time and logged under $OUT (or /tmp/gpu_check) whatever the
+# others did: the CUDA test binaries with TDP_REQUIRE_GPU=1 (a GPU case that would skip fails
+# instead; gtest XML beside the logs); cuda_graph_benchmark (eager against CUDA-graph replay, the
+# ensemble rows; a Markdown table); `tdp bench` on the GPU with and without graphs (the CLI's
+# path); batching_benchmark --device=cuda:0 (central batching on a GPU). Exit status: 0 when every
+# test passed and every step ran.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,27 +26,53 @@ torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(tor
   exit 2
 }
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.get_device_name(0))'
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader || true
 site=$(dirname "$(dirname "$torch_lib")")
 nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH="$bundle/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
 export TDP_REQUIRE_GPU=1
+for binary in "$bundle"/bin/*; do
+  if ldd "$binary" | grep -q 'not found'; then
+    echo "gpu_check: $(basename "$binary") cannot load:"
+    ldd "$binary" | grep 'not found'
+  fi
+done
 
 # The tests read policies/ as runfiles: $TEST_SRCDIR/tdpolicy/policies.
 runfiles=$(mktemp -d)
 ln -s "$PWD" "$runfiles/tdpolicy"
 
 status=0
+# step NAME SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log, bounded in time.
+step() {
+  local name=$1 seconds=$2
+  shift 2
+  echo "== $name"
+  local start=$SECONDS
+  timeout "$seconds" "$@" >"$out/$name.log" 2>&1
+  local result=$?
+  echo "($name: exit $result after $((SECONDS - start)) s)"
+  ((result == 0)) || { echo "gpu_check: $name failed (exit $result); see $out/$name.log"; status=1; }
+}
+
 for test in cuda_graph_module_test actor_cuda_test; do
-  echo "== $test"
-  TEST_SRCDIR="$runfiles" TEST_TMPDIR="$(mktemp -d)" timeout 240 "$bundle/bin/$test" \
-    --gtest_output="xml:$out/$test.xml" >"$out/$test.log" 2>&1
-  result=$?
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|Failure' "$out/$test.log" | tail -40
-  ((result == 0)) || { echo "gpu_check: $test failed (exit $result); see $out/$test.log"; status=1; }
+  step "$test" 150 env TEST_SRCDIR="$runfiles" TEST_TMPDIR="$(mktemp -d)" "$bundle/bin/$test" \
+    --gtest_output="xml:$out/$test.xml"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|Failure' "$out/$test.log" | tail -60
 done
 
-echo "== cuda_graph_benchmark"
-timeout 240 "$bundle/bin/cuda_graph_benchmark" policies >"$out/cuda_graph_benchmark.md" 2>&1 || status=1
-cat "$out/cuda_graph_benchmark.md"
+step cuda_graph_benchmark 150 "$bundle/bin/cuda_graph_benchmark" policies
+cat "$out/cuda_graph_benchmark.log"
+
+for graphs in on off; do
+  step "tdp_bench_cartpole_graphs_$graphs" 60 "$bundle/bin/tdp" bench policies/cartpole_categorical.pbtxt \
+    --device=cuda:0 --cuda_graph="$graphs" --batch=64 --iterations=2000
+  cat "$out/tdp_bench_cartpole_graphs_$graphs.log"
+done
+
+step batching_benchmark_cuda 120 "$bundle/bin/batching_benchmark" --device=cuda:0 --seconds=1 --repetitions=1 \
+  --clients=1,8,64 --envs=16
+cat "$out/batching_benchmark_cuda.log"
+
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status
