@@ -63,6 +63,16 @@ at::Tensor Categorical::sample(c10::IntArrayRef sample_shape,
   for (int64_t s : sample_shape) n *= s;
   // A batch of one dim (a policy's [B, K]) is multinomial's 2-D input already.
   at::Tensor probs_2d = probs_.dim() == 2 ? probs_ : probs_.reshape({-1, num_events_});
+  if (n == 1 && probs_2d.is_cuda()) {
+    // One draw per row on a GPU: multinomial's own one-sample algorithm (argmax of probs / q,
+    // q ~ Exp(1): the same numbers from the same generator), without the input checks it runs
+    // first: max, min, sum, comparisons and two device-side asserts, 10 of the 32 kernels of a
+    // CartPole step. On a GPU those asserts cannot throw; a bad input kills the process's CUDA
+    // context instead. validate_args checks the parameters where a caller wants it.
+    at::Tensor q = at::empty_like(probs_2d).exponential_(1, generator);
+    at::div_out(q, probs_2d, q);
+    return q.argmax(-1).reshape(extended_shape(sample_shape));
+  }
   at::Tensor samples_2d = at::multinomial(probs_2d, n, /*replacement=*/true, generator).t();
   return samples_2d.reshape(extended_shape(sample_shape));
 }

@@ -24,6 +24,7 @@
 #include "sdk/spec/keys.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
+#include "tests/testing/gpu.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tdp::actor {
@@ -33,14 +34,6 @@ using nn::InteractionType;
 using ::testing::HasSubstr;
 
 const c10::Device kCuda("cuda:0");
-
-// On the GPU machine (tests/gpu/gpu_check.sh sets TDP_REQUIRE_GPU) a missing GPU is a failure,
-// so a broken setup cannot pass by skipping every case.
-#define SKIP_WITHOUT_GPU()                                                                \
-  if (!torch::cuda::is_available()) {                                                     \
-    if (std::getenv("TDP_REQUIRE_GPU") != nullptr) FAIL() << "TDP_REQUIRE_GPU is set, no GPU"; \
-    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";     \
-  }
 
 // The actor of policies/`policy`, or the loader's Status.
 absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& policy, ActorOptions options) {

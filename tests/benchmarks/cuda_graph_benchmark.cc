@@ -3,7 +3,8 @@
 // plus a copy of the action to the host, which is what a simulator needs before it steps (and
 // waits for the eager kernels as the graph call waits for its replay). Prints a Markdown table of
 // medians, eager/graph ratios, actions per second at 4096 and the time to capture all buckets at
-// load; then an ensemble of 10 critics, batched against looped (issue 15). Built with
+// load; where a batch-1 graph call spends its time, and the kernels of one call (LibTorch's Kineto
+// profiler); then an ensemble of 10 critics, batched against looped (issue 15). Built with
 // --config=cuda; run by tests/gpu/gpu_check.sh on the GPU machine:
 //
 //   ./bazelw build -c opt --config=cuda //tests/benchmarks:cuda_graph_benchmark
@@ -12,13 +13,16 @@
 // Without a visible GPU it says so and exits 0 (1 under TDP_REQUIRE_GPU): there is nothing to measure.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +72,14 @@ double median_us(Actor& actor, const TensorDict& observation, int calls) {
   return times[calls / 2];
 }
 
+// `batch` random rows of the policy's one input, on the device.
+TensorDict random_observation(const Actor& actor, int64_t batch, const c10::Device& device) {
+  TensorDict observation({batch});
+  const auto& input = actor.spec().inputs(0);
+  observation.set(input.key(), at::randn({batch, input.shape(0)}, at::TensorOptions().device(device)));
+  return observation;
+}
+
 // Where a batch-1 graph call spends its time: the actor's graph call (padding, copy-in, replay,
 // copies of the outputs, the action to the host) against a bare CudaGraphModule around the same
 // module with zero_copy (copy-in, replay, synchronize, the action to the host) and that module's
@@ -78,9 +90,8 @@ void print_batch1_breakdown(const std::string& spec, const c10::Device& cuda) {
   auto graph_actor = load(spec, ActorOptions().device(cuda).seed(0).cuda_graph(CudaGraphOptions().batch_buckets({1})),
                           nullptr);
   c10::InferenceMode inference;
-  TensorDict observation({1});
+  const TensorDict observation = random_observation(*graph_actor, 1, cuda);
   const int64_t width = graph_actor->spec().inputs(0).shape(0);
-  observation.set(graph_actor->spec().inputs(0).key(), at::randn({1, width}, at::TensorOptions().device(cuda)));
   const double actor_us = median_us(*graph_actor, observation, 2000);
   // The actor's calls are RANDOM (ActorOptions' default): so are these, with the default generator.
   tdp::nn::InteractionTypeGuard random(tdp::nn::InteractionType::kRandom);
@@ -108,6 +119,44 @@ void print_batch1_breakdown(const std::string& spec, const c10::Device& cuda) {
   tdp::nn::CudaGraphModule floor(one_layer, tdp::nn::CudaGraphModuleOptions().zero_copy(true).device(cuda).warmup(2));
   const double floor_us = time_module(floor);
   std::printf("| %s, batch 1 | %.1f | %.1f | %.1f | %.1f |\n", spec.c_str(), actor_us, bare_us, floor_us, eager_us);
+}
+
+// The GPU work of one eager batch-1 call, which a graph replays kernel for kernel: the kernels
+// (and copies) LibTorch's Kineto profiler saw over 10 calls, per call, in order of first launch,
+// with their mean GPU time. This is what a replay cannot go below.
+void print_kernels_per_call(const std::string& spec, const c10::Device& cuda) {
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  auto actor = load(spec, ActorOptions().device(cuda).seed(0), nullptr);
+  const TensorDict observation = random_observation(*actor, 1, cuda);
+  for (int i = 0; i < 20; ++i) actor->act(observation).get("action").cpu();
+  const int calls = 10;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities = {ActivityType::CPU, ActivityType::CUDA};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  for (int i = 0; i < calls; ++i) actor->act(observation).get("action").cpu();
+  const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int64_t, uint64_t>> by_name;  // launches, total ns
+  int64_t launches = 0;
+  uint64_t total_ns = 0;
+  for (const profiler::KinetoEvent& event : result->events()) {
+    if (event.deviceType() != c10::DeviceType::CUDA) continue;
+    auto [entry, inserted] = by_name.try_emplace(event.name(), 0, 0);
+    if (inserted) order.push_back(event.name());
+    entry->second.first += 1;
+    entry->second.second += event.durationNs();
+    launches += 1;
+    total_ns += event.durationNs();
+  }
+  std::printf("\n%s, eager, batch 1: %.1f GPU operations per call, %.1f us of GPU time per call\n", spec.c_str(),
+              static_cast<double>(launches) / calls, total_ns / 1e3 / calls);
+  std::printf("| per call | mean GPU time (us) | kernel or copy |\n| --- | --- | --- |\n");
+  for (const std::string& name : order) {
+    const auto& [count, ns] = by_name[name];
+    std::printf("| %.1f | %.2f | %s |\n", static_cast<double>(count) / calls, ns / 1e3 / count, name.substr(0, 110).c_str());
+  }
 }
 
 // Issue 15's GPU figure: an ensemble of 10 critics (17 -> 256 -> 256 -> 1) on the GPU, the batched
@@ -171,11 +220,9 @@ int main(int argc, char** argv) {
     auto eager = load(spec, ActorOptions().device(cuda).seed(0), &eager_load);
     auto graph = load(spec, ActorOptions().device(cuda).seed(0).cuda_graph(CudaGraphOptions().batch_buckets(kBatches)),
                       &graph_load);
-    const int64_t width = eager->spec().inputs(0).shape(0);
     double graph_4096_us = 0;
     for (int64_t batch : kBatches) {
-      TensorDict observation({batch});
-      observation.set(eager->spec().inputs(0).key(), at::randn({batch, width}, at::TensorOptions().device(cuda)));
+      const TensorDict observation = random_observation(*eager, batch, cuda);
       const int calls = batch >= 1024 ? 300 : 1000;
       const double eager_us = median_us(*eager, observation, calls);
       const double graph_us = median_us(*graph, observation, calls);
@@ -199,6 +246,9 @@ int main(int argc, char** argv) {
       "one-kernel graph (us) | module, eager (us) |\n| --- | --- | --- | --- | --- |\n");
   for (const char* name : {"cartpole_categorical", "pendulum_tanh_gaussian"}) {
     print_batch1_breakdown(folder + "/" + name + ".pbtxt", cuda);
+  }
+  for (const char* name : {"cartpole_categorical", "pendulum_tanh_gaussian"}) {
+    print_kernels_per_call(folder + "/" + name + ".pbtxt", cuda);
   }
   print_ensemble_rows(cuda);
   return 0;

@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-targets=(//tests/actor:actor_cuda_test //tests/nn:cuda_graph_module_test //tests/benchmarks:cuda_graph_benchmark
+targets=(//tests/actor:actor_cuda_test //tests/nn:cuda_graph_module_test //tests/distributions:distributions_cuda_test
+  //tests/benchmarks:cuda_graph_benchmark
   //tests/benchmarks:batching_benchmark //sdk/cli:tdp)
 cache="${TDP_BAZEL_DISK_CACHE:-$HOME/.cache/tdpolicy/bazel-disk}"
 ./bazelw build -c opt --config=cuda --dynamic_mode=off --disk_cache="$cache" "${targets[@]}"

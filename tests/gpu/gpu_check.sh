@@ -55,7 +55,7 @@ step() {
   ((result == 0)) || { echo "gpu_check: $name failed (exit $result); see $out/$name.log"; status=1; }
 }
 
-for test in cuda_graph_module_test actor_cuda_test; do
+for test in distributions_cuda_test cuda_graph_module_test actor_cuda_test; do
   step "$test" 150 env TEST_SRCDIR="$runfiles" TEST_TMPDIR="$(mktemp -d)" "$bundle/bin/$test" \
     --gtest_output="xml:$out/$test.xml"
   grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|Failure' "$out/$test.log" | tail -60

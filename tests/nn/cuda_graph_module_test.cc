@@ -19,6 +19,7 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/gpu.h"
 #include "tests/testing/log_capture.h"
 
 namespace tdp::nn {
@@ -26,14 +27,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using test_util::error_of;
-
-// On the GPU machine (tests/gpu/gpu_check.sh sets TDP_REQUIRE_GPU) a missing GPU is a failure,
-// so a broken setup cannot pass by skipping every case.
-#define SKIP_WITHOUT_GPU()                                                                \
-  if (!torch::cuda::is_available()) {                                                     \
-    if (std::getenv("TDP_REQUIRE_GPU") != nullptr) FAIL() << "TDP_REQUIRE_GPU is set, no GPU"; \
-    GTEST_SKIP() << "needs a visible CUDA GPU and a binary built with --config=cuda";     \
-  }
 
 // observation -> hidden = tanh(Linear(4, 8)) -> action = Linear(8, 2): three modules, one sequence.
 TensorDictSequential small_policy(const c10::Device& device) {
