@@ -257,12 +257,11 @@ int main(int argc, char** argv) {
   if (std::getenv("TDP_DEFAULT_MALLOC") == nullptr) {
     if (absl::Status tuned = tdp::actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << tuned << "\n";
   }
-  std::printf(
-      "hardware threads: %u; load average before: %s; %s; %.1f s per run, %d interleaved runs per row\n\n",
-      std::thread::hardware_concurrency(), load_average().c_str(),
-      device.is_cuda() ? (device.str() + " (CUDA graphs)").c_str()
-                       : (backend == tdp::actor::Backend::kAuto ? "backend kAuto" : "backend kLibTorch"),
-      seconds, repetitions);
+  std::printf("hardware threads: %u; load average before: %s; %s; %.1f s per run, %d interleaved runs per row\n\n",
+              std::thread::hardware_concurrency(), load_average().c_str(),
+              device.is_cuda() ? (device.str() + " (CUDA graphs)").c_str()
+                               : (backend == tdp::actor::Backend::kAuto ? "backend kAuto" : "backend kLibTorch"),
+              seconds, repetitions);
   std::printf(
       "| path | clients | envs per client | env steps/s | CPU us per env step | mean batch fill | act p50 (us) "
       "| act p99 (us) |\n");

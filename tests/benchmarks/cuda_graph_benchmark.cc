@@ -18,9 +18,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -87,8 +87,8 @@ TensorDict random_observation(const Actor& actor, int64_t batch, const c10::Devi
 // between the first two is the actor's own work per call; between the second and the third, what
 // the policy's captured kernels take.
 void print_batch1_breakdown(const std::string& spec, const c10::Device& cuda) {
-  auto graph_actor = load(spec, ActorOptions().device(cuda).seed(0).cuda_graph(CudaGraphOptions().batch_buckets({1})),
-                          nullptr);
+  auto graph_actor =
+      load(spec, ActorOptions().device(cuda).seed(0).cuda_graph(CudaGraphOptions().batch_buckets({1})), nullptr);
   c10::InferenceMode inference;
   const TensorDict observation = random_observation(*graph_actor, 1, cuda);
   const int64_t width = graph_actor->spec().inputs(0).shape(0);
@@ -113,8 +113,9 @@ void print_batch1_breakdown(const std::string& spec, const c10::Device& cuda) {
   const double eager_us = time_module(*graph_actor->module());
   // The floor of any graph call: the same copy-in, replay, synchronize and copy to the host
   // around a graph of one kernel (one Linear layer writing "action").
-  tdp::nn::TensorDictModule one_layer(tdp::nn::Mlp(tdp::nn::MlpOptions(width, {}, 2)),
-                                      tdp::nn::TensorDictModuleOptions({graph_actor->spec().inputs(0).key()}, {"action"}));
+  tdp::nn::TensorDictModule one_layer(
+      tdp::nn::Mlp(tdp::nn::MlpOptions(width, {}, 2)),
+      tdp::nn::TensorDictModuleOptions({graph_actor->spec().inputs(0).key()}, {"action"}));
   one_layer->to(cuda);
   tdp::nn::CudaGraphModule floor(one_layer, tdp::nn::CudaGraphModuleOptions().zero_copy(true).device(cuda).warmup(2));
   const double floor_us = time_module(floor);
@@ -155,7 +156,8 @@ void print_kernels_per_call(const std::string& spec, const c10::Device& cuda) {
   std::printf("| per call | mean GPU time (us) | kernel or copy |\n| --- | --- | --- |\n");
   for (const std::string& name : order) {
     const auto& [count, ns] = by_name[name];
-    std::printf("| %.1f | %.2f | %s |\n", static_cast<double>(count) / calls, ns / 1e3 / count, name.substr(0, 110).c_str());
+    std::printf("| %.1f | %.2f | %s |\n", static_cast<double>(count) / calls, ns / 1e3 / count,
+                name.substr(0, 110).c_str());
   }
 }
 

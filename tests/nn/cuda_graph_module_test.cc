@@ -145,7 +145,8 @@ TEST(CudaGraphModuleGpuTest, InputsOtherThanTheCapturedOnesAreErrorsNamingTheKey
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(observation(4, c10::kCPU, 3)); }),
               HasSubstr("input 'observation' is on cpu; the graph runs on cuda:0"));
   // at:: factories ignore TensorOptions::requires_grad; set it on the leaf.
-  TensorDict with_grad({{"observation", at::randn({4, 4}, at::TensorOptions().device(kCuda)).set_requires_grad(true)}}, {4});
+  TensorDict with_grad({{"observation", at::randn({4, 4}, at::TensorOptions().device(kCuda)).set_requires_grad(true)}},
+                       {4});
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(with_grad); }), HasSubstr("requires grad"));
   EXPECT_THAT(error_of<std::invalid_argument>([&] { graphed.forward(TensorDict({4})); }),
               HasSubstr("input 'observation' is missing"));
