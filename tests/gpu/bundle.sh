@@ -3,7 +3,8 @@
 # tests/gpu/bundle/ (ignored by git): the CUDA test and benchmark binaries and `tdp`, built with -c opt
 # --config=cuda against this project's torch 2.11.0 and linked statically against our own code,
 # plus the shared libraries they load that are neither torch's nor the system's (Abseil,
-# protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd.
+# protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd, and the
+# Python peer's wheels.
 #
 #   bash tests/gpu/bundle.sh
 #
@@ -41,6 +42,17 @@ done | sort -u | while read -r library; do
   esac
   cp -L "$library" "$bundle/lib/"
 done
+
+# The Python peer (tests/gpu/python_peer_gpu.py) needs tensordict and TorchRL, which the GPU
+# machine's image lacks: their wheels for its Python (3.12) at this venv's versions (the pins of
+# third_party/python/requirements.txt), and those of their requirements that the image lacks.
+venv_python="${TDP_VENV:-$HOME/.cache/tdpolicy/venv}/bin/python3"
+wheels=()
+for name in tensordict torchrl orjson pyvers hoptorch importlib_metadata lazy-importer; do
+  wheels+=("$name==$("$venv_python" -m pip show "$name" | awk '/^Version:/ { print $2 }')")
+done
+"$venv_python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$bundle/wheels" "${wheels[@]}"
 
 size=$(du -sm "$bundle" | cut -f1)
 echo "bundle: $bundle ($size MiB): $(ls "$bundle/bin" | tr '\n' ' ')" >&2

@@ -7,8 +7,9 @@
 # In order, each step bounded in time and logged under $OUT (or /tmp/gpu_check) whatever the
 # others did: the CUDA test binaries with TDP_REQUIRE_GPU=1 (a GPU case that would skip fails
 # instead; gtest XML beside the logs); cuda_graph_benchmark (eager against CUDA-graph replay, the
-# ensemble rows; a Markdown table); `tdp bench` on the GPU with and without graphs (the CLI's
-# path); batching_benchmark --device=cuda:0 (central batching on a GPU). Exit status: 0 when every
+# ensemble rows, the kernels of one call; Markdown tables); `tdp bench` on the GPU with and without
+# graphs (the CLI's path); the Python peer (tensordict's CudaGraphModule on the same policies);
+# batching_benchmark --device=cuda:0 (central batching on a GPU). Exit status: 0 when every
 # test passed and every step ran.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -69,6 +70,15 @@ for graphs in on off; do
     --device=cuda:0 --cuda_graph="$graphs" --batch=64 --iterations=2000
   cat "$out/tdp_bench_cartpole_graphs_$graphs.log"
 done
+
+# The Python peer: tensordict's CudaGraphModule on the same policies, with the wheels bundle.sh
+# packed installed apart from the image's packages.
+if compgen -G "$bundle/wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/tdp_site \
+    "$bundle"/wheels/*.whl || status=1
+fi
+step python_peer_gpu 240 env PYTHONPATH=/tmp/tdp_site python3 tests/gpu/python_peer_gpu.py
+grep -v '\[INFO\]' "$out/python_peer_gpu.log"
 
 step batching_benchmark_cuda 120 "$bundle/bin/batching_benchmark" --device=cuda:0 --seconds=1 --repetitions=1 \
   --clients=1,8,64 --envs=16
