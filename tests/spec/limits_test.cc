@@ -328,6 +328,47 @@ TEST(Limits, NumSamplesIsBoundedLikeATensor) {
             "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
+// A distribution copies its parameters, with the earlier draws in front: 65536 draws in front of
+// logits of per-env shape [3, 255] made the next categorical's log-sum-exp a 401 MB tensor (found
+// by the text fuzzer, kept in regressions/spec_text_fuzzer/). Each parameter, and each leaf of a
+// composite's sub-TensorDict, is bounded like a written tensor.
+TEST(Limits, ADistributionsParametersAreBoundedWithTheDrawsInFront) {
+  const std::string text = R"pb(
+    name: "t"
+    inputs { key: "x" shape: [ 3, 255 ] }
+    module {
+      sequential {
+        modules { network { in_keys: "x" out_keys: "params/type/logits" network { cat {} } } }
+        modules {
+          probabilistic {
+            in_keys: "params"
+            composite { parts { key: "type" distribution: "categorical" } }
+            num_samples: 64
+          }
+        }
+        modules {
+          probabilistic {
+            in_keys: "params"
+            composite { parts { key: "type" distribution: "categorical" } }
+          }
+          overwrite_keys: "type"
+        }
+      }
+    }
+    init_seed: 0
+  )pb";
+  auto spec = parse_text_or_fail(text);
+  LoadOptions options;
+  options.limits.max_tensor_elements = 64 * 765;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  options.limits.max_tensor_elements = 64 * 765 - 1;
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt", options)),
+            "t.pbtxt: module.sequential.modules[2].probabilistic.in_keys[0]: the distribution's parameter "
+            "\"params/type/logits\", 64 draws (num_samples) of per-env shape [3, 255], has 48960 elements, more "
+            "than the limit of 48959 (max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements or "
+            "the tdp flag --max_tensor_elements)");
+}
+
 // What a network writes is bounded like one tensor too: a cat of one large input 64 times or a
 // one_hot of it has only legal parts but a per-env output no call could allocate.
 TEST(Limits, EveryWrittenTensorIsBounded) {
