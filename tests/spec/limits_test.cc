@@ -369,6 +369,43 @@ TEST(Limits, ADistributionsParametersAreBoundedWithTheDrawsInFront) {
             "the tdp flag --max_tensor_elements)");
 }
 
+// MEAN of a tanh_normal has no closed form: it is estimated from 1000 draws (n_empirical_estimate),
+// which are bounded like num_samples draws (found by the text fuzzer: a composite's tanh_normal
+// part over 32,768 dims made [1000, 2, 32768] doubles).
+TEST(Limits, TheDrawsOfAMeanEstimateAreBounded) {
+  const std::string text = R"pb(
+    name: "t"
+    inputs { key: "x" shape: 64 }
+    module {
+      sequential {
+        modules {
+          network {
+            in_keys: "x"
+            out_keys: [ "params/a/loc", "params/a/scale" ]
+            network { normal_param_extractor {} }
+          }
+        }
+        modules {
+          probabilistic {
+            in_keys: "params"
+            composite { parts { key: "a" distribution: "tanh_normal" } }
+          }
+        }
+      }
+    }
+    init_seed: 0
+  )pb";
+  auto spec = parse_text_or_fail(text);
+  LoadOptions options;
+  options.limits.max_tensor_elements = 32 * 1000;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  options.limits.max_tensor_elements = 32 * 1000 - 1;
+  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
+              HasSubstr("module.sequential.modules[1].probabilistic.composite.parts[0]: the tanh_normal part's "
+                        "parameter \"params/a/loc\" (MEAN is estimated from n_empirical_estimate: 1000 draws), 1000 "
+                        "draws (num_samples) of per-env shape [32], has 32000 elements, more than the limit of 31999"));
+}
+
 // What a network writes is bounded like one tensor too: a cat of one large input 64 times or a
 // one_hot of it has only legal parts but a per-env output no call could allocate.
 TEST(Limits, EveryWrittenTensorIsBounded) {
