@@ -328,6 +328,15 @@ TEST(Limits, NumSamplesIsBoundedLikeATensor) {
             "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
+// `spec` validates with max_tensor_elements at `limit`, and one below it fails with `message`.
+void expect_max_tensor_elements_at(const tdpolicy::PolicySpec& spec, int64_t limit, const std::string& message) {
+  LoadOptions options;
+  options.limits.max_tensor_elements = limit;
+  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
+  options.limits.max_tensor_elements = limit - 1;
+  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt", options)), message);
+}
+
 // A distribution copies its parameters, with the earlier draws in front: 65536 draws in front of
 // logits of per-env shape [3, 255] made the next categorical's log-sum-exp a 401 MB tensor (found
 // by the text fuzzer, kept in regressions/spec_text_fuzzer/). Each parameter, and each leaf of a
@@ -357,16 +366,11 @@ TEST(Limits, ADistributionsParametersAreBoundedWithTheDrawsInFront) {
     }
     init_seed: 0
   )pb";
-  auto spec = parse_text_or_fail(text);
-  LoadOptions options;
-  options.limits.max_tensor_elements = 64 * 765;
-  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
-  options.limits.max_tensor_elements = 64 * 765 - 1;
-  EXPECT_EQ(message_of(validate_spec(spec, "t.pbtxt", options)),
-            "t.pbtxt: module.sequential.modules[2].probabilistic.in_keys[0]: the distribution's parameter "
-            "\"params/type/logits\", 64 draws (num_samples) of per-env shape [3, 255], has 48960 elements, more "
-            "than the limit of 48959 (max_tensor_elements: raise it with LoadOptions.limits.max_tensor_elements or "
-            "the tdp flag --max_tensor_elements)");
+  expect_max_tensor_elements_at(parse_text_or_fail(text), 64 * 765,
+                                "t.pbtxt: module.sequential.modules[2].probabilistic.in_keys[0]: the distribution's "
+                                "parameter \"params/type/logits\", 64 draws (num_samples) of per-env shape [3, 255], "
+                                "has 48960 elements, more than the limit of 48959 (max_tensor_elements: raise it with "
+                                "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
 // MEAN of a tanh_normal has no closed form: it is estimated from 1000 draws (n_empirical_estimate),
@@ -395,15 +399,12 @@ TEST(Limits, TheDrawsOfAMeanEstimateAreBounded) {
     }
     init_seed: 0
   )pb";
-  auto spec = parse_text_or_fail(text);
-  LoadOptions options;
-  options.limits.max_tensor_elements = 32 * 1000;
-  EXPECT_OK(validate_spec(spec, "t.pbtxt", options));
-  options.limits.max_tensor_elements = 32 * 1000 - 1;
-  EXPECT_THAT(message_of(validate_spec(spec, "t.pbtxt", options)),
-              HasSubstr("module.sequential.modules[1].probabilistic.composite.parts[0]: the tanh_normal part's "
-                        "parameter \"params/a/loc\" (MEAN is estimated from n_empirical_estimate: 1000 draws), 1000 "
-                        "draws (num_samples) of per-env shape [32], has 32000 elements, more than the limit of 31999"));
+  expect_max_tensor_elements_at(parse_text_or_fail(text), 32 * 1000,
+                                "t.pbtxt: module.sequential.modules[1].probabilistic.composite.parts[0]: the "
+                                "tanh_normal part's parameter \"params/a/loc\" (MEAN is estimated from "
+                                "n_empirical_estimate: 1000 draws), 1000 draws (num_samples) of per-env shape [32], "
+                                "has 32000 elements, more than the limit of 31999 (max_tensor_elements: raise it with "
+                                "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
 
 // What a network writes is bounded like one tensor too: a cat of one large input 64 times or a
