@@ -199,7 +199,8 @@ class Validator {
     if (!key) return false;
     for (const auto& [written, info] : written_) {
       if (written == *key || (written.size() > key->size() && written.starts_with(*key))) {
-        if (!fits_one_tensor(info.shape, path, absl::StrCat("the distribution's parameter \"", key_string(written), "\""))) {
+        if (!fits_one_tensor(info.shape, path,
+                             absl::StrCat("the distribution's parameter \"", key_string(written), "\""))) {
           return false;
         }
       }
@@ -215,7 +216,8 @@ class Validator {
     constexpr double kEmpiricalEstimateDraws = 1000;
     const double draws = draws_;
     draws_ *= kEmpiricalEstimateDraws;
-    const bool fits = fits_one_tensor(per_env, path, what + " (MEAN is estimated from n_empirical_estimate: 1000 draws)");
+    const bool fits =
+        fits_one_tensor(per_env, path, what + " (MEAN is estimated from n_empirical_estimate: 1000 draws)");
     draws_ = draws;
     return fits;
   }

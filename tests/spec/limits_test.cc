@@ -344,10 +344,19 @@ void expect_max_tensor_elements_at(const tdpolicy::PolicySpec& spec, int64_t lim
 TEST(Limits, ADistributionsParametersAreBoundedWithTheDrawsInFront) {
   const std::string text = R"pb(
     name: "t"
-    inputs { key: "x" shape: [ 3, 255 ] }
+    inputs {
+      key: "x"
+      shape: [ 3, 255 ]
+    }
     module {
       sequential {
-        modules { network { in_keys: "x" out_keys: "params/type/logits" network { cat {} } } }
+        modules {
+          network {
+            in_keys: "x"
+            out_keys: "params/type/logits"
+            network { cat {} }
+          }
+        }
         modules {
           probabilistic {
             in_keys: "params"
