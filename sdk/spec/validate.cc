@@ -174,17 +174,19 @@ class Validator {
   // known here counts as one element per env, and so does a dim of size 0: a reduction over it
   // (a categorical over 0 classes) leaves a tensor of all the other dims (found by the fuzzer:
   // 2^20 draws over logits [32, 8, 0] made a 2 GB log-sum-exp).
-  bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what) {
-    double elements = draws_;
+  // `extra_draws` multiplies the draws: a call's own estimate draws (mean_estimate_fits).
+  bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what, double extra_draws = 1) {
+    const double draws = draws_ * extra_draws;
+    double elements = draws;
     if (per_env) {
       for (int64_t size : *per_env) elements *= static_cast<double>(std::max<int64_t>(size, 1));
     }
     if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
     const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");
     fail(path,
-         limit_exceeded(draws_ == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
-                                    : absl::StrCat(what, ", ", saturated_count(draws_),
-                                                   " draws (num_samples) of per-env shape ", shape, ","),
+         limit_exceeded(draws == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
+                                   : absl::StrCat(what, ", ", saturated_count(draws),
+                                                  " draws (num_samples) of per-env shape ", shape, ","),
                         saturated_count(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
     return false;
   }
@@ -213,13 +215,11 @@ class Validator {
   // and tensordict's), taken in double: bounded like num_samples draws (found by the text fuzzer:
   // the MEAN of a tanh_normal part over 32,768 dims made [1000, 2, 32768] doubles, 524 MB).
   bool mean_estimate_fits(const Shape& per_env, const std::string& path, const std::string& what) {
-    constexpr double kEmpiricalEstimateDraws = 1000;
-    const double draws = draws_;
-    draws_ *= kEmpiricalEstimateDraws;
-    const bool fits =
-        fits_one_tensor(per_env, path, what + " (MEAN is estimated from n_empirical_estimate: 1000 draws)");
-    draws_ = draws;
-    return fits;
+    constexpr int64_t kEmpiricalEstimateDraws = 1000;
+    return fits_one_tensor(
+        per_env, path,
+        absl::StrCat(what, " (MEAN is estimated from n_empirical_estimate: ", kEmpiricalEstimateDraws, " draws)"),
+        kEmpiricalEstimateDraws);
   }
 
   bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {
