@@ -67,6 +67,10 @@
 
 namespace tdp::nn {
 
+// The draws MEAN takes when a distribution has no analytic mean (tensordict's default). Named so
+// that the spec validator bounds the same number a module draws.
+inline constexpr int64_t kDefaultNEmpiricalEstimate = 1000;
+
 // {distribution parameter name, TensorDict key} pairs, in order.
 using DistKeyMap = std::vector<std::pair<std::string, NestedKey>>;
 
@@ -94,7 +98,7 @@ struct ProbabilisticTensorDictModuleOptions {
   // (it needs a distribution with `update`); kept for spec compatibility, logged when set.
   TORCH_ARG(bool, cache_dist) = false;
   // Draws used for MEAN when a distribution has no analytic mean.
-  TORCH_ARG(int64_t, n_empirical_estimate) = 1000;
+  TORCH_ARG(int64_t, n_empirical_estimate) = kDefaultNEmpiricalEstimate;
   TORCH_ARG(std::vector<int64_t>, num_samples);
   TORCH_ARG(std::optional<at::Generator>, generator);
 

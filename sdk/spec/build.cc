@@ -3,13 +3,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/nn/modules/linear.h>
 
 #include <algorithm>
-#include <climits>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -254,21 +252,9 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
                           absl::StrCat(source, ": parameters_file: ", content.status().message()));
     }
     tdpolicy::Parameters parameters;
-    const int recursion_limit = static_cast<int>(std::min<int64_t>(options.limits.max_nesting_depth, 1 << 20));
-    const int64_t objects =
-        binary_objects(*content, *tdpolicy::Parameters::descriptor(), recursion_limit, options.limits.max_spec_objects);
-    if (objects > options.limits.max_spec_objects) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(file, ": ",
-                       limit_exceeded("the parameters file", objects, "messages and strings (or more)",
-                                      options.limits.max_spec_objects, "max_spec_objects")));
-    }
-    google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(content->data()),
-                                                static_cast<int>(std::min<size_t>(content->size(), INT32_MAX)));
-    input.SetRecursionLimit(recursion_limit);
-    if (content->size() > INT32_MAX || !parameters.ParseFromCodedStream(&input)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, ": not a binary tdpolicy.Parameters file (", content->size(), " bytes)"));
+    if (auto status = parse_binary_within_limits(*content, parameters, options.limits, file, "the parameters file");
+        !status.ok()) {
+      return status;
     }
     if (auto status = load_parameters(parameters, file, *policy.module, options); !status.ok()) return status;
   } else if (!spec.has_init_seed()) {

@@ -203,4 +203,38 @@ int64_t binary_objects(absl::string_view bytes, const google::protobuf::Descript
   return count;
 }
 
+int parser_recursion_limit(const Limits& limits) {
+  return static_cast<int>(std::min<int64_t>(limits.max_nesting_depth, 1 << 20));
+}
+
+absl::Status check_spec_objects(int64_t objects, const Limits& limits, absl::string_view source,
+                                absl::string_view what) {
+  if (objects <= limits.max_spec_objects) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat(source, ": ",
+                   limit_exceeded(what, objects, "messages and strings (or more)", limits.max_spec_objects,
+                                  "max_spec_objects")));
+}
+
+absl::Status parse_binary_within_limits(absl::string_view bytes, google::protobuf::Message& message,
+                                        const Limits& limits, absl::string_view source, absl::string_view what) {
+  const int recursion_limit = parser_recursion_limit(limits);
+  const google::protobuf::Descriptor& type = *message.GetDescriptor();
+  if (auto status = check_spec_objects(binary_objects(bytes, type, recursion_limit, limits.max_spec_objects), limits,
+                                       source, what);
+      !status.ok()) {
+    return status;
+  }
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                               static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  input.SetRecursionLimit(recursion_limit);
+  if (bytes.size() <= INT32_MAX && message.ParseFromCodedStream(&input)) return absl::OkStatus();
+  // The wire format says nothing about where it went wrong; say what was read.
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": not a valid binary ", type.name(), " (", bytes.size(),
+      " bytes: malformed wire data, a field of the wrong type, or messages nested more than ", limits.max_nesting_depth,
+      " deep (max_nesting_depth: raise it with LoadOptions.limits.max_nesting_depth or the tdp flag "
+      "--max_nesting_depth))"));
+}
+
 }  // namespace tdp::spec

@@ -14,6 +14,7 @@
 #include <absl/status/statusor.h>
 #include <absl/strings/string_view.h>
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include <cstdint>
 #include <string>
@@ -77,5 +78,20 @@ TextScan scan_text(absl::string_view text, bool angle_brackets, bool hash_commen
 // Malformed data ends the count (the parser then reports it); stops once past `stop_above`.
 int64_t binary_objects(absl::string_view bytes, const google::protobuf::Descriptor& type, int max_depth,
                        int64_t stop_above);
+
+// The recursion limit the protobuf parsers get: max_nesting_depth, capped where an int ends.
+int parser_recursion_limit(const Limits& limits);
+
+// OK, or "<source>: <what> has <objects> messages and strings (or more), more than the limit of
+// ... (max_spec_objects: ...)" when `objects` passes max_spec_objects.
+absl::Status check_spec_objects(int64_t objects, const Limits& limits, absl::string_view source,
+                                absl::string_view what);
+
+// Parses the binary wire format of `message`'s type from `bytes`, within `limits`: the objects
+// are counted first (max_spec_objects, `what` names the file in that error), the parser's nesting
+// is bounded (max_nesting_depth). Errors start with `source`; a malformed file is an
+// InvalidArgument that names the message type and the byte count (the wire format says no more).
+absl::Status parse_binary_within_limits(absl::string_view bytes, google::protobuf::Message& message,
+                                        const Limits& limits, absl::string_view source, absl::string_view what);
 
 }  // namespace tdp::spec

@@ -2,7 +2,6 @@
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
-#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
@@ -11,7 +10,6 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
-#include <climits>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -81,63 +79,38 @@ SpecFormat format_for_path(const std::string& path) {
 absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, SpecFormat format,
                                                const std::string& source, const Limits& limits) {
   tdpolicy::PolicySpec spec;
+  if (format == SpecFormat::kBinary) {
+    if (auto status = parse_binary_within_limits(content, spec, limits, source, "the spec file"); !status.ok()) {
+      return status;
+    }
+    return spec;
+  }
   // protobuf's text parser recurses once per level with no limit of its own that stops it
   // before the stack does (~3,000 levels), so the depth is counted first, without parsing.
-  const int recursion_limit = static_cast<int>(std::min<int64_t>(limits.max_nesting_depth, 1 << 20));
   // Each message and string a parser makes is its own allocation of 32 to 200 bytes, so a file of
   // empty entries takes tens of times its size: those are counted first, without parsing, too.
-  int64_t objects = 0;
-  if (format != SpecFormat::kBinary) {
-    const bool text = format == SpecFormat::kText;
-    const TextScan scan = scan_text(content, /*angle_brackets=*/text, /*hash_comments=*/text, limits.max_nesting_depth);
-    if (scan.depth > limits.max_nesting_depth) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": ",
-                       limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
-                                      "max_nesting_depth")));
-    }
-    objects = scan.objects;
-  } else {
-    objects = binary_objects(content, *tdpolicy::PolicySpec::descriptor(), recursion_limit, limits.max_spec_objects);
-  }
-  if (objects > limits.max_spec_objects) {
-    return absl::ResourceExhaustedError(
+  const bool text = format == SpecFormat::kText;
+  const TextScan scan = scan_text(content, /*angle_brackets=*/text, /*hash_comments=*/text, limits.max_nesting_depth);
+  if (scan.depth > limits.max_nesting_depth) {
+    return absl::InvalidArgumentError(
         absl::StrCat(source, ": ",
-                     limit_exceeded("the spec file", objects, "messages and strings (or more)", limits.max_spec_objects,
-                                    "max_spec_objects")));
+                     limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
+                                    "max_nesting_depth")));
   }
-  switch (format) {
-    case SpecFormat::kText: {
-      google::protobuf::TextFormat::Parser parser;
-      parser.SetRecursionLimit(recursion_limit);
-      ErrorCollector errors;
-      parser.RecordErrorsTo(&errors);
-      if (!parser.ParseFromString(content, &spec)) {
-        return absl::InvalidArgumentError(absl::StrCat(source, ": not a valid text PolicySpec: ", errors.first()));
-      }
-      break;
+  if (auto status = check_spec_objects(scan.objects, limits, source, "the spec file"); !status.ok()) return status;
+  if (text) {
+    google::protobuf::TextFormat::Parser parser;
+    parser.SetRecursionLimit(parser_recursion_limit(limits));
+    ErrorCollector errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(content, &spec)) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": not a valid text PolicySpec: ", errors.first()));
     }
-    case SpecFormat::kJson: {
-      auto status = google::protobuf::util::JsonStringToMessage(content, &spec);
-      if (!status.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": not a valid JSON PolicySpec: ", std::string(status.message())));
-      }
-      break;
-    }
-    case SpecFormat::kBinary: {
-      google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(content.data()),
-                                                  static_cast<int>(std::min<size_t>(content.size(), INT32_MAX)));
-      input.SetRecursionLimit(recursion_limit);
-      if (content.size() > INT32_MAX || !spec.ParseFromCodedStream(&input)) {
-        // The wire format says nothing about where it went wrong; say what was read.
-        return absl::InvalidArgumentError(absl::StrCat(
-            source, ": not a valid binary PolicySpec (", content.size(),
-            " bytes: malformed wire data, a field of the wrong type, or messages nested more than ",
-            limits.max_nesting_depth, " deep (max_nesting_depth: raise it with LoadOptions.limits.max_nesting_depth "
-            "or the tdp flag --max_nesting_depth))"));
-      }
-      break;
+  } else {
+    auto status = google::protobuf::util::JsonStringToMessage(content, &spec);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": not a valid JSON PolicySpec: ", std::string(status.message())));
     }
   }
   return spec;

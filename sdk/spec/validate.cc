@@ -18,6 +18,7 @@
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/networks.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/spec/cuda_graph_settings.h"
 #include "sdk/spec/keys.h"
 #include "sdk/spec/policy.h"
@@ -129,6 +130,16 @@ class Validator {
     return *key;
   }
 
+  // The entries written at `key` or under it: a composite's parameters are the leaves of a
+  // sub-TensorDict. The map orders keys by path, so they are the run that starts at `key`.
+  std::vector<std::pair<const NestedKey*, const Written*>> written_at_or_under(const NestedKey& key) const {
+    std::vector<std::pair<const NestedKey*, const Written*>> found;
+    for (auto it = written_.lower_bound(key); it != written_.end() && it->first.starts_with(key); ++it) {
+      found.emplace_back(&it->first, &it->second);
+    }
+    return found;
+  }
+
   std::string written_list() const {
     std::vector<std::string> keys;
     for (const auto& [key, info] : written_) keys.push_back(absl::StrCat("\"", key_string(key), "\""));
@@ -142,9 +153,7 @@ class Validator {
     auto found = written_.find(*key);
     if (found == written_.end()) {
       // A composite reads a sub-TensorDict ("params") whose leaves earlier modules wrote.
-      for (const auto& [written, info] : written_) {
-        if (written.size() > key->size() && written.starts_with(*key)) return Shape(std::nullopt);
-      }
+      if (!written_at_or_under(*key).empty()) return Shape(std::nullopt);
       fail(path, absl::StrCat("key \"", text, "\" is read but no earlier module writes it and it is not a declared input"),
            absl::StrCat("declare it under `inputs`, or check the spelling; available: ", written_list()));
       return std::nullopt;
@@ -199,27 +208,23 @@ class Validator {
   bool parameters_fit(const std::string& text, const std::string& path) {
     auto key = key_at(text, path);
     if (!key) return false;
-    for (const auto& [written, info] : written_) {
-      if (written == *key || (written.size() > key->size() && written.starts_with(*key))) {
-        if (!fits_one_tensor(info.shape, path,
-                             absl::StrCat("the distribution's parameter \"", key_string(written), "\""))) {
-          return false;
-        }
+    for (const auto& [written, info] : written_at_or_under(*key)) {
+      if (!fits_one_tensor(info->shape, path,
+                           absl::StrCat("the distribution's parameter \"", key_string(*written), "\""))) {
+        return false;
       }
     }
     return true;
   }
 
   // MEAN of a distribution without a closed-form mean (tanh_normal) is estimated from
-  // n_empirical_estimate draws of its sample (1000, ProbabilisticTensorDictModuleOptions' default
-  // and tensordict's), taken in double: bounded like num_samples draws (found by the text fuzzer:
-  // the MEAN of a tanh_normal part over 32,768 dims made [1000, 2, 32768] doubles, 524 MB).
+  // n_empirical_estimate draws of its sample (a spec cannot change the default), taken in double:
+  // bounded like num_samples draws (found by the text fuzzer: the MEAN of a tanh_normal part over
+  // 32,768 dims made [1000, 2, 32768] doubles, 524 MB).
   bool mean_estimate_fits(const Shape& per_env, const std::string& path, const std::string& what) {
-    constexpr int64_t kEmpiricalEstimateDraws = 1000;
+    constexpr int64_t draws = nn::kDefaultNEmpiricalEstimate;
     return fits_one_tensor(
-        per_env, path,
-        absl::StrCat(what, " (MEAN is estimated from n_empirical_estimate: ", kEmpiricalEstimateDraws, " draws)"),
-        kEmpiricalEstimateDraws);
+        per_env, path, absl::StrCat(what, " (MEAN is estimated from n_empirical_estimate: ", draws, " draws)"), draws);
   }
 
   bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {
@@ -717,10 +722,9 @@ class Validator {
       if (part.distribution() != "tanh_normal") continue;
       auto prefix = key_at(spec.in_keys(0) + "/" + part.key(), path + ".in_keys[0]");
       if (!prefix) return false;
-      for (const auto& [written, info] : written_) {
-        if (written.size() <= prefix->size() || !written.starts_with(*prefix)) continue;
-        if (!mean_estimate_fits(info.shape, absl::StrCat(path, ".composite.parts[", i, "]"),
-                                absl::StrCat("the tanh_normal part's parameter \"", key_string(written), "\""))) {
+      for (const auto& [written, info] : written_at_or_under(*prefix)) {
+        if (!mean_estimate_fits(info->shape, absl::StrCat(path, ".composite.parts[", i, "]"),
+                                absl::StrCat("the tanh_normal part's parameter \"", key_string(*written), "\""))) {
           return false;
         }
       }

@@ -202,6 +202,16 @@ TEST(Limits, BinaryParseErrorsNameTheFileAndTheByteCount) {
               StartsWith(path + ": not a valid binary PolicySpec (12 bytes: malformed wire data"));
 }
 
+TEST(Limits, BinaryParseErrorsOfAParametersFileNameItAndTheByteCount) {
+  const std::string dir = folder("garbage_params");
+  write_file(dir + "/p.bin", "\xff\xff\xff\xff garbage");
+  auto spec = valid();
+  spec.clear_init_seed();
+  spec.set_parameters_file("p.bin");
+  EXPECT_THAT(message_of(build_policy(spec, "t.pbtxt", dir).status()),
+              StartsWith(dir + "/p.bin: not a valid binary Parameters (12 bytes: malformed wire data"));
+}
+
 // A parameter declared 2^40 elements with no data aborted in the allocator.
 TEST(Limits, AHugeDeclaredParameterFailsBeforeAllocation) {
   auto spec = valid();
