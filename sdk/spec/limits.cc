@@ -210,10 +210,9 @@ int parser_recursion_limit(const Limits& limits) {
 absl::Status check_spec_objects(int64_t objects, const Limits& limits, absl::string_view source,
                                 absl::string_view what) {
   if (objects <= limits.max_spec_objects) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      absl::StrCat(source, ": ",
-                   limit_exceeded(what, objects, "messages and strings (or more)", limits.max_spec_objects,
-                                  "max_spec_objects")));
+  return absl::ResourceExhaustedError(absl::StrCat(
+      source, ": ",
+      limit_exceeded(what, objects, "messages and strings (or more)", limits.max_spec_objects, "max_spec_objects")));
 }
 
 absl::Status parse_binary_within_limits(absl::string_view bytes, google::protobuf::Message& message,

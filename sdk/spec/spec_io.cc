@@ -5,9 +5,9 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/type_resolver.h>
 #include <google/protobuf/util/type_resolver_util.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 #include <fstream>
@@ -92,10 +92,9 @@ absl::StatusOr<tdpolicy::PolicySpec> parse_spec(const std::string& content, Spec
   const bool text = format == SpecFormat::kText;
   const TextScan scan = scan_text(content, /*angle_brackets=*/text, /*hash_comments=*/text, limits.max_nesting_depth);
   if (scan.depth > limits.max_nesting_depth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ",
-                     limit_exceeded("the spec's nesting", scan.depth, "levels (or more)", limits.max_nesting_depth,
-                                    "max_nesting_depth")));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ",
+                                                   limit_exceeded("the spec's nesting", scan.depth, "levels (or more)",
+                                                                  limits.max_nesting_depth, "max_nesting_depth")));
   }
   if (auto status = check_spec_objects(scan.objects, limits, source, "the spec file"); !status.ok()) return status;
   if (text) {
