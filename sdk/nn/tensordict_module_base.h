@@ -121,6 +121,8 @@ class TensorDictModuleBase : public torch::nn::Module {
   std::vector<bool> dropped_keys_given(const TensorDict& tensordict) const;
   // `result` with select_out_keys() applied; `given` from dropped_keys_given(input).
   TensorDict apply_selection(TensorDict result, const TensorDict& input, const std::vector<bool>& given) const;
+  // Whether select_out_keys() narrowed the outputs (apply_selection() then has work to do).
+  bool has_out_keys_selection() const { return selected_; }
   // For a subclass whose forward_impl() calls its own entry point, which does the handling
   // above: forward() then calls forward_impl() directly, so that the handling runs once.
   void handle_forward_in_entry_point() { handles_forward_itself_ = true; }

@@ -187,6 +187,8 @@ ProbabilisticTensorDictModuleImpl::ProbabilisticTensorDictModuleImpl(
   }
   set_in_keys(options_.in_keys());
   set_out_keys(std::move(all_out));
+  single_in_place_ =
+      !options_.is_composite() && options_.num_samples().empty() && !options_.generator_key().has_value();
 }
 
 // ---- keys ----------------------------------------------------------------------------------
@@ -271,17 +273,18 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
 }
 
 AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {
-  const auto& keys = options_.in_keys();
-  if (options_.is_composite()) {
-    if (!tensordict.contains(keys[0])) {
-      throw KeyError(describe() + ": the composite's parameters " + keys[0].to_string() +
-                     " are not in the TensorDict, whose keys are " +
-                     keys_to_string(tensordict.keys(true)) + ".");
-    }
-    return AnyDistribution(std::make_shared<const dist::CompositeDistribution>(
-        tensordict.get_tensordict(keys[0]), *options_.composite_map(),
-        options_.composite_options()));
+  if (!options_.is_composite()) return AnyDistribution(build_single(tensordict));
+  const NestedKey& key = options_.in_keys()[0];
+  if (!tensordict.contains(key)) {
+    throw KeyError(describe() + ": the composite's parameters " + key.to_string() +
+                   " are not in the TensorDict, whose keys are " + keys_to_string(tensordict.keys(true)) + ".");
   }
+  return AnyDistribution(std::make_shared<const dist::CompositeDistribution>(
+      tensordict.get_tensordict(key), *options_.composite_map(), options_.composite_options()));
+}
+
+dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_single(const TensorDict& tensordict) const {
+  const auto& keys = options_.in_keys();
   dist::Params params;
   static const at::Tensor kMissing;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -295,7 +298,7 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
     }
     params.emplace(options_.dist_keys()[i], std::move(value));
   }
-  if (kwargs_as_params_.empty()) return AnyDistribution(options_.distribution().build(params, build_kwargs_));
+  if (kwargs_as_params_.empty()) return options_.distribution().build(params, build_kwargs_);
   dist::DistributionKwargs kwargs = build_kwargs_;
   const at::Tensor& like = params.begin()->second;
   for (const auto& [name, value] : kwargs_as_params_) {
@@ -305,7 +308,7 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
       params.emplace(name, at::full_like(like, value));
     }
   }
-  return AnyDistribution(options_.distribution().build(params, kwargs));
+  return options_.distribution().build(params, kwargs);
 }
 
 void ProbabilisticTensorDictModuleImpl::check_mean_is_an_action(const dist::Distribution& dist,
@@ -353,8 +356,15 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
         return dist.has_rsample() ? c.rsample(shape, gen) : c.sample(shape, gen);
     }
   }
-  const dist::Distribution& d = *dist.distribution();
-  switch (*type) {
+  return value_of(*dist.distribution(), *type, gen);
+}
+
+at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
+                                                       const dist::GeneratorOpt& generator) const {
+  switch (type) {
+    case InteractionType::kRandom:
+      return d.has_rsample() ? d.rsample(options_.num_samples(), generator)
+                             : d.sample(options_.num_samples(), generator);
     case InteractionType::kDeterministic:
       return d.deterministic_sample();
     case InteractionType::kMode:
@@ -372,10 +382,9 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
         check_mean_is_an_action(d, mean);
         return mean;
       } catch (const dist::NotImplementedError&) {
-        return (d.has_rsample() ? d.rsample({n}, gen) : d.sample({n}, gen)).mean(0);
+        const int64_t n = options_.n_empirical_estimate();
+        return (d.has_rsample() ? d.rsample({n}, generator) : d.sample({n}, generator)).mean(0);
       }
-    case InteractionType::kRandom:
-      return d.has_rsample() ? d.rsample(shape, gen) : d.sample(shape, gen);
   }
   throw std::logic_error("unknown interaction type");
 }
@@ -462,6 +471,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
     const TensorDict& tensordict, const SampleRequest& request,
     const std::optional<TensorDict>& tensordict_out) {
   if (skips(tensordict)) return tensordict;
+  if (draws_in_place(request, tensordict_out)) return draw_in_place(tensordict, request);
   const std::vector<bool> given = dropped_keys_given(tensordict);
   TensorDict out = tensordict_out.value_or(tensordict);
   AnyDistribution dist = get_dist(tensordict);
@@ -497,6 +507,23 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
     }
   }
   return apply_selection(std::move(out), tensordict, given);
+}
+
+TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& tensordict,
+                                                            const SampleRequest& request) const {
+  // Everything that can fail runs before the first write, so that a failure leaves the
+  // TensorDict as it was.
+  const NestedKey* log_prob_at = options_.return_log_prob() ? &log_prob_key() : nullptr;
+  const dist::DistributionPtr dist = build_single(tensordict);
+  // The module's own generator, else the scope's (no generator_key here).
+  const dist::GeneratorOpt& generator = options_.generator().has_value() ? options_.generator() : request.generator;
+  at::Tensor value = value_of(*dist, request.type.value_or(options_.default_interaction_type()), generator);
+  at::Tensor log_prob;
+  if (log_prob_at != nullptr) log_prob = dist->log_prob(value);
+  TensorDict out = tensordict;
+  out.set(sample_keys_[0], std::move(value));
+  if (log_prob_at != nullptr) out.set(*log_prob_at, std::move(log_prob));
+  return out;
 }
 
 std::vector<std::string> ProbabilisticTensorDictModuleImpl::repr_fields() const {

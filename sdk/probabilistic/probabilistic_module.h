@@ -216,6 +216,20 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // `tensordict` is a handle: the next seed lands in the caller's TensorDict.
   void write_back_seed(TensorDict tensordict, const at::Generator& generator) const;
   void check_aggregate(const char* what) const;
+  // The parameters read from `tensordict` at in_keys (plus constant ones from
+  // distribution_kwargs) and the single distribution built from them; get_dist() without the
+  // AnyDistribution around it.
+  dist::DistributionPtr build_single(const TensorDict& tensordict) const;
+  // The value a single distribution gives under `type`: dist_sample() for one distribution.
+  at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
+  // The common step, written for the code it touches per call (at batch 1 an actor step is
+  // bound by instruction fetch): one distribution, drawn and scored into the caller's
+  // TensorDict. forward_with_request() takes it when draws_in_place() holds; everything else
+  // goes the general way, through the same build_single() and value_of().
+  bool draws_in_place(const SampleRequest& request, const std::optional<TensorDict>& tensordict_out) const {
+    return single_in_place_ && request.requires_sample && !tensordict_out.has_value() && !has_out_keys_selection();
+  }
+  TensorDict draw_in_place(const TensorDict& tensordict, const SampleRequest& request) const;
   // The one log-prob path. A single distribution: the log-prob of the tensor `sample`. A
   // composite: each part's log-prob of its entry of the TensorDict `sample`, written into
   // `parts_out` (a new TensorDict when null and not aggregating) at `<part>_log_prob` when
@@ -236,6 +250,8 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // for the sample keys whose log_prob_keys() entry is not `<sample key>_log_prob`.
   std::vector<std::pair<NestedKey, NestedKey>> part_log_prob_keys_;
   bool aggregate_at_init_;
+  // Neither a composite, nor num_samples, nor generator_key: see draws_in_place().
+  bool single_in_place_ = false;
 };
 
 TORCH_MODULE(ProbabilisticTensorDictModule);

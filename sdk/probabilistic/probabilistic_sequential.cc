@@ -180,6 +180,9 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
   // (get_dist_params()). Resolved at most once per call.
   std::optional<std::optional<InteractionType>> det_type;
   return run_modules(tensordict, tensordict_out, [&](size_t index, const TensorDict& td) {
+    ProbabilisticModuleInterface* p = prob_children_[index];
+    // A plain module takes no request: nothing below is worked out for it.
+    if (p == nullptr && !needs_scopes_[index]) return modules()[index]->forward(td);
     const bool last = index + 1 == prob_children_.size();
     SampleRequest child = request;
     if (!return_composite_ && !last) {
@@ -190,9 +193,8 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     }
     // A module draws as this sequence says; a sequence decides for itself.
     child.requires_sample = prob_modules_[index] != nullptr && (return_composite_ || last) ? requires_sample_ : true;
-    if (ProbabilisticModuleInterface* p = prob_children_[index]) return p->forward_with_request(td, child);
+    if (p != nullptr) return p->forward_with_request(td, child);
     const auto& module = modules()[index];
-    if (!needs_scopes_[index]) return module->forward(td);
     // Probabilistic modules inside a plain module can only read the scopes.
     InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
     std::optional<GeneratorGuard> generator_scope;

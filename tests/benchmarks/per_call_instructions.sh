@@ -8,8 +8,9 @@
 # per-call function's inclusive cost by the difference of its calls, so that setup and the cold
 # first call cancel. The per-call functions: the sequence's TensorDictModuleBase::forward (calls
 # counted on ProbabilisticTensorDictSequentialImpl::forward_impl), HandGaussianActor::act and
-# HandTensorDictGaussianActor::act (the hand loop writing the same TensorDict entries: the
-# container's own share of the gap).
+# HandTensorDictGaussianActor<false>::act (the hand loop writing the same TensorDict entries: the
+# container's own share of the gap) and HandTensorDictGaussianActor<true>::act (that loop drawing
+# and scoring through a dist::Normal built per step: the container and the distribution object).
 # CALLGRIND_ARGS adds valgrind options (e.g. "--cache-sim=yes --branch-sim=yes"); the output
 # files stay in $OUT_DIR (default a temporary folder) for callgrind_annotate.
 set -euo pipefail
@@ -23,7 +24,7 @@ out="${OUT_DIR:-$(mktemp -d)}"
 mkdir -p "$out"
 
 runs=()
-for side in Sdk Hand HandTensorDict; do
+for side in Sdk Hand HandTensorDict HandTensorDictNormal; do
   for seconds in 2 6; do
     # shellcheck disable=SC2086
     valgrind --tool=callgrind ${CALLGRIND_ARGS:-} --callgrind-out-file="$out/$side.$seconds.out" \
@@ -69,13 +70,16 @@ per_call = {}
 for side, cost_fn, call_fn in [("Sdk", "tdp::nn::TensorDictModuleBase::forward(",
                                 "ProbabilisticTensorDictSequentialImpl::forward_impl"),
                                ("Hand", "HandGaussianActor::act(", "HandGaussianActor::act("),
-                               ("HandTensorDict", "HandTensorDictGaussianActor::act(",
-                                "HandTensorDictGaussianActor::act(")]:
+                               ("HandTensorDict", "HandTensorDictGaussianActor<false>::act(",
+                                "HandTensorDictGaussianActor<false>::act("),
+                               ("HandTensorDictNormal", "HandTensorDictGaussianActor<true>::act(",
+                                "HandTensorDictGaussianActor<true>::act(")]:
     short, long = f"{out}/{side}.2.out", f"{out}/{side}.6.out"
     n = calls(long, call_fn) - calls(short, call_fn)
     per_call[side] = (inclusive(long, cost_fn) - inclusive(short, cost_fn)) / n
-    print(f"{side:14s} {per_call[side]:10.0f} instructions per call ({n} calls apart)")
+    print(f"{side:20s} {per_call[side]:10.0f} instructions per call ({n} calls apart)")
 print(f"ratio {per_call['Sdk'] / per_call['Hand']:.3f}   (SDK over the hand loop)")
 print(f"ratio {per_call['HandTensorDict'] / per_call['Hand']:.3f}   (the hand loop writing the TensorDict, over the hand loop)")
+print(f"ratio {per_call['HandTensorDictNormal'] / per_call['Hand']:.3f}   (that loop through a dist::Normal, over the hand loop)")
 print(f"callgrind files in {out}")
 EOF

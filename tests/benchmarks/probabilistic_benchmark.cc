@@ -7,7 +7,9 @@
 // NormalParamExtractor (loc, scale: [B, 6]) -> Normal, RANDOM, with the log-prob. GaussianActor_Sdk
 // runs it as a ProbabilisticTensorDictSequential on a TensorDict; GaussianActor_Hand calls the
 // same MLP, mapping and sampling ops on tensors, keeping its outputs alive as the TensorDict
-// does; GaussianActor_HandTensorDict is that loop reading and writing the same TensorDict entries.
+// does; GaussianActor_HandTensorDict is that loop reading and writing the same TensorDict entries,
+// and GaussianActor_HandTensorDictNormal also builds a dist::Normal object per step and draws and
+// scores through it: the floor for any call that returns a TensorDict and builds a distribution.
 // All draw from a seeded generator of their own. One intra-op thread, no autograd
 // (a rollout), batch 1, 64 and 1024.
 #include <ATen/CPUGeneratorImpl.h>
@@ -19,6 +21,7 @@
 
 #include <cmath>
 
+#include "sdk/distributions/normal.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
@@ -79,7 +82,10 @@ void GaussianActor_Hand(benchmark::State& state) {
 
 // The hand loop again, reading and writing the TensorDict entries the SDK's call reads and writes
 // (keys built once, as a module holds them): what the container alone costs, the floor for any
-// call that returns a TensorDict.
+// call that returns a TensorDict. With kThroughNormal it draws and scores through a dist::Normal
+// built per step, as the SDK's probabilistic module does: the container and the distribution
+// object together.
+template <bool kThroughNormal>
 class HandTensorDictGaussianActor {
  public:
   [[gnu::noinline]] const TensorDict& act(TensorDict& td) {
@@ -87,12 +93,19 @@ class HandTensorDictGaussianActor {
     auto halves = td.get(param_key_).chunk(2, -1);
     td.set(loc_key_, halves[0]);
     td.set(scale_key_, parts_.scale_mapping(halves[1]).clamp_min(1e-4));
-    const at::Tensor loc = td.get(loc_key_);
-    const at::Tensor scale = td.get(scale_key_);
-    at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, parts_.gen);
-    at::Tensor action = loc + eps * scale;
-    td.set(action_key_, action);
-    td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - parts_.half_log_2pi);
+    if constexpr (kThroughNormal) {
+      auto normal = std::make_shared<const tdp::dist::Normal>(td.get(loc_key_), td.get(scale_key_));
+      at::Tensor action = normal->rsample({}, parts_.gen);
+      td.set(action_key_, action);
+      td.set(log_prob_key_, normal->log_prob(action));
+    } else {
+      const at::Tensor loc = td.get(loc_key_);
+      const at::Tensor scale = td.get(scale_key_);
+      at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, parts_.gen);
+      at::Tensor action = loc + eps * scale;
+      td.set(action_key_, action);
+      td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - parts_.half_log_2pi);
+    }
     return td;
   }
 
@@ -102,12 +115,16 @@ class HandTensorDictGaussianActor {
       action_key_{"action"}, log_prob_key_{"sample_log_prob"};
 };
 
-void GaussianActor_HandTensorDict(benchmark::State& state) {
+template <bool kThroughNormal>
+void run_hand_tensordict(benchmark::State& state) {
   torch::NoGradGuard no_grad;
-  HandTensorDictGaussianActor actor;
+  HandTensorDictGaussianActor<kThroughNormal> actor;
   TensorDict td({{"observation", torch::randn({state.range(0), kObs})}}, {state.range(0)});
   for (auto _ : state) benchmark::DoNotOptimize(actor.act(td));
 }
+
+void GaussianActor_HandTensorDict(benchmark::State& state) { run_hand_tensordict<false>(state); }
+void GaussianActor_HandTensorDictNormal(benchmark::State& state) { run_hand_tensordict<true>(state); }
 
 void GaussianActor_Sdk(benchmark::State& state) {
   torch::NoGradGuard no_grad;
@@ -167,6 +184,7 @@ BENCHMARK(NormalSample_Sdk)->Arg(1);
 BENCHMARK(NormalGetDist_Sdk)->Arg(1);
 BENCHMARK(GaussianActor_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(GaussianActor_HandTensorDict)->Arg(1);
+BENCHMARK(GaussianActor_HandTensorDictNormal)->Arg(1);
 BENCHMARK(GaussianActor_Sdk)->Arg(1)->Arg(64)->Arg(1024);
 
 }  // namespace

@@ -491,6 +491,49 @@ TEST(ProbabilisticModuleErrors, LogProbKeysDisagreeWithAggregation) {
             "which may affect the log_prob_keys property.");
 }
 
+// The common step (one distribution drawn into the caller's TensorDict) and the general one
+// (an explicit tensordict_out, here a handle to the same TensorDict) give the same values from
+// the same seed, under every interaction type.
+TEST(ProbabilisticModule, InPlaceDrawAndExplicitOutputAgree) {
+  for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic, InteractionType::kMode,
+                               InteractionType::kMean, InteractionType::kMedian}) {
+    SCOPED_TRACE(to_string(type));
+    auto make = [] {
+      return ProbabilisticTensorDictModule(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                               .distribution("normal")
+                                               .return_log_prob(true)
+                                               .seed(5));
+    };
+    ProbabilisticTensorDictModule in_place = make(), general = make();
+    auto inputs = [] {
+      return TensorDict({{"loc", torch::arange(6.0).reshape({2, 3})}, {"scale", torch::full({2, 3}, 0.5)}}, {2});
+    };
+    InteractionTypeGuard scope(type, /*thread_local_only=*/true);
+    for (int step = 0; step < 2; ++step) {  // the second step draws from the advanced generators
+      TensorDict a = inputs(), b = inputs();
+      in_place(a);
+      general(b, b);
+      EXPECT_EQ(a.keys(), b.keys());
+      EXPECT_TRUE(a.get("action").equal(b.get("action")));
+      EXPECT_TRUE(a.get("action_log_prob").equal(b.get("action_log_prob")));
+    }
+  }
+}
+
+// A step that fails writes nothing: here the log-prob key, which cannot be named once
+// composite_lp_aggregate() differs from its value at construction.
+TEST(ProbabilisticModuleErrors, AFailedStepLeavesTheTensorDictAsItWas) {
+  ProbabilisticTensorDictModule module(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                                           .distribution("normal")
+                                           .default_interaction_type(InteractionType::kRandom)
+                                           .return_log_prob(true));
+  TensorDict td({{"loc", torch::zeros({2, 3})}, {"scale", torch::ones({2, 3})}}, {2});
+  CompositeLpAggregateGuard changed(true, /*thread_local_only=*/true);
+  EXPECT_THAT(error_of<std::runtime_error>([&] { module(td); }),
+              testing::HasSubstr("but the class was instantiated with `False`"));
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"loc", "scale"}));
+}
+
 TEST(ProbabilisticModuleErrors, MissingParameter) {
   ProbabilisticTensorDictModule module(
       ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"x"}).distribution("normal"));
