@@ -183,9 +183,14 @@ class Validator {
   // known here counts as one element per env, and so does a dim of size 0: a reduction over it
   // (a categorical over 0 classes) leaves a tensor of all the other dims (found by the fuzzer:
   // 2^20 draws over logits [32, 8, 0] made a 2 GB log-sum-exp).
-  // `extra_draws` multiplies the draws: a call's own estimate draws (mean_estimate_fits).
-  bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what, double extra_draws = 1) {
+  // `extra_draws` multiplies the draws: a call's own estimate draws (mean_estimate_fits), named
+  // in the message by the option they come from.
+  bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what, double extra_draws = 1,
+                       const char* extra_draws_from = "") {
     const double draws = draws_ * extra_draws;
+    std::string draws_from = draws_ == 1 ? "" : "num_samples";
+    if (extra_draws != 1) draws_from = draws_from.empty() ? std::string(extra_draws_from)
+                                                          : absl::StrCat(draws_from, " x ", extra_draws_from);
     double elements = draws;
     if (per_env) {
       for (int64_t size : *per_env) elements *= static_cast<double>(std::max<int64_t>(size, 1));
@@ -194,8 +199,8 @@ class Validator {
     const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");
     fail(path,
          limit_exceeded(draws == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
-                                   : absl::StrCat(what, ", ", saturated_count(draws),
-                                                  " draws (num_samples) of per-env shape ", shape, ","),
+                                   : absl::StrCat(what, ", ", saturated_count(draws), " draws (", draws_from,
+                                                  ") of per-env shape ", shape, ","),
                         saturated_count(elements), "elements", limits_.max_tensor_elements, "max_tensor_elements"));
     return false;
   }
@@ -222,9 +227,8 @@ class Validator {
   // bounded like num_samples draws (found by the text fuzzer: the MEAN of a tanh_normal part over
   // 32,768 dims made [1000, 2, 32768] doubles, 524 MB).
   bool mean_estimate_fits(const Shape& per_env, const std::string& path, const std::string& what) {
-    constexpr int64_t draws = nn::kDefaultNEmpiricalEstimate;
-    return fits_one_tensor(
-        per_env, path, absl::StrCat(what, " (MEAN is estimated from n_empirical_estimate: ", draws, " draws)"), draws);
+    return fits_one_tensor(per_env, path, absl::StrCat(what, " (MEAN is estimated by sampling)"),
+                           nn::kDefaultNEmpiricalEstimate, "n_empirical_estimate");
   }
 
   bool check_last_dim(const Shape& shape, int64_t expected, const std::string& path, const std::string& what) {

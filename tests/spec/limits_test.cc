@@ -420,8 +420,8 @@ TEST(Limits, TheDrawsOfAMeanEstimateAreBounded) {
   )pb";
   expect_max_tensor_elements_at(parse_text_or_fail(text), 32 * 1000,
                                 "t.pbtxt: module.sequential.modules[1].probabilistic.composite.parts[0]: the "
-                                "tanh_normal part's parameter \"params/a/loc\" (MEAN is estimated from "
-                                "n_empirical_estimate: 1000 draws), 1000 draws (num_samples) of per-env shape [32], "
+                                "tanh_normal part's parameter \"params/a/loc\" (MEAN is estimated by sampling), 1000 "
+                                "draws (n_empirical_estimate) of per-env shape [32], "
                                 "has 32000 elements, more than the limit of 31999 (max_tensor_elements: raise it with "
                                 "LoadOptions.limits.max_tensor_elements or the tdp flag --max_tensor_elements)");
 }
