@@ -269,34 +269,9 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
 
   TensorList outputs;
   try {
-    if (kwargs.empty() && options_.method_kwargs().empty()) {
-      outputs = function_(inputs);
-    } else {
-      // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
-      // method_kwargs, each overriding the one before.
-      TensorKwargs arguments = kwargs;
-      for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
-      for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
-      outputs = kwargs_function_(arguments);
-    }
+    outputs = kwargs.empty() && options_.method_kwargs().empty() ? function_(inputs) : call_by_name(inputs, kwargs);
   } catch (const std::exception& error) {
-    if (any_missing) {
-      std::vector<NestedKey> missing;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
-      }
-      const char* what = error.what();
-      if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-        what = c10_error->what_without_backtrace();
-      }
-      throw KeyError(describe() +
-                     ": Some tensors that are necessary for the module call may not have not "
-                     "been found in the input tensordict: the following inputs are None: " +
-                     keys_to_string(missing) + ". The TensorDict has keys " +
-                     keys_to_string(tensordict.keys(/*include_nested=*/true)) +
-                     ". The module failed with: " + what);
-    }
-    detail::rethrow_with_context(describe());
+    rethrow_call_failure(error, tensordict, any_missing);
   }
 
   const std::vector<NestedKey>& out_keys = out_keys_source();
@@ -319,6 +294,36 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
     detail::rethrow_with_context(describe() + ": writing the outputs failed");
   }
   return target;
+}
+
+TensorList TensorDictModuleImpl::call_by_name(const TensorList& inputs, const TensorKwargs& kwargs) {
+  // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
+  // method_kwargs, each overriding the one before.
+  TensorKwargs arguments = kwargs;
+  for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
+  for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
+  return kwargs_function_(arguments);
+}
+
+void TensorDictModuleImpl::rethrow_call_failure(const std::exception& error, const TensorDict& tensordict,
+                                                bool any_missing) const {
+  if (any_missing) {
+    const std::vector<NestedKey>& keys = in_keys();
+    std::vector<NestedKey> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
+    }
+    const char* what = error.what();
+    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+      what = c10_error->what_without_backtrace();
+    }
+    throw KeyError(describe() +
+                   ": Some tensors that are necessary for the module call may not have not "
+                   "been found in the input tensordict: the following inputs are None: " +
+                   keys_to_string(missing) + ". The TensorDict has keys " +
+                   keys_to_string(tensordict.keys(/*include_nested=*/true)) + ". The module failed with: " + what);
+  }
+  detail::rethrow_with_context(describe());
 }
 
 }  // namespace tdp::nn

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
@@ -202,6 +203,14 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
   }
   // method_kwargs need a callable that takes its arguments by name.
   void check_method_kwargs() const;
+  // A callable taking its arguments by name, with per-call kwargs and method_kwargs merged in;
+  // out of call()'s body, which a positional step runs without it.
+  ABSL_ATTRIBUTE_NOINLINE TensorList call_by_name(const TensorList& inputs, const TensorKwargs& kwargs);
+  // Rethrows `error`, thrown by the wrapped callable, as a KeyError naming the inputs that were
+  // missing (any_missing), else with this module named. Cold: out of the step's code.
+  [[noreturn]] ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE void rethrow_call_failure(const std::exception& error,
+                                                                                     const TensorDict& tensordict,
+                                                                                     bool any_missing) const;
   TensorDict call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
                   const TensorKwargs& kwargs);
 

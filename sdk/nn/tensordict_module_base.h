@@ -18,6 +18,7 @@
 // wrapper always runs (a subclass opts in with honor_skip_existing()).
 #pragma once
 
+#include <absl/base/attributes.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -147,6 +148,10 @@ class TensorDictModuleBase : public torch::nn::Module {
 
  private:
   bool should_skip(const TensorDict& tensordict) const;
+  // forward() with select_out_keys() in force; out of forward()'s body, which a module without
+  // a selection runs without it.
+  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_selected(const TensorDict& tensordict,
+                                                      const std::optional<TensorDict>& tensordict_out);
 
   std::string type_name_;
   std::vector<NestedKey> in_keys_;

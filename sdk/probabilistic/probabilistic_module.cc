@@ -299,6 +299,10 @@ dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_single(const Tens
     params.emplace(options_.dist_keys()[i], std::move(value));
   }
   if (kwargs_as_params_.empty()) return options_.distribution().build(params, build_kwargs_);
+  return build_with_constant_params(std::move(params));
+}
+
+dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_with_constant_params(dist::Params params) const {
   dist::DistributionKwargs kwargs = build_kwargs_;
   const at::Tensor& like = params.begin()->second;
   for (const auto& [name, value] : kwargs_as_params_) {
@@ -361,10 +365,17 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
 
 at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
                                                        const dist::GeneratorOpt& generator) const {
+  if (type == InteractionType::kRandom) {
+    return d.has_rsample() ? d.rsample(options_.num_samples(), generator) : d.sample(options_.num_samples(), generator);
+  }
+  return value_not_drawn(d, type, generator);
+}
+
+at::Tensor ProbabilisticTensorDictModuleImpl::value_not_drawn(const dist::Distribution& d, InteractionType type,
+                                                              const dist::GeneratorOpt& generator) const {
   switch (type) {
     case InteractionType::kRandom:
-      return d.has_rsample() ? d.rsample(options_.num_samples(), generator)
-                             : d.sample(options_.num_samples(), generator);
+      break;  // value_of() draws
     case InteractionType::kDeterministic:
       return d.deterministic_sample();
     case InteractionType::kMode:

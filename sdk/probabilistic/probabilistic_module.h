@@ -44,6 +44,7 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -220,8 +221,15 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // distribution_kwargs) and the single distribution built from them; get_dist() without the
   // AnyDistribution around it.
   dist::DistributionPtr build_single(const TensorDict& tensordict) const;
+  // build_single() when distribution_kwargs name parameters (Normal's scale=1): those become
+  // constant tensors shaped like the first parameter. Out of line, as is value_not_drawn():
+  // a policy step's code stays to what it runs.
+  ABSL_ATTRIBUTE_NOINLINE dist::DistributionPtr build_with_constant_params(dist::Params params) const;
   // The value a single distribution gives under `type`: dist_sample() for one distribution.
   at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
+  // value_of() for the types that take no draw, except MEAN's empirical estimate.
+  ABSL_ATTRIBUTE_NOINLINE at::Tensor value_not_drawn(const dist::Distribution& dist, InteractionType type,
+                                                     const dist::GeneratorOpt& generator) const;
   // The common step, written for the code it touches per call (at batch 1 an actor step is
   // bound by instruction fetch): one distribution, drawn and scored into the caller's
   // TensorDict. forward_with_request() takes it when draws_in_place() holds; everything else

@@ -194,13 +194,18 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     // A module draws as this sequence says; a sequence decides for itself.
     child.requires_sample = prob_modules_[index] != nullptr && (return_composite_ || last) ? requires_sample_ : true;
     if (p != nullptr) return p->forward_with_request(td, child);
-    const auto& module = modules()[index];
-    // Probabilistic modules inside a plain module can only read the scopes.
-    InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
-    std::optional<GeneratorGuard> generator_scope;
-    if (child.generator.has_value()) generator_scope.emplace(*child.generator);
-    return module->forward(td);
+    return forward_in_scopes(*modules()[index], td, child);
   });
+}
+
+TensorDict ProbabilisticTensorDictSequentialImpl::forward_in_scopes(TensorDictModuleBase& module,
+                                                                    const TensorDict& tensordict,
+                                                                    const SampleRequest& request) {
+  // Probabilistic modules inside a plain module can only read the scopes.
+  InteractionTypeGuard type_scope(request.type, /*thread_local_only=*/true);
+  std::optional<GeneratorGuard> generator_scope;
+  if (request.generator.has_value()) generator_scope.emplace(*request.generator);
+  return module.forward(tensordict);
 }
 
 TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& tensordict) const {

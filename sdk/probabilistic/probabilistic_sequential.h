@@ -135,6 +135,10 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // get_dist() with return_composite; keep_given: a module whose samples are all present
   // keeps them instead of drawing (get_dist_given_samples()).
   AnyDistribution composite_dist(const TensorDict& tensordict, bool keep_given) const;
+  // A plain module holding probabilistic ones, run with `request` as the scopes they read; out
+  // of the step's code, which plain modules and probabilistic ones go through without it.
+  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_in_scopes(TensorDictModuleBase& module, const TensorDict& tensordict,
+                                                       const SampleRequest& request);
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <absl/base/attributes.h>
 #include <absl/strings/str_cat.h>
 #include <c10/core/Device.h>
 #include <c10/util/ArrayRef.h>
@@ -70,11 +71,20 @@ struct TensorDictImpl {
 
   // `value` on this TensorDict's device when it has one. By value: an entry already in place
   // is moved through, not copied.
-  Entry placed(Entry value) const;
+  Entry placed(Entry value) const {
+    if (device) return moved_to_device(std::move(value));
+    return value;
+  }
+  Entry moved_to_device(Entry value) const;
 
   // Validates everything first, so a throw leaves the tree untouched. `value` by value: the
   // caller's temporary is moved into the tree.
   void set(const NestedKey& key, Entry value);
+  // The TensorDicts on the way to `key` from path index `depth` on, created (set's nested case);
+  // returns the innermost.
+  ABSL_ATTRIBUTE_NOINLINE TensorDictImpl* create_parents(const NestedKey& key, size_t depth);
+  // Appends a new entry (set's first write of a key).
+  ABSL_ATTRIBUTE_NOINLINE void add(const std::string& name, Entry value);
 
   // Recursive copy of the tree; `leaf_fn` maps each tensor (undefined results are dropped) and
   // `batch_fn` each TensorDict's batch_size.

@@ -1,4 +1,5 @@
 // TensorDictImpl: lookup, validated writes and recursive copies of the entry tree.
+#include <absl/base/attributes.h>
 #include <absl/strings/str_cat.h>
 
 #include "sdk/tensordict/tensordict_internal.h"
@@ -20,6 +21,24 @@ std::vector<NestedKey> TensorDictImpl::level_keys(const NestedKey& prefix) const
   return keys;
 }
 
+namespace {
+
+// Why `key` names no entry: its path broke at `depth`, on `level` (the TensorDict reached so
+// far), which has no entry there (`blocker` null) or holds the tensor `blocker`. Out of line and
+// cold: a lookup that succeeds, which is every lookup of a policy step, runs none of it.
+ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE std::string describe_miss(const NestedKey& key, size_t depth,
+                                                                      const TensorDictImpl& level, bool blocked) {
+  const NestedKey prefix(std::vector<std::string>(key.path().begin(), key.path().begin() + depth));
+  if (blocked) {
+    return absl::StrCat("key ", key.to_string(), " not found: ", (prefix + NestedKey(key.path()[depth])).to_string(),
+                        " is a tensor, not a TensorDict");
+  }
+  return absl::StrCat("key ", key.to_string(), " not found in TensorDict with keys ",
+                      keys_to_string(level.level_keys(prefix)));
+}
+
+}  // namespace
+
 const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) const {
   if (key.empty()) {
     if (error) *error = "the empty key names no entry";
@@ -28,22 +47,13 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
   const TensorDictImpl* level = this;
   for (size_t i = 0; i < key.size(); ++i) {
     const Entry* entry = level->find(key.path()[i]);
-    // Only an error message needs the path so far: not built on the lookups that succeed.
-    auto prefix = [&] { return NestedKey(std::vector<std::string>(key.path().begin(), key.path().begin() + i)); };
     if (entry == nullptr) {
-      if (error) {
-        *error = absl::StrCat("key ", key.to_string(), " not found in TensorDict with keys ",
-                              keys_to_string(level->level_keys(prefix())));
-      }
+      if (error) *error = describe_miss(key, i, *level, /*blocked=*/false);
       return nullptr;
     }
     if (i + 1 == key.size()) return entry;
     if (entry->is_tensor()) {
-      if (error) {
-        *error = absl::StrCat("key ", key.to_string(), " not found: ",
-                              (prefix() + NestedKey(key.path()[i])).to_string(),
-                              " is a tensor, not a TensorDict");
-      }
+      if (error) *error = describe_miss(key, i, *level, /*blocked=*/true);
       return nullptr;
     }
     level = sub(*entry);
@@ -85,16 +95,6 @@ void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::I
   }
 }
 
-Entry TensorDictImpl::placed(Entry value) const {
-  if (!device) return value;
-  if (value.is_tensor()) {
-    const at::Tensor& tensor = value.tensor();
-    return tensor.device() == *device ? value : Entry(tensor.to(*device));
-  }
-  const TensorDictImpl& nested = *sub(value);
-  return nested.device == device ? value : Entry(value.tensordict().to(*device));
-}
-
 void TensorDictImpl::set(const NestedKey& key, Entry value) {
   if (key.empty()) throw std::invalid_argument("TensorDict.set: the empty key names no entry");
   TensorDictImpl* level = this;
@@ -112,17 +112,36 @@ void TensorDictImpl::set(const NestedKey& key, Entry value) {
   // Intermediate TensorDicts created below inherit the batch_size of the deepest existing one.
   level->check_fits(key, value, level->batch_size);
   Entry stored = level->placed(std::move(value));
+  if (depth + 1 < key.size()) level = level->create_parents(key, depth);
+  if (Entry* existing = level->find(key.leaf())) {
+    *existing = std::move(stored);
+  } else {
+    level->add(key.leaf(), std::move(stored));
+  }
+}
+
+// Out of line, as the rest of a write's rarer work: a step that overwrites its entries runs
+// none of it, and its code stays out of the cache lines a write touches.
+TensorDictImpl* TensorDictImpl::create_parents(const NestedKey& key, size_t depth) {
+  TensorDictImpl* level = this;
   for (; depth + 1 < key.size(); ++depth) {
     auto created = make(level->batch_size, level->device);
     TensorDictImpl* next = created.get();
     level->entries.emplace_back(key.path()[depth], Entry(wrap(std::move(created))));
     level = next;
   }
-  if (Entry* existing = level->find(key.leaf())) {
-    *existing = std::move(stored);
-  } else {
-    level->entries.emplace_back(key.leaf(), std::move(stored));
+  return level;
+}
+
+void TensorDictImpl::add(const std::string& name, Entry value) { entries.emplace_back(name, std::move(value)); }
+
+Entry TensorDictImpl::moved_to_device(Entry value) const {
+  if (value.is_tensor()) {
+    const at::Tensor& tensor = value.tensor();
+    return tensor.device() == *device ? value : Entry(tensor.to(*device));
   }
+  const TensorDictImpl& nested = *sub(value);
+  return nested.device == device ? value : Entry(value.tensordict().to(*device));
 }
 
 std::shared_ptr<TensorDictImpl> TensorDictImpl::transform(
