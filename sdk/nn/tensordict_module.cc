@@ -250,21 +250,13 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
   inputs.reserve(std::max(keys.size(), out_keys_source().size()));
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const NestedKey& key = keys[i];
-    if (input_defaults_[i].defined()) {
-      inputs.push_back(tensordict.get(key, input_defaults_[i]));
-    } else if (options_.strict()) {
-      if (!tensordict.contains(key)) {
-        throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
-                       " (strict=True); it has keys " +
-                       keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
-      }
-      inputs.push_back(tensordict.get(key));
-    } else {
-      static const at::Tensor kMissing;
-      inputs.push_back(tensordict.get(key, kMissing));
-      any_missing |= !inputs.back().defined();
+    if (input_defaults_[i].defined() || options_.strict()) {
+      inputs.push_back(read_input_by_rule(tensordict, i));
+      continue;
     }
+    static const at::Tensor kMissing;
+    inputs.push_back(tensordict.get(keys[i], kMissing));
+    any_missing |= !inputs.back().defined();
   }
 
   TensorList outputs;
@@ -282,10 +274,10 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
                              keys_to_string(out_keys) + ".");
   }
 
-  TensorDict target = tensordict_out.has_value()                 ? *tensordict_out
-                      : options_.inplace() == Inplace::kTrue   ? tensordict
-                      : options_.inplace() == Inplace::kEmpty  ? tensordict.empty()
-                                                               : TensorDict();
+  TensorDict target = tensordict_out.has_value()              ? *tensordict_out
+                      : options_.inplace() == Inplace::kTrue  ? std::move(tensordict)
+                      : options_.inplace() == Inplace::kEmpty ? tensordict.empty()
+                                                              : TensorDict();
   try {
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!drop_output_[i]) target.set(out_keys[i], outputs[i]);
@@ -294,6 +286,16 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
     detail::rethrow_with_context(describe() + ": writing the outputs failed");
   }
   return target;
+}
+
+at::Tensor TensorDictModuleImpl::read_input_by_rule(const TensorDict& tensordict, size_t index) const {
+  const NestedKey& key = in_keys()[index];
+  if (input_defaults_[index].defined()) return tensordict.get(key, input_defaults_[index]);
+  if (!tensordict.contains(key)) {
+    throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
+                   " (strict=True); it has keys " + keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
+  }
+  return tensordict.get(key);
 }
 
 TensorList TensorDictModuleImpl::call_by_name(const TensorList& inputs, const TensorKwargs& kwargs) {

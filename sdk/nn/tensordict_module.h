@@ -203,6 +203,9 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
   }
   // method_kwargs need a callable that takes its arguments by name.
   void check_method_kwargs() const;
+  // Input `index` read under its rule: its in_key_default when missing, or a KeyError naming the
+  // module and the key (strict); call() reads the other inputs itself, leaving this out of line.
+  ABSL_ATTRIBUTE_NOINLINE at::Tensor read_input_by_rule(const TensorDict& tensordict, size_t index) const;
   // A callable taking its arguments by name, with per-call kwargs and method_kwargs merged in;
   // out of call()'s body, which a positional step runs without it.
   ABSL_ATTRIBUTE_NOINLINE TensorList call_by_name(const TensorList& inputs, const TensorKwargs& kwargs);
