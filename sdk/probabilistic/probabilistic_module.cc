@@ -530,7 +530,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& te
   const dist::GeneratorOpt& generator = options_.generator().has_value() ? options_.generator() : request.generator;
   at::Tensor value = value_of(*dist, request.type.value_or(options_.default_interaction_type()), generator);
   at::Tensor log_prob;
-  if (log_prob_at != nullptr) log_prob = dist->log_prob(value);
+  if (log_prob_at != nullptr) log_prob = dist->log_prob(value);  // score() for one distribution
   TensorDict out = tensordict;
   out.set(sample_keys_[0], std::move(value));
   if (log_prob_at != nullptr) out.set(*log_prob_at, std::move(log_prob));

@@ -227,7 +227,7 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   ABSL_ATTRIBUTE_NOINLINE dist::DistributionPtr build_with_constant_params(dist::Params params) const;
   // The value a single distribution gives under `type`: dist_sample() for one distribution.
   at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
-  // value_of() for the types that take no draw, except MEAN's empirical estimate.
+  // value_of() for every type but RANDOM (MEAN's empirical estimate still draws).
   ABSL_ATTRIBUTE_NOINLINE at::Tensor value_not_drawn(const dist::Distribution& dist, InteractionType type,
                                                      const dist::GeneratorOpt& generator) const;
   // The common step, written for the code it touches per call (at batch 1 an actor step is

@@ -75,6 +75,7 @@ struct TensorDictImpl {
     if (device) return moved_to_device(std::move(value));
     return value;
   }
+  // placed() on a TensorDict with a device (out of line: device-less writes never run it).
   Entry moved_to_device(Entry value) const;
 
   // Validates everything first, so a throw leaves the tree untouched. `value` by value: the

@@ -23,9 +23,9 @@ std::vector<NestedKey> TensorDictImpl::level_keys(const NestedKey& prefix) const
 
 namespace {
 
-// Why `key` names no entry: its path broke at `depth`, on `level` (the TensorDict reached so
-// far), which has no entry there (`blocker` null) or holds the tensor `blocker`. Out of line and
-// cold: a lookup that succeeds, which is every lookup of a policy step, runs none of it.
+// Why `key` names no entry: its path broke at index `depth`, on `level` (the TensorDict reached
+// so far), which has no entry there or (`blocked`) holds a tensor there. Out of line and cold: a
+// lookup that succeeds, which is every lookup of a policy step, runs none of it.
 ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE std::string describe_miss(const NestedKey& key, size_t depth,
                                                                       const TensorDictImpl& level, bool blocked) {
   const NestedKey prefix(std::vector<std::string>(key.path().begin(), key.path().begin() + depth));
