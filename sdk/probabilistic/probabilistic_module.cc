@@ -375,7 +375,7 @@ at::Tensor ProbabilisticTensorDictModuleImpl::value_not_drawn(const dist::Distri
                                                               const dist::GeneratorOpt& generator) const {
   switch (type) {
     case InteractionType::kRandom:
-      break;  // value_of() draws
+      return value_of(d, type, generator);
     case InteractionType::kDeterministic:
       return d.deterministic_sample();
     case InteractionType::kMode:
@@ -489,6 +489,18 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
   if (request.requires_sample) {
     std::optional<at::Generator> generator = resolve_generator(tensordict, request.generator);
     auto value = dist_sample(dist, request.type.value_or(options_.default_interaction_type()), generator);
+    // Scored before anything is written, the next seed included, so that a failure leaves the
+    // TensorDicts as they were (draw_in_place() keeps the same order).
+    auto* sample = std::get_if<TensorDict>(&value);
+    const NestedKey* log_prob_at = nullptr;  // a single distribution's
+    at::Tensor log_prob;
+    if (options_.return_log_prob() && sample != nullptr) {
+      LogProb lp = score(dist, value, sample);
+      if (auto* total = std::get_if<at::Tensor>(&lp)) sample->set(*log_prob_key_, *total);
+    } else if (options_.return_log_prob()) {
+      log_prob_at = &log_prob_key();
+      log_prob = std::get<at::Tensor>(score(dist, value, nullptr));
+    }
     const auto& seed_key = options_.generator_key();
     if (generator.has_value() && !options_.generator().has_value() && seed_key.has_value() &&
         tensordict.contains(*seed_key)) {
@@ -497,16 +509,11 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
     if (!options_.num_samples().empty()) {
       out = out.expand(concat(options_.num_samples(), out.batch_size()));
     }
-    if (auto* sample = std::get_if<TensorDict>(&value)) {
-      if (options_.return_log_prob()) {
-        LogProb lp = score(dist, value, sample);
-        if (auto* total = std::get_if<at::Tensor>(&lp)) sample->set(*log_prob_key_, *total);
-      }
+    if (sample != nullptr) {
       out.update(*sample);
     } else {
-      const at::Tensor& x = std::get<at::Tensor>(value);
-      out.set(sample_keys_[0], x);
-      if (options_.return_log_prob()) out.set(log_prob_key(), std::get<at::Tensor>(score(dist, x, nullptr)));
+      out.set(sample_keys_[0], std::get<at::Tensor>(value));
+      if (log_prob_at != nullptr) out.set(*log_prob_at, log_prob);
     }
   } else if (options_.return_log_prob()) {
     if (!dist.is_composite()) {

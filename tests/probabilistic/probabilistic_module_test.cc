@@ -521,16 +521,22 @@ TEST(ProbabilisticModule, InPlaceDrawAndExplicitOutputAgree) {
 }
 
 // A step that fails writes nothing: here the log-prob key, which cannot be named once
-// composite_lp_aggregate() differs from its value at construction.
+// composite_lp_aggregate() differs from its value at construction. Both ways through the module:
+// the in-place step, and the general one (an explicit tensordict_out).
 TEST(ProbabilisticModuleErrors, AFailedStepLeavesTheTensorDictAsItWas) {
   ProbabilisticTensorDictModule module(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
                                            .distribution("normal")
                                            .default_interaction_type(InteractionType::kRandom)
                                            .return_log_prob(true));
   TensorDict td({{"loc", torch::zeros({2, 3})}, {"scale", torch::ones({2, 3})}}, {2});
+  TensorDict out(std::vector<int64_t>{2});
   CompositeLpAggregateGuard changed(true, /*thread_local_only=*/true);
   EXPECT_THAT(error_of<std::runtime_error>([&] { module(td); }),
               testing::HasSubstr("but the class was instantiated with `False`"));
+  EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"loc", "scale"}));
+  EXPECT_THAT(error_of<std::runtime_error>([&] { module(td, out); }),
+              testing::HasSubstr("but the class was instantiated with `False`"));
+  EXPECT_TRUE(out.keys().empty());
   EXPECT_EQ(td.keys(), (std::vector<NestedKey>{"loc", "scale"}));
 }
 
