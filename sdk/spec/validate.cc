@@ -188,15 +188,17 @@ class Validator {
   bool fits_one_tensor(const Shape& per_env, const std::string& path, const std::string& what, double extra_draws = 1,
                        const char* extra_draws_from = "") {
     const double draws = draws_ * extra_draws;
-    std::string draws_from = draws_ == 1 ? "" : "num_samples";
-    if (extra_draws != 1) draws_from = draws_from.empty() ? std::string(extra_draws_from)
-                                                          : absl::StrCat(draws_from, " x ", extra_draws_from);
     double elements = draws;
     if (per_env) {
       for (int64_t size : *per_env) elements *= static_cast<double>(std::max<int64_t>(size, 1));
     }
     if (elements <= static_cast<double>(limits_.max_tensor_elements)) return true;
     const std::string shape = per_env ? shape_to_string(*per_env) : std::string("[?]");
+    std::string draws_from = draws_ == 1 ? "" : "num_samples";
+    if (extra_draws != 1) {
+      draws_from =
+          draws_from.empty() ? std::string(extra_draws_from) : absl::StrCat(draws_from, " x ", extra_draws_from);
+    }
     fail(path,
          limit_exceeded(draws == 1 ? absl::StrCat(what, ", of per-env shape ", shape, ",")
                                    : absl::StrCat(what, ", ", saturated_count(draws), " draws (", draws_from,
