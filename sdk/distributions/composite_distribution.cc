@@ -71,9 +71,7 @@ DistributionPtr DistributionBuilder::build(const Params& params, const Distribut
     if (!dist) throw std::runtime_error("CompositeDistribution: a distribution factory returned null");
     return dist;
   }
-  if (registered_) {
-    return signature_accepted_ ? registered_->make_accepted(params, kwargs) : registered_->make(params, kwargs);
-  }
+  if (registered_) return registered_->make(params, kwargs);
   return make_distribution(registry_name_, params, kwargs);
 }
 
@@ -84,11 +82,17 @@ DistributionBuilder DistributionBuilder::resolved() const {
   return out;
 }
 
-DistributionBuilder DistributionBuilder::resolved_for(const std::vector<std::string>& param_names,
-                                                      const DistributionKwargs& kwargs) const {
-  DistributionBuilder out = resolved();
-  out.signature_accepted_ = out.registered_.has_value() && out.registered_->accepts(param_names, kwargs);
-  return out;
+BoundDistribution DistributionBuilder::bind(const std::vector<std::string>& param_names,
+                                            const DistributionKwargs& kwargs) const {
+  if (!factory_) return resolved().registered_->bind(param_names, kwargs);
+  return BoundDistribution(
+      "<factory>",
+      [factory = factory_, param_names](ParamTensors tensors, const DistributionKwargs& kwargs) {
+        Params params;
+        for (size_t i = 0; i < param_names.size(); ++i) params.emplace(param_names[i], tensors[i]);
+        return factory(params, kwargs);
+      },
+      {}, param_names.size(), kwargs);
 }
 
 std::string DistributionBuilder::to_string() const {

@@ -51,12 +51,10 @@ class DistributionBuilder {
   // name later does not change it. Modules resolve their builders when they are constructed.
   // Throws std::invalid_argument for an unknown name.
   DistributionBuilder resolved() const;
-  // resolved(), for a caller that passes parameters with these names and these kwargs on every
-  // call (a module): when they fit the entry's signature, that is checked here, once, and
-  // build() skips the registry's per-call check; when they do not, build() checks and throws on
-  // each call as before. Calling build() on such a builder with other names skips the check too:
-  // the factory then reports what it misses (e.g. "Params: no parameter 'scale'").
-  DistributionBuilder resolved_for(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
+  // This builder for a caller that passes parameters named `param_names`, in that order, and
+  // `kwargs` on every call (a module): a registry name is resolved now and bound
+  // (RegisteredDistribution::bind()); a factory gets the tensors under those names.
+  BoundDistribution bind(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
 
   DistributionPtr build(const Params& params, const DistributionKwargs& kwargs) const;
   // The registry name, or "<factory>".
@@ -67,7 +65,6 @@ class DistributionBuilder {
  private:
   std::string registry_name_;
   std::optional<RegisteredDistribution> registered_;
-  bool signature_accepted_ = false;  // set by resolved_for()
   DistributionFactory factory_;
 };
 

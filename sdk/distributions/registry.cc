@@ -41,18 +41,10 @@ std::vector<std::string> keys_of(const Map& map) {
   return keys;
 }
 
-const at::Tensor& param(const Params& params, std::string_view key) { return params.at(key); }
-
-at::Tensor optional_param(const Params& params, std::string_view key) {
-  auto it = params.find(key);
-  return it == params.end() ? at::Tensor() : it->second;
-}
-
 // A bound given as a tensor param or as a scalar kwarg (truncated_normal's a and b).
-at::Tensor bound(const Params& params, const DistributionKwargs& kwargs, const std::string& key,
+at::Tensor bound(const at::Tensor& param, const DistributionKwargs& kwargs, const std::string& key,
                  const at::Tensor& like, const std::string& distribution) {
-  auto it = params.find(key);
-  if (it != params.end()) return it->second;
+  if (param.defined()) return param;
   auto kw = kwargs.find(key);
   if (kw == kwargs.end()) {
     throw std::invalid_argument(distribution + ": missing bound '" + key +
@@ -61,93 +53,93 @@ at::Tensor bound(const Params& params, const DistributionKwargs& kwargs, const s
   return at::scalar_tensor(kwarg_double(kwargs, key, 0.0, distribution), like.options());
 }
 
+// By position, in the order of each signature's param_names().
 void register_builtins(DistributionRegistry& registry) {
-  registry.register_distribution(
-      "normal", {{{"loc", "scale"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Normal>(param(p, "loc"), param(p, "scale"),
-                                        kwarg_validate_args(k, "normal"));
-      });
-  registry.register_distribution(
-      "independent_normal", {{{"loc", "scale"}}, {"event_dims", "tanh_loc", "upscale"}},
-      [](const Params& p, const DistributionKwargs& k) -> DistributionPtr {
-        // TorchRL's IndependentNormal: optional tanh squashing of loc, one event dim default.
-        const std::string name = "independent_normal";
-        at::Tensor loc = param(p, "loc");
-        if (kwarg_bool(k, "tanh_loc", false, name)) {
-          const double upscale = kwarg_double(k, "upscale", 5.0, name);
-          loc = upscale * (loc / upscale).tanh();
-        }
-        auto validate = kwarg_validate_args(k, name);
-        return std::make_shared<Independent>(
-            std::make_shared<Normal>(loc, param(p, "scale"), validate),
-            kwarg_int(k, "event_dims", 1, name), validate);
-      });
+  using Factory = PositionalFactory;
+  registry.register_distribution("normal", {{{"loc", "scale"}}, {}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   return std::make_shared<Normal>(p[0], p[1], kwarg_validate_args(k, "normal"));
+                                 }));
+  registry.register_distribution("independent_normal", {{{"loc", "scale"}}, {"event_dims", "tanh_loc", "upscale"}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) -> DistributionPtr {
+                                   // TorchRL's IndependentNormal: optional tanh squashing of loc, one event dim
+                                   // default.
+                                   const std::string name = "independent_normal";
+                                   at::Tensor loc = p[0];
+                                   if (kwarg_bool(k, "tanh_loc", false, name)) {
+                                     const double upscale = kwarg_double(k, "upscale", 5.0, name);
+                                     loc = upscale * (loc / upscale).tanh();
+                                   }
+                                   auto validate = kwarg_validate_args(k, name);
+                                   return std::make_shared<Independent>(std::make_shared<Normal>(loc, p[1], validate),
+                                                                        kwarg_int(k, "event_dims", 1, name), validate);
+                                 }));
   registry.register_distribution(
       "tanh_normal",
       {{{"loc", "scale"}, {"loc", "scale", "low", "high"}},
        {"upscale", "low", "high", "event_dims", "tanh_loc", "safe_tanh"}},
-      [](const Params& p, const DistributionKwargs& k) {
+      Factory([](ParamTensors p, const DistributionKwargs& k) {
         const std::string name = "tanh_normal";
-        const at::Tensor& loc = param(p, "loc");
         TanhNormalOptions options;
         // Bounds: tensors among the params, else scalar kwargs, else [-1, 1].
         options.upscale(kwarg_double(k, "upscale", 5.0, name))
             .tanh_loc(kwarg_bool(k, "tanh_loc", false, name))
             .safe_tanh(kwarg_bool(k, "safe_tanh", true, name));
-        if (p.count("low")) {
-          options.low(p.at("low")).high(p.at("high"));
+        if (p[2].defined()) {
+          options.low(p[2]).high(p[3]);
         } else {
           options.low(kwarg_double(k, "low", -1.0, name)).high(kwarg_double(k, "high", 1.0, name));
         }
         if (k.count("event_dims")) options.event_dims(kwarg_int(k, "event_dims", 1, name));
         if (auto v = kwarg_validate_args(k, name)) options.validate_args(*v);
-        return std::make_shared<TanhNormal>(loc, param(p, "scale"), options);
-      });
+        return std::make_shared<TanhNormal>(p[0], p[1], options);
+      }));
+  // {logits} or {probs}: p[0] is logits, p[1] probs, one of them undefined.
   registry.register_distribution(
-      "categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Categorical>(optional_param(p, "probs"),
-                                             optional_param(p, "logits"),
-                                             kwarg_validate_args(k, "categorical"));
-      });
+      "categorical", {{{"logits"}, {"probs"}}, {}}, Factory([](ParamTensors p, const DistributionKwargs& k) {
+        return std::make_shared<Categorical>(p[1], p[0], kwarg_validate_args(k, "categorical"));
+      }));
   registry.register_distribution(
-      "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<OneHotCategorical>(optional_param(p, "probs"),
-                                                   optional_param(p, "logits"),
-                                                   kwarg_validate_args(k, "one_hot_categorical"));
-      });
+      "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, Factory([](ParamTensors p, const DistributionKwargs& k) {
+        return std::make_shared<OneHotCategorical>(p[1], p[0], kwarg_validate_args(k, "one_hot_categorical"));
+      }));
+  registry.register_distribution("bernoulli", {{{"logits"}, {"probs"}}, {}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   return std::make_shared<Bernoulli>(p[1], p[0], kwarg_validate_args(k, "bernoulli"));
+                                 }));
+  registry.register_distribution("beta", {{{"concentration1", "concentration0"}}, {}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   return std::make_shared<Beta>(p[0], p[1], kwarg_validate_args(k, "beta"));
+                                 }));
+  registry.register_distribution("uniform", {{{"low", "high"}}, {}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   return std::make_shared<Uniform>(p[0], p[1], kwarg_validate_args(k, "uniform"));
+                                 }));
   registry.register_distribution(
-      "bernoulli", {{{"logits"}, {"probs"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Bernoulli>(optional_param(p, "probs"),
-                                           optional_param(p, "logits"),
-                                           kwarg_validate_args(k, "bernoulli"));
-      });
-  registry.register_distribution(
-      "beta", {{{"concentration1", "concentration0"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Beta>(param(p, "concentration1"), param(p, "concentration0"),
-                                      kwarg_validate_args(k, "beta"));
-      });
-  registry.register_distribution(
-      "uniform", {{{"low", "high"}}, {}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Uniform>(param(p, "low"), param(p, "high"),
-                                         kwarg_validate_args(k, "uniform"));
-      });
-  registry.register_distribution(
-      "delta", {{{"param"}}, {"atol", "rtol"}}, [](const Params& p, const DistributionKwargs& k) {
-        return std::make_shared<Delta>(param(p, "param"), kwarg_double(k, "atol", 1e-6, "delta"),
-                                       kwarg_double(k, "rtol", 1e-6, "delta"),
-                                       std::vector<int64_t>{}, std::vector<int64_t>{},
-                                       kwarg_validate_args(k, "delta"));
-      });
-  registry.register_distribution(
-      "truncated_normal", {{{"loc", "scale", "a", "b"}, {"loc", "scale"}}, {"a", "b"}},
-      [](const Params& p, const DistributionKwargs& k) {
-        const std::string name = "truncated_normal";
-        const at::Tensor& loc = param(p, "loc");
-        return std::make_shared<TruncatedNormal>(loc, param(p, "scale"),
-                                                 bound(p, k, "a", loc, name),
-                                                 bound(p, k, "b", loc, name),
-                                                 kwarg_validate_args(k, name));
-      });
+      "delta", {{{"param"}}, {"atol", "rtol"}}, Factory([](ParamTensors p, const DistributionKwargs& k) {
+        return std::make_shared<Delta>(p[0], kwarg_double(k, "atol", 1e-6, "delta"),
+                                       kwarg_double(k, "rtol", 1e-6, "delta"), std::vector<int64_t>{},
+                                       std::vector<int64_t>{}, kwarg_validate_args(k, "delta"));
+      }));
+  registry.register_distribution("truncated_normal", {{{"loc", "scale", "a", "b"}, {"loc", "scale"}}, {"a", "b"}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   const std::string name = "truncated_normal";
+                                   return std::make_shared<TruncatedNormal>(p[0], p[1], bound(p[2], k, "a", p[0], name),
+                                                                            bound(p[3], k, "b", p[0], name),
+                                                                            kwarg_validate_args(k, name));
+                                 }));
+}
+
+// A by-name factory called by position: the tensors given are passed under their names.
+PositionalFactory by_position(std::vector<std::string> names, DistributionFactory factory) {
+  return
+      [names = std::move(names), factory = std::move(factory)](ParamTensors tensors, const DistributionKwargs& kwargs) {
+        Params params;
+        for (size_t i = 0; i < names.size(); ++i) {
+          if (tensors[i].defined()) params.emplace(names[i], tensors[i]);
+        }
+        return factory(params, kwargs);
+      };
 }
 
 const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, std::string_view key) {
@@ -174,10 +166,21 @@ std::string DistributionSignature::params_to_string() const {
   return out;
 }
 
+std::vector<std::string> DistributionSignature::param_names() const {
+  std::vector<std::string> names;
+  for (const auto& set : param_sets) {
+    for (const std::string& name : set) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
 struct RegisteredDistribution::Entry {
   std::string name;
   DistributionSignature signature;
-  DistributionFactory factory;
+  std::vector<std::string> param_names;  // signature.param_names(): the factory's positions
+  PositionalFactory factory;
 };
 
 const std::string& RegisteredDistribution::name() const { return entry_->name; }
@@ -193,9 +196,12 @@ struct DistributionRegistry::Impl {
   std::map<std::string, RegisteredDistribution, std::less<>> entries;
 
   // Called with `mutex` held exclusively.
-  void put(const std::string& name, DistributionSignature signature, DistributionFactory factory) {
-    entries.insert_or_assign(name, RegisteredDistribution(std::make_shared<const RegisteredDistribution::Entry>(
-                                       RegisteredDistribution::Entry{name, std::move(signature), std::move(factory)})));
+  void put(const std::string& name, DistributionSignature signature, PositionalFactory factory) {
+    std::vector<std::string> param_names = signature.param_names();
+    entries.insert_or_assign(
+        name,
+        RegisteredDistribution(std::make_shared<const RegisteredDistribution::Entry>(
+            RegisteredDistribution::Entry{name, std::move(signature), std::move(param_names), std::move(factory)})));
   }
 };
 
@@ -214,6 +220,13 @@ DistributionRegistry& DistributionRegistry::global() {
 void DistributionRegistry::register_distribution(const std::string& name,
                                                  DistributionSignature signature,
                                                  DistributionFactory factory) {
+  if (!factory) throw std::invalid_argument("register_distribution('" + name + "'): null factory");
+  std::vector<std::string> names = signature.param_names();
+  register_distribution(name, std::move(signature), by_position(std::move(names), std::move(factory)));
+}
+
+void DistributionRegistry::register_distribution(const std::string& name, DistributionSignature signature,
+                                                 PositionalFactory factory) {
   if (name.empty()) throw std::invalid_argument("register_distribution: empty name");
   if (!factory) throw std::invalid_argument("register_distribution('" + name + "'): null factory");
   if (signature.param_sets.empty()) {
@@ -230,6 +243,13 @@ void DistributionRegistry::register_distribution(const std::string& name,
 
 void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
                                    DistributionFactory factory) {
+  if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
+  std::vector<std::string> names = signature.param_names();
+  replace(name, std::move(signature), by_position(std::move(names), std::move(factory)));
+}
+
+void DistributionRegistry::replace(const std::string& name, DistributionSignature signature,
+                                   PositionalFactory factory) {
   if (!factory) throw std::invalid_argument("replace('" + name + "'): null factory");
   std::unique_lock lock(impl_->mutex);
   impl_->put(name, std::move(signature), std::move(factory));
@@ -310,13 +330,56 @@ DistributionPtr RegisteredDistribution::make(const Params& params, const Distrib
     accepted.push_back("validate_args");
     throw std::invalid_argument(name + ": unexpected kwarg '" + *key + "'; accepted kwargs: " + join(accepted));
   }
-  return make_accepted(params, kwargs);
+  const std::vector<std::string>& names = entry_->param_names;
+  c10::SmallVector<at::Tensor, 4> tensors(names.size());
+  for (const auto& [key, value] : params) {
+    tensors[static_cast<size_t>(std::find(names.begin(), names.end(), key) - names.begin())] = value;
+  }
+  return BoundDistribution(name, entry_->factory, {}, names.size(), kwargs).make(tensors);
 }
 
-DistributionPtr RegisteredDistribution::make_accepted(const Params& params, const DistributionKwargs& kwargs) const {
-  const std::string& name = entry_->name;
-  DistributionPtr dist = entry_->factory(params, kwargs);
-  if (!dist) throw std::runtime_error(name + ": the registered factory returned null");
+BoundDistribution RegisteredDistribution::bind(const std::vector<std::string>& param_names,
+                                               const DistributionKwargs& kwargs) const {
+  const std::vector<std::string>& names = entry_->param_names;
+  if (!accepts(param_names, kwargs)) {
+    // Checked by name on each call, which throws what make() throws for these names.
+    return BoundDistribution(
+        entry_->name,
+        [registered = *this, param_names](ParamTensors tensors, const DistributionKwargs& kwargs) {
+          Params params;
+          for (size_t i = 0; i < param_names.size(); ++i) params.emplace(param_names[i], tensors[i]);
+          return registered.make(params, kwargs);
+        },
+        {}, param_names.size(), kwargs);
+  }
+  std::vector<size_t> positions;
+  for (const std::string& name : param_names) {
+    positions.push_back(static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin()));
+  }
+  bool same = positions.size() == names.size();
+  for (size_t i = 0; same && i < positions.size(); ++i) same = positions[i] == i;
+  if (same) positions.clear();
+  return BoundDistribution(entry_->name, entry_->factory, std::move(positions), names.size(), kwargs);
+}
+
+BoundDistribution::BoundDistribution(std::string name, PositionalFactory factory, std::vector<size_t> positions,
+                                     size_t num_positions, DistributionKwargs kwargs)
+    : name_(std::move(name)),
+      factory_(std::move(factory)),
+      positions_(std::move(positions)),
+      num_positions_(num_positions),
+      kwargs_(std::move(kwargs)) {}
+
+DistributionPtr BoundDistribution::make(ParamTensors params) const {
+  DistributionPtr dist;
+  if (positions_.empty()) {
+    dist = factory_(params, kwargs_);
+  } else {
+    c10::SmallVector<at::Tensor, 4> ordered(num_positions_);
+    for (size_t i = 0; i < positions_.size(); ++i) ordered[positions_[i]] = params[i];
+    dist = factory_(ordered, kwargs_);
+  }
+  if (!dist) throw std::runtime_error("distribution '" + name_ + "': its factory returned null");
   return dist;
 }
 

@@ -12,7 +12,14 @@
 // Every name accepts the kwarg `validate_args` (bool). An unknown name, a missing or extra
 // parameter, or an unknown kwarg throws std::invalid_argument naming the distribution and
 // what it expects. The registry is safe to use and extend from several threads. Code that makes
-// the same distribution on every call resolves it once with find() (a RegisteredDistribution).
+// the same distribution on every call binds it once (find(name).bind(param_names, kwargs)): the
+// BoundDistribution takes the tensors in the caller's order and looks no name up.
+//
+// A factory takes its parameters by name (Params) or by position (ParamTensors, in the order of
+// the signature's param_names()); the registry calls every factory by position, turning
+// positions into names for a by-name one. The built-in distributions are registered by position,
+// so that a module building one on every forward (at batch 1, a measurable share of an actor
+// step) handles no strings.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,9 +43,9 @@
 namespace tdp::dist {
 
 // Parameter tensors by name ("loc", "scale", "logits", ...), in name order and with the lookups
-// of a std::map<std::string, at::Tensor>. A module builds one on every forward from a handful of
-// tensors: a sorted inline array holds up to four without allocating, where a map allocates a
-// node per parameter.
+// of a std::map<std::string, at::Tensor>: what specs, composites and by-name factories use (a
+// module's forward passes its tensors by position instead, see BoundDistribution). A sorted
+// inline array holds up to four without allocating, where a map allocates a node per parameter.
 class Params {
  public:
   using value_type = std::pair<std::string, at::Tensor>;
@@ -94,6 +101,12 @@ class Params {
 using DistributionKwargs = std::map<std::string, c10::Scalar, std::less<>>;
 using DistributionFactory = std::function<DistributionPtr(const Params&, const DistributionKwargs&)>;
 
+// A distribution's parameter tensors by position: entry i is the parameter named
+// DistributionSignature::param_names()[i]; an undefined tensor stands for one not given
+// (categorical's probs when logits are given).
+using ParamTensors = c10::ArrayRef<at::Tensor>;
+using PositionalFactory = std::function<DistributionPtr(ParamTensors, const DistributionKwargs&)>;
+
 // What a registered name accepts.
 struct DistributionSignature {
   // Alternative sets of parameter names; the given params must equal one of them
@@ -104,12 +117,38 @@ struct DistributionSignature {
 
   // "{loc, scale}" or "{logits} or {probs}", for error messages.
   std::string params_to_string() const;
+  // Every name of param_sets once, in order of first appearance: the positions of ParamTensors
+  // ({loc, scale} for normal; {logits, probs} for categorical).
+  std::vector<std::string> param_names() const;
+};
+
+// A registered distribution bound once to the names of the parameters its caller passes on
+// every call (in the caller's order) and to the kwargs: make() takes the tensors in that order
+// and looks no name up. Made by RegisteredDistribution::bind() (and DistributionBuilder::bind()).
+// Names and kwargs that do not fit the signature are reported by make(), on each call, with the
+// registry's message, as RegisteredDistribution::make() does.
+class BoundDistribution {
+ public:
+  // `params[i]` is the parameter named param_names[i] of the bind; all defined.
+  DistributionPtr make(ParamTensors params) const;
+
+ private:
+  friend class RegisteredDistribution;
+  friend class DistributionBuilder;
+  BoundDistribution(std::string name, PositionalFactory factory, std::vector<size_t> positions, size_t num_positions,
+                    DistributionKwargs kwargs);
+  std::string name_;  // the registered name, for a factory returning null
+  PositionalFactory factory_;
+  // Per parameter of the caller, its position among the factory's; empty when they are the same.
+  std::vector<size_t> positions_;
+  size_t num_positions_ = 0;
+  DistributionKwargs kwargs_;
 };
 
 // One registry entry, resolved once. make() checks the params and kwargs against the signature
-// and calls the factory with no lock and no name lookup, so modules resolve their distribution
-// when they are built and call make() on every forward. It keeps the entry it was resolved to:
-// registering or replacing the name afterwards does not change it.
+// and calls the factory with no lock; bind() checks them once for a caller that passes the same
+// names on every call (a module binds its distribution when it is built). It keeps the entry it
+// was resolved to: registering or replacing the name afterwards does not change it.
 class RegisteredDistribution {
  public:
   const std::string& name() const;
@@ -120,12 +159,12 @@ class RegisteredDistribution {
   // Whether parameters with these names and these kwargs fit the signature: what make() checks
   // on every call apart from the tensors being defined.
   bool accepts(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
+  // This distribution for a caller passing parameters named `param_names`, in that order, and
+  // `kwargs`, on every call: accepts() is checked here, once.
+  BoundDistribution bind(const std::vector<std::string>& param_names, const DistributionKwargs& kwargs) const;
 
  private:
   friend class DistributionRegistry;
-  friend class DistributionBuilder;  // builds without the per-call check once accepts() held
-  // The factory alone, for params and kwargs that accepts() held for.
-  DistributionPtr make_accepted(const Params& params, const DistributionKwargs& kwargs) const;
   struct Entry;
   explicit RegisteredDistribution(std::shared_ptr<const Entry> entry) : entry_(std::move(entry)) {}
   std::shared_ptr<const Entry> entry_;
@@ -142,8 +181,10 @@ class DistributionRegistry {
   // Throws std::invalid_argument when `name` is taken (use replace to override on purpose).
   void register_distribution(const std::string& name, DistributionSignature signature,
                              DistributionFactory factory);
+  void register_distribution(const std::string& name, DistributionSignature signature, PositionalFactory factory);
   void replace(const std::string& name, DistributionSignature signature,
                DistributionFactory factory);
+  void replace(const std::string& name, DistributionSignature signature, PositionalFactory factory);
   bool contains(const std::string& name) const;
   std::vector<std::string> names() const;
   DistributionSignature signature(const std::string& name) const;

@@ -236,10 +236,17 @@ TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordic
   return apply_selection(call(tensordict, tensordict_out, kwargs), tensordict, given);
 }
 
-TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,
-                                              const std::optional<TensorDict>& tensordict_out) {
-  static const TensorKwargs kNoKwargs;
+namespace {
+const TensorKwargs kNoKwargs;
+}  // namespace
+
+TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
   return call(std::move(tensordict), tensordict_out, kNoKwargs);
+}
+
+TensorDict TensorDictModuleImpl::step(TensorDict tensordict) {
+  if (has_out_keys_selection()) return forward_selected(tensordict, std::nullopt);
+  return call(std::move(tensordict), std::nullopt, kNoKwargs);
 }
 
 TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,

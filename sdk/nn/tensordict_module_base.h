@@ -124,6 +124,10 @@ class TensorDictModuleBase : public torch::nn::Module {
   TensorDict apply_selection(TensorDict result, const TensorDict& input, const std::vector<bool>& given) const;
   // Whether select_out_keys() narrowed the outputs (apply_selection() then has work to do).
   bool has_out_keys_selection() const { return selected_; }
+  // forward() with select_out_keys() in force, skip-existing aside; out of forward()'s body,
+  // which a module without a selection runs without it.
+  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_selected(const TensorDict& tensordict,
+                                                      const std::optional<TensorDict>& tensordict_out);
   // For a subclass whose forward_impl() calls its own entry point, which does the handling
   // above: forward() then calls forward_impl() directly, so that the handling runs once.
   void handle_forward_in_entry_point() { handles_forward_itself_ = true; }
@@ -148,10 +152,6 @@ class TensorDictModuleBase : public torch::nn::Module {
 
  private:
   bool should_skip(const TensorDict& tensordict) const;
-  // forward() with select_out_keys() in force; out of forward()'s body, which a module without
-  // a selection runs without it.
-  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_selected(const TensorDict& tensordict,
-                                                      const std::optional<TensorDict>& tensordict_out);
 
   std::string type_name_;
   std::vector<NestedKey> in_keys_;

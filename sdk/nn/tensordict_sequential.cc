@@ -307,6 +307,10 @@ TensorDictSequentialImpl::Run TensorDictSequentialImpl::begin_run(
   return run;
 }
 
+bool TensorDictSequentialImpl::runs_on_input() const {
+  return !options_.partial_tolerant() && !options_.inplace().has_value() && !select_before_return_;
+}
+
 bool TensorDictSequentialImpl::has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict) {
   const auto& needed = module.in_keys();
   return std::all_of(needed.begin(), needed.end(), [&](const NestedKey& key) { return tensordict.contains(key); });

@@ -136,6 +136,13 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
     }
     return end_run(tensordict, std::move(run));
   }
+  // Whether a call without tensordict_out runs each module on what the one before returned,
+  // starting from the caller's TensorDict, and returns what the last one returned: no
+  // partial_tolerant, no inplace option, no select_out_keys(). run_modules() then neither copies
+  // nor selects, and a subclass may run its modules in a loop of its own.
+  bool runs_on_input() const;
+  // Rethrows the exception in flight with this sequence and module `index` named.
+  [[noreturn]] void rethrow_from_module(size_t index) const;
   // Called after append()/insert() changed modules(), for subclasses that derive state from them.
   virtual void modules_changed() {}
 
@@ -151,8 +158,6 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   Run begin_run(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) const;
   TensorDict end_run(TensorDict tensordict, Run run) const;
   static bool has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict);
-  // Rethrows the exception in flight with this sequence and module `index` named.
-  [[noreturn]] void rethrow_from_module(size_t index) const;
   void rebuild();
   [[noreturn]] void throw_wrong_type(int64_t index) const;
   size_t normalize_index(int64_t index, size_t size, bool allow_end) const;

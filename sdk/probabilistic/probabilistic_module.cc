@@ -243,9 +243,13 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
   // constant tensor at each call.
   build_kwargs_ = options_.distribution_kwargs();
   kwargs_as_params_.clear();
+  bound_.reset();
   if (options_.is_composite()) return;
   const dist::DistributionSignature* signature = options_.distribution().signature();
-  if (signature == nullptr) return;  // a factory: nothing to split or check
+  if (signature == nullptr) {  // a factory: nothing to split or check
+    bound_.emplace(options_.distribution().bind(options_.dist_keys(), build_kwargs_));
+    return;
+  }
   for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
     auto named = [&](const std::vector<std::string>& names) {
       return std::find(names.begin(), names.end(), it->first) != names.end();
@@ -258,18 +262,9 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
       ++it;
     }
   }
-  // The parameter names and kwargs get_dist() passes are the same on every call: the registry
-  // checks them here, once, instead of on each forward.
-  std::vector<std::string> param_names = options_.dist_keys();
-  dist::DistributionKwargs kwargs = build_kwargs_;
-  for (const auto& [name, value] : kwargs_as_params_) {
-    if (std::find(param_names.begin(), param_names.end(), name) != param_names.end()) {
-      kwargs.emplace(name, value);  // given as a tensor too: get_dist() passes it on as a kwarg
-    } else {
-      param_names.push_back(name);
-    }
-  }
-  options_.distribution(options_.distribution().resolved_for(param_names, kwargs));
+  // The parameter names and kwargs get_dist() passes are the same on every call: the
+  // distribution is bound to them here, once, and takes the tensors by position on each forward.
+  if (kwargs_as_params_.empty()) bound_.emplace(options_.distribution().bind(options_.dist_keys(), build_kwargs_));
 }
 
 AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {
@@ -285,24 +280,26 @@ AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& te
 
 dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_single(const TensorDict& tensordict) const {
   const auto& keys = options_.in_keys();
-  dist::Params params;
+  c10::SmallVector<at::Tensor, 4> tensors;
   static const at::Tensor kMissing;
   for (size_t i = 0; i < keys.size(); ++i) {
     // One lookup per key: this runs on every forward.
-    at::Tensor value = tensordict.get(keys[i], kMissing);
-    if (!value.defined()) {
-      throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[i] +
-                     "' is read from " + keys[i].to_string() +
-                     ", which is not in the TensorDict; its keys are " +
-                     keys_to_string(tensordict.keys(true)) + ".");
-    }
-    params.emplace(options_.dist_keys()[i], std::move(value));
+    tensors.push_back(tensordict.get(keys[i], kMissing));
+    if (!tensors.back().defined()) throw_missing_param(tensordict, i);
   }
-  if (kwargs_as_params_.empty()) return options_.distribution().build(params, build_kwargs_);
-  return build_with_constant_params(std::move(params));
+  if (bound_.has_value()) return bound_->make(tensors);
+  return build_with_constant_params(tensors);
 }
 
-dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_with_constant_params(dist::Params params) const {
+void ProbabilisticTensorDictModuleImpl::throw_missing_param(const TensorDict& tensordict, size_t index) const {
+  throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[index] + "' is read from " +
+                 options_.in_keys()[index].to_string() + ", which is not in the TensorDict; its keys are " +
+                 keys_to_string(tensordict.keys(true)) + ".");
+}
+
+dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_with_constant_params(dist::ParamTensors tensors) const {
+  dist::Params params;
+  for (size_t i = 0; i < tensors.size(); ++i) params.emplace(options_.dist_keys()[i], tensors[i]);
   dist::DistributionKwargs kwargs = build_kwargs_;
   const at::Tensor& like = params.begin()->second;
   for (const auto& [name, value] : kwargs_as_params_) {

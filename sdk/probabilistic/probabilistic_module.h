@@ -203,6 +203,8 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   std::vector<std::string> repr_fields() const override;
 
  private:
+  // A sequence's flat call draws through draws_in_place() / draw_in_place() directly.
+  friend class ProbabilisticTensorDictSequentialImpl;
   // Throws std::invalid_argument naming the module when this module scores its values
   // (return_log_prob) and `mean` is no action of `dist` (a discrete distribution with an
   // undefined, NaN mean: Categorical).
@@ -224,7 +226,10 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // build_single() when distribution_kwargs name parameters (Normal's scale=1): those become
   // constant tensors shaped like the first parameter. Out of line, as is value_not_drawn():
   // a policy step's code stays to what it runs.
-  ABSL_ATTRIBUTE_NOINLINE dist::DistributionPtr build_with_constant_params(dist::Params params) const;
+  ABSL_ATTRIBUTE_NOINLINE dist::DistributionPtr build_with_constant_params(dist::ParamTensors tensors) const;
+  // The KeyError for distribution parameter `index` missing from `tensordict`.
+  [[noreturn]] ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE void throw_missing_param(const TensorDict& tensordict,
+                                                                                    size_t index) const;
   // The value a single distribution gives under `type`: dist_sample() for one distribution.
   at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
   // value_of() for every type but RANDOM (MEAN's empirical estimate still draws).
@@ -252,6 +257,10 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // into constant parameter tensors shaped like the first parameter.
   dist::DistributionKwargs build_kwargs_;
   std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;
+  // The distribution bound to dist_keys() and build_kwargs_ (bind_distribution), which
+  // build_single() makes from the tensors by position; unset for a composite and when
+  // distribution_kwargs name parameters (build_with_constant_params()).
+  std::optional<dist::BoundDistribution> bound_;
   std::optional<NestedKey> log_prob_key_;
   std::optional<std::vector<NestedKey>> log_prob_keys_;
   // Where a composite part's log-prob goes when not aggregating: {sample key, log-prob key}

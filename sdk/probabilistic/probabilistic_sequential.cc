@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <typeinfo>
 
+#include "sdk/nn/skip_existing.h"
+#include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 
 namespace tdp::nn {
@@ -107,6 +110,8 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
   needs_scopes_.clear();
   last_prob_module_ = nullptr;
   det_part_ = nullptr;
+  flat_steps_.clear();
+  flat_last_ = nullptr;
   for (const auto& m : mods) {
     ProbabilisticModuleInterface* child = nullptr;
     bool holds_probabilistic = false;
@@ -153,6 +158,21 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
       });
   std::vector<TensorDictModuleRef> det(mods.begin(), mods.end() - 1);
   det_part_ = std::make_shared<TensorDictSequentialImpl>(std::move(det));
+  configure_flat_call();
+}
+
+void ProbabilisticTensorDictSequentialImpl::configure_flat_call() {
+  const auto& mods = modules();
+  // Exactly these classes: a subclass may run differently from what step() and the draw do.
+  if (typeid(*mods.back()) != typeid(ProbabilisticTensorDictModuleImpl)) return;
+  for (size_t i = 0; i + 1 < mods.size(); ++i) {
+    if (typeid(*mods[i]) != typeid(TensorDictModuleImpl) || needs_scopes_[i]) {
+      flat_steps_.clear();
+      return;
+    }
+    flat_steps_.push_back(static_cast<TensorDictModuleImpl*>(mods[i].get()));
+  }
+  flat_last_ = prob_modules_.back();
 }
 
 std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
@@ -174,6 +194,11 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     const std::optional<TensorDict>& tensordict_out) {
   // Of forward()'s handling only skip-existing is left: a sequence applies its own
   // select_out_keys() (run_modules()).
+  if (flat_last_ != nullptr && !tensordict_out.has_value() && !skip_existing_enabled() && runs_on_input()) {
+    SampleRequest last = request;
+    last.requires_sample = requires_sample_;
+    if (flat_last_->draws_in_place(last, std::nullopt)) return run_flat(tensordict, last);
+  }
   if (skips(tensordict)) return tensordict;
   // Without return_composite the modules before the last run under the interaction type the
   // last one will use, so that probabilistic modules among them agree with it
@@ -196,6 +221,17 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     if (p != nullptr) return p->forward_with_request(td, child);
     return forward_in_scopes(*modules()[index], td, child);
   });
+}
+
+TensorDict ProbabilisticTensorDictSequentialImpl::run_flat(const TensorDict& tensordict, const SampleRequest& last) {
+  TensorDict td = tensordict;
+  size_t i = 0;
+  try {
+    for (; i < flat_steps_.size(); ++i) td = flat_steps_[i]->step(std::move(td));
+    return flat_last_->draw_in_place(td, last);
+  } catch (const std::exception&) {
+    rethrow_from_module(i);
+  }
 }
 
 TensorDict ProbabilisticTensorDictSequentialImpl::forward_in_scopes(TensorDictModuleBase& module,

@@ -39,6 +39,8 @@
 
 namespace tdp::nn {
 
+class TensorDictModuleImpl;
+
 struct ProbabilisticTensorDictSequentialOptions {
   // Unset: the reference's default (see the header comment).
   TORCH_ARG(std::optional<bool>, return_composite);
@@ -131,6 +133,8 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // Derives return_composite, the sampling rule, det_part() and each module's interface
   // (one cast per module) from modules().
   void configure();
+  // Sets flat_steps_ and flat_last_ from modules() (at the end of configure(), which clears them).
+  void configure_flat_call();
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
   // get_dist() with return_composite; keep_given: a module whose samples are all present
   // keeps them instead of drawing (get_dist_given_samples()).
@@ -139,6 +143,8 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // of the step's code, which plain modules and probabilistic ones go through without it.
   ABSL_ATTRIBUTE_NOINLINE TensorDict forward_in_scopes(TensorDictModuleBase& module, const TensorDict& tensordict,
                                                        const SampleRequest& request);
+  // The flat call (see flat_steps_), with `last` the request of the last module.
+  TensorDict run_flat(const TensorDict& tensordict, const SampleRequest& last);
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;
@@ -154,6 +160,14 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   std::vector<bool> needs_scopes_;
   // The last ProbabilisticTensorDictModule, depth first (found at configuration).
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module_;
+  // The common actor, found at configuration: TensorDictModules followed by one
+  // ProbabilisticTensorDictModule (exactly those classes, holding no probabilistic modules).
+  // A call that needs nothing else (no tensordict_out, skip-existing off, runs_on_input(), the
+  // last module drawing in place) runs them as one loop over TensorDictModule::step() and the
+  // draw, passing one TensorDict along: what run_modules() does for such a sequence, without
+  // the per-module dispatch. flat_last_ is null when the sequence is not of that form.
+  std::vector<TensorDictModuleImpl*> flat_steps_;
+  ProbabilisticTensorDictModuleImpl* flat_last_ = nullptr;
 };
 
 class ProbabilisticTensorDictSequential

@@ -133,23 +133,49 @@ TEST(Registry, AcceptsWhatMakeChecksApartFromTheTensors) {
   EXPECT_FALSE(categorical.accepts({"logits", "probs"}, {}));
 }
 
-TEST(Registry, ABuilderResolvedForItsNamesChecksOnceAndOtherwiseOnEveryCall) {
-  // Names that fit: checked in resolved_for(), then build() goes straight to the factory.
-  const DistributionBuilder fits = DistributionBuilder("normal").resolved_for({"loc", "scale"}, {});
-  EXPECT_TRUE(at::equal(fits.build({{"loc", kLoc}, {"scale", kScale}}, {})->mean(), kLoc));
-  // Names that do not fit: build() still checks, and throws the registry's error, on each call.
-  const DistributionBuilder misfit = DistributionBuilder("normal").resolved_for({"loc"}, {});
+TEST(Registry, ABoundDistributionTakesTheTensorsInTheCallersOrder) {
+  // Names that fit, in any order: checked once, in bind(); make() takes the tensors by position.
+  const BoundDistribution normal = DistributionBuilder("normal").bind({"scale", "loc"}, {});
+  const DistributionPtr made = normal.make({kScale, kLoc});
+  EXPECT_TRUE(at::equal(made->mean(), kLoc));
+  EXPECT_TRUE(at::equal(made->stddev(), kScale));
+  // The second of two parameter sets: categorical's positions are {logits, probs}.
+  const at::Tensor probs = at::tensor({0.25, 0.75});
+  const DistributionPtr categorical = DistributionBuilder("categorical").bind({"probs"}, {}).make({probs});
+  EXPECT_TRUE(at::allclose(categorical->log_prob(at::tensor({int64_t{1}})), at::tensor({std::log(0.75)})));
+  // Optional parameters left out stay undefined for the factory: tanh_normal's bounds come from the kwargs.
+  const DistributionPtr squashed =
+      DistributionBuilder("tanh_normal").bind({"loc", "scale"}, {{"low", -2.0}, {"high", 2.0}}).make({kLoc, kScale});
+  const DistributionPtr by_name =
+      make_distribution("tanh_normal", {{"loc", kLoc}, {"scale", kScale}}, {{"low", -2.0}, {"high", 2.0}});
+  EXPECT_TRUE(at::equal(squashed->deterministic_sample(), by_name->deterministic_sample()));
+  EXPECT_FALSE(at::equal(squashed->deterministic_sample(),
+                         make_distribution("tanh_normal", {{"loc", kLoc}, {"scale", kScale}})->deterministic_sample()));
+}
+
+TEST(Registry, ABoundDistributionWithNamesThatDoNotFitThrowsTheRegistrysErrorOnEveryCall) {
+  const BoundDistribution misfit = DistributionBuilder("normal").bind({"loc"}, {});
   for (int call = 0; call < 2; ++call) {
-    EXPECT_EQ(error_of<std::invalid_argument>([&] {
-                misfit.build({{"loc", kLoc}}, {});
-              }),
+    EXPECT_EQ(error_of<std::invalid_argument>([&] { misfit.make({kLoc}); }),
               "normal: expected parameters {loc, scale}, got {loc}");
   }
-  // A factory has no signature to check.
-  const DistributionBuilder factory = DistributionBuilder([](const Params& p, const DistributionKwargs&) {
-                                        return std::make_shared<Normal>(p.at("loc"), at::ones_like(p.at("loc")));
-                                      }).resolved_for({"anything"}, {});
-  EXPECT_TRUE(at::equal(factory.build({{"loc", kLoc}}, {})->stddev(), at::ones_like(kLoc)));
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
+              DistributionBuilder("normal").bind({"loc", "scale"}, {{"upscale", 2.0}}).make({kLoc, kScale});
+            }),
+            "normal: unexpected kwarg 'upscale'; accepted kwargs: {validate_args}");
+}
+
+TEST(Registry, ABoundFactoryGetsTheTensorsUnderTheCallersNames) {
+  // A factory has no signature to check: it reads the names it was bound to.
+  const BoundDistribution factory =
+      DistributionBuilder([](const Params& p, const DistributionKwargs&) {
+        return std::make_shared<Normal>(p.at("anything"), at::ones_like(p.at("anything")));
+      }).bind({"anything"}, {});
+  EXPECT_TRUE(at::equal(factory.make({kLoc})->mean(), kLoc));
+  const BoundDistribution null =
+      DistributionBuilder([](const Params&, const DistributionKwargs&) { return DistributionPtr(); }).bind({"loc"}, {});
+  EXPECT_EQ(error_of<std::runtime_error>([&] { null.make({kLoc}); }),
+            "distribution '<factory>': its factory returned null");
 }
 
 TEST(Registry, UsersRegisterTheirOwn) {

@@ -1,14 +1,17 @@
 // ProbabilisticTensorDictSequential: the reference's docstring examples, return_composite
 // defaults and errors, keys, slicing and det_part.
+#include "sdk/probabilistic/probabilistic_sequential.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "sdk/distributions/normal.h"
+#include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/skip_existing.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
-#include "sdk/probabilistic/probabilistic_sequential.h"
 #include "tests/testing/error_of.h"
 
 namespace tdp::nn {
@@ -301,6 +304,86 @@ TEST(ProbabilisticSequential, LogProbWritesPerPartEntriesIntoTheGivenTensorDict)
   ASSERT_TRUE(std::holds_alternative<at::Tensor>(one));
   EXPECT_TRUE(std::get<at::Tensor>(one).allclose(minus_half_log_2pi()));
   EXPECT_TRUE(out.keys().empty());
+}
+
+// The common actor (TensorDictModules, then one ProbabilisticTensorDictModule) runs as one flat
+// loop; the calls that need more go through run_modules(). Both give the same TensorDict.
+Seq seeded_actor() {
+  torch::manual_seed(0);
+  return Seq({Mod(torch::nn::Linear(3, 4), TensorDictModuleOptions({"x"}, {"param"})),
+              Mod(NormalParamExtractor(), TensorDictModuleOptions({"param"}, {"loc", "scale"})),
+              Prob(ProbabilisticTensorDictModuleOptions({"loc", "scale"}, {"action"})
+                       .distribution("normal")
+                       .default_interaction_type(InteractionType::kRandom)
+                       .return_log_prob(true)
+                       .seed(7))});
+}
+
+void expect_same_entries(const TensorDict& a, const TensorDict& b) {
+  ASSERT_EQ(a.keys(), b.keys());
+  for (const NestedKey& key : a.keys()) EXPECT_TRUE(at::equal(a.get(key), b.get(key))) << key.to_string();
+}
+
+TEST(ProbabilisticSequential, TheFlatCallAndTheGeneralCallGiveTheSameTensorDict) {
+  torch::NoGradGuard no_grad;
+  Seq flat = seeded_actor();
+  Seq with_out = seeded_actor();
+  Seq skipping = seeded_actor();
+  for (int step = 0; step < 2; ++step) {  // the second step draws from the advanced generators
+    TensorDict in = input();
+    TensorDict out = flat(in);
+    EXPECT_TRUE(out.is_same(in));  // written into the caller's TensorDict
+    EXPECT_EQ(out.keys(), (std::vector<NestedKey>{"x", "param", "loc", "scale", "action", "action_log_prob"}));
+    // tensordict_out, and skip-existing on (with nothing to skip), take the general way.
+    TensorDict into = input();
+    expect_same_entries(with_out->forward(input(), into), out);
+    SkipExistingGuard skip(true);
+    expect_same_entries(skipping(input()), out);
+  }
+}
+
+TEST(ProbabilisticSequential, TheFlatCallHonoursAModulesOutKeySelection) {
+  Mod two_outputs([](const at::Tensor& x) { return std::make_tuple(x + 1, x * 2); },
+                  TensorDictModuleOptions({"x"}, {"loc", "extra"}));
+  Seq actor({two_outputs, normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))});
+  two_outputs->select_out_keys({"loc"});  // after the sequence was built
+  EXPECT_EQ(actor(input()).keys(), (std::vector<NestedKey>{"x", "loc", "sample"}));
+  TensorDict into = input();
+  EXPECT_EQ(actor->forward(input(), into).keys(), (std::vector<NestedKey>{"x", "loc", "sample"}));
+}
+
+TEST(ProbabilisticSequential, TheFlatCallNamesTheModuleThatFailed) {
+  Seq actor = seeded_actor();
+  const std::string flat = error_of<c10::Error>([&] { actor(TensorDict({{"x", torch::ones({5})}}, {})); });
+  TensorDict into;
+  const std::string general = error_of<c10::Error>([&] {
+    actor->forward(TensorDict({{"x", torch::ones({5})}}, {}), into);
+  });
+  EXPECT_NE(flat.find("failed while executing module '0'"), std::string::npos) << flat;
+  // The same message; the backtraces differ by the frames of each way.
+  const auto message = [](const std::string& what) { return what.substr(0, what.find("Exception raised from")); };
+  EXPECT_EQ(message(flat), message(general));
+}
+
+// A subclass may run differently from what the flat loop does for the class itself: it is
+// called through forward().
+class MarkingModuleImpl : public TensorDictModuleImpl {
+ public:
+  using TensorDictModuleImpl::TensorDictModuleImpl;
+
+ protected:
+  TensorDict forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) override {
+    TensorDict out = TensorDictModuleImpl::forward_impl(std::move(tensordict), tensordict_out);
+    out.set("marked", torch::ones({}));
+    return out;
+  }
+};
+
+TEST(ProbabilisticSequential, ASubclassOfTensorDictModuleRunsItsOwnForward) {
+  auto marking = std::make_shared<MarkingModuleImpl>([](const at::Tensor& x) { return x + 1; },
+                                                     TensorDictModuleOptions({"x"}, {"loc"}));
+  Seq actor({marking, normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))});
+  EXPECT_TRUE(actor(input()).contains("marked"));
 }
 
 }  // namespace
