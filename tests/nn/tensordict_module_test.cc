@@ -77,6 +77,27 @@ TEST(TensorDictModuleTest, VariadicFunctionTakesAllInputs) {
   EXPECT_EQ(td.get("f").item<float>(), 2.0f);
 }
 
+// A call keeps its input list for the thread's next call; a module called from inside another
+// module's callable, and a list of another length on the next call, still get their own inputs.
+TEST(TensorDictModuleTest, AModuleCalledInsideAnotherModulesCallableGetsItsOwnInputs) {
+  TensorDictModule inner([](const at::Tensor& x) { return x * 10; }, keys({"x"}, {"y"}));
+  TensorDictModule outer(
+      [&](const at::Tensor& a, const at::Tensor& b) {
+        const at::Tensor y = inner(make_td({{"x", a}})).get("y");
+        return std::make_tuple(y + b, y - b);
+      },
+      keys({"a", "b"}, {"sum", "difference"}));
+  for (int call = 0; call < 2; ++call) {
+    TensorDict td = outer(make_td({{"a", torch::ones({})}, {"b", torch::full({}, 2.0)}}));
+    EXPECT_EQ(td.get("sum").item<float>(), 12.0f);
+    EXPECT_EQ(td.get("difference").item<float>(), 8.0f);
+    TensorDict three = TensorDictModule([](const TensorList& x) { return x; }, keys({"a", "b", "c"}, {"d", "e", "f"}))(
+        make_td({{"a", torch::zeros({})}, {"b", torch::ones({})}, {"c", torch::full({}, 2.0)}}));
+    EXPECT_EQ(three.get("f").item<float>(), 2.0f);
+    EXPECT_EQ(inner(make_td({{"x", torch::full({}, 3.0)}})).get("y").item<float>(), 30.0f);
+  }
+}
+
 TEST(TensorDictModuleTest, NestedKeysAreFlattened) {
   TensorDictModule mod([](const TensorList& x) { return x; },
                        keys({"a", {"b"}, {"c", {"d"}}}, {"e", {"f"}, {"g", {"h"}}}));
