@@ -360,7 +360,8 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
   return value_of(*dist.distribution(), *type, gen);
 }
 
-at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
+// `inline`: a shared-library build may not inline a function that could be interposed at load time.
+inline at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
                                                        const dist::GeneratorOpt& generator) const {
   if (type == InteractionType::kRandom) {
     return d.has_rsample() ? d.rsample(options_.num_samples(), generator) : d.sample(options_.num_samples(), generator);

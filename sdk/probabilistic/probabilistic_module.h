@@ -231,7 +231,9 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   [[noreturn]] ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE void throw_missing_param(const TensorDict& tensordict,
                                                                                     size_t index) const;
   // The value a single distribution gives under `type`: dist_sample() for one distribution.
-  at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
+  // Always inlined (two lines): no frame between a draw and its sampler.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE at::Tensor value_of(const dist::Distribution& dist, InteractionType type,
+                                                   const dist::GeneratorOpt& generator) const;
   // value_of() for every type but RANDOM (MEAN's empirical estimate still draws).
   ABSL_ATTRIBUTE_NOINLINE at::Tensor value_not_drawn(const dist::Distribution& dist, InteractionType type,
                                                      const dist::GeneratorOpt& generator) const;

@@ -223,7 +223,8 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
   });
 }
 
-TensorDict ProbabilisticTensorDictSequentialImpl::run_flat(const TensorDict& tensordict, const SampleRequest& last) {
+// `inline`: a shared-library build may not inline a function that could be interposed at load time.
+inline TensorDict ProbabilisticTensorDictSequentialImpl::run_flat(const TensorDict& tensordict, const SampleRequest& last) {
   TensorDict td = tensordict;
   size_t i = 0;
   try {

@@ -20,6 +20,7 @@
 // contains) a probabilistic module, else a plain TensorDictSequential.
 #pragma once
 
+#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -143,8 +144,10 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // of the step's code, which plain modules and probabilistic ones go through without it.
   ABSL_ATTRIBUTE_NOINLINE TensorDict forward_in_scopes(TensorDictModuleBase& module, const TensorDict& tensordict,
                                                        const SampleRequest& request);
-  // The flat call (see flat_steps_), with `last` the request of the last module.
-  TensorDict run_flat(const TensorDict& tensordict, const SampleRequest& last);
+  // The flat call (see flat_steps_), with `last` the request of the last module. Always inlined
+  // into forward_with_request(), as run_modules() is: an actor call reaches the sampler in
+  // act -> sequence -> module's draw -> sampler.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_flat(const TensorDict& tensordict, const SampleRequest& last);
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;
