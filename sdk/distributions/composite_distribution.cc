@@ -85,14 +85,7 @@ DistributionBuilder DistributionBuilder::resolved() const {
 BoundDistribution DistributionBuilder::bind(const std::vector<std::string>& param_names,
                                             const DistributionKwargs& kwargs) const {
   if (!factory_) return resolved().registered_->bind(param_names, kwargs);
-  return BoundDistribution(
-      "<factory>",
-      [factory = factory_, param_names](ParamTensors tensors, const DistributionKwargs& kwargs) {
-        Params params;
-        for (size_t i = 0; i < param_names.size(); ++i) params.emplace(param_names[i], tensors[i]);
-        return factory(params, kwargs);
-      },
-      {}, param_names.size(), kwargs);
+  return BoundDistribution("<factory>", by_position(param_names, factory_), {}, param_names.size(), kwargs);
 }
 
 std::string DistributionBuilder::to_string() const {

@@ -130,18 +130,6 @@ void register_builtins(DistributionRegistry& registry) {
                                  }));
 }
 
-// A by-name factory called by position: the tensors given are passed under their names.
-PositionalFactory by_position(std::vector<std::string> names, DistributionFactory factory) {
-  return
-      [names = std::move(names), factory = std::move(factory)](ParamTensors tensors, const DistributionKwargs& kwargs) {
-        Params params;
-        for (size_t i = 0; i < names.size(); ++i) {
-          if (tensors[i].defined()) params.emplace(names[i], tensors[i]);
-        }
-        return factory(params, kwargs);
-      };
-}
-
 const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, std::string_view key) {
   auto it = kwargs.find(key);
   return it == kwargs.end() ? nullptr : &it->second;
@@ -155,6 +143,17 @@ const c10::Scalar* find_kwarg(const DistributionKwargs& kwargs, std::string_view
 }
 
 }  // namespace
+
+PositionalFactory by_position(std::vector<std::string> names, DistributionFactory factory) {
+  return
+      [names = std::move(names), factory = std::move(factory)](ParamTensors tensors, const DistributionKwargs& kwargs) {
+        Params params;
+        for (size_t i = 0; i < names.size(); ++i) {
+          if (tensors[i].defined()) params.emplace(names[i], tensors[i]);
+        }
+        return factory(params, kwargs);
+      };
+}
 
 std::string DistributionSignature::params_to_string() const {
   std::string out;
@@ -343,14 +342,12 @@ BoundDistribution RegisteredDistribution::bind(const std::vector<std::string>& p
   const std::vector<std::string>& names = entry_->param_names;
   if (!accepts(param_names, kwargs)) {
     // Checked by name on each call, which throws what make() throws for these names.
-    return BoundDistribution(
-        entry_->name,
-        [registered = *this, param_names](ParamTensors tensors, const DistributionKwargs& kwargs) {
-          Params params;
-          for (size_t i = 0; i < param_names.size(); ++i) params.emplace(param_names[i], tensors[i]);
-          return registered.make(params, kwargs);
-        },
-        {}, param_names.size(), kwargs);
+    return BoundDistribution(entry_->name,
+                             by_position(param_names,
+                                         [registered = *this](const Params& params, const DistributionKwargs& kwargs) {
+                                           return registered.make(params, kwargs);
+                                         }),
+                             {}, param_names.size(), kwargs);
   }
   std::vector<size_t> positions;
   for (const std::string& name : param_names) {

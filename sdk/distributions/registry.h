@@ -107,6 +107,10 @@ using DistributionFactory = std::function<DistributionPtr(const Params&, const D
 using ParamTensors = c10::ArrayRef<at::Tensor>;
 using PositionalFactory = std::function<DistributionPtr(ParamTensors, const DistributionKwargs&)>;
 
+// A by-name factory called by position: each defined tensor is passed under the name of its
+// position in `names`.
+PositionalFactory by_position(std::vector<std::string> names, DistributionFactory factory);
+
 // What a registered name accepts.
 struct DistributionSignature {
   // Alternative sets of parameter names; the given params must equal one of them
