@@ -153,6 +153,23 @@ TEST(Registry, ABoundDistributionTakesTheTensorsInTheCallersOrder) {
                          make_distribution("tanh_normal", {{"loc", kLoc}, {"scale", kScale}})->deterministic_sample()));
 }
 
+TEST(Registry, AFactoryByPositionGetsTheSignaturesNamesInOrderAndUndefinedForTheOnesNotGiven) {
+  const DistributionSignature signature{{{"loc", "scale"}, {"loc", "scale", "shift"}}, {}};
+  EXPECT_EQ(signature.param_names(), (std::vector<std::string>{"loc", "scale", "shift"}));
+  DistributionRegistry registry;
+  registry.register_distribution("shifted", signature, PositionalFactory([](ParamTensors p, const DistributionKwargs&) {
+                                   at::Tensor loc = p[2].defined() ? p[0] + p[2] : p[0];
+                                   return std::make_shared<Normal>(loc, p[1]);
+                                 }));
+  const at::Tensor shift = at::full_like(kLoc, 2.0);
+  // By name (the names' order does not matter) and bound by position give the same distribution.
+  EXPECT_TRUE(at::equal(registry.make("shifted", {{"scale", kScale}, {"loc", kLoc}})->mean(), kLoc));
+  EXPECT_TRUE(
+      at::equal(registry.make("shifted", {{"shift", shift}, {"scale", kScale}, {"loc", kLoc}})->mean(), kLoc + shift));
+  EXPECT_TRUE(at::equal(
+      registry.find("shifted").bind({"shift", "loc", "scale"}, {}).make({shift, kLoc, kScale})->mean(), kLoc + shift));
+}
+
 TEST(Registry, ABoundDistributionWithNamesThatDoNotFitThrowsTheRegistrysErrorOnEveryCall) {
   const BoundDistribution misfit = DistributionBuilder("normal").bind({"loc"}, {});
   for (int call = 0; call < 2; ++call) {
