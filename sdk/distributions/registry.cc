@@ -284,6 +284,14 @@ DistributionPtr DistributionRegistry::make(const std::string& name, const Params
 
 namespace {
 
+// The one call of a registered factory: by make() and by a bound distribution.
+DistributionPtr call_factory(const std::string& name, const PositionalFactory& factory, ParamTensors tensors,
+                             const DistributionKwargs& kwargs) {
+  DistributionPtr dist = factory(tensors, kwargs);
+  if (!dist) throw std::runtime_error("distribution '" + name + "': its factory returned null");
+  return dist;
+}
+
 // Whether `count` distinct names, of which `has` tells membership, equal one of the parameter
 // sets: equal sizes plus membership is set equality, checked without building sets.
 template <typename Has>
@@ -334,7 +342,7 @@ DistributionPtr RegisteredDistribution::make(const Params& params, const Distrib
   for (const auto& [key, value] : params) {
     tensors[static_cast<size_t>(std::find(names.begin(), names.end(), key) - names.begin())] = value;
   }
-  return BoundDistribution(name, entry_->factory, {}, names.size(), kwargs).make(tensors);
+  return call_factory(name, entry_->factory, tensors, kwargs);
 }
 
 BoundDistribution RegisteredDistribution::bind(const std::vector<std::string>& param_names,
@@ -368,16 +376,10 @@ BoundDistribution::BoundDistribution(std::string name, PositionalFactory factory
       kwargs_(std::move(kwargs)) {}
 
 DistributionPtr BoundDistribution::make(ParamTensors params) const {
-  DistributionPtr dist;
-  if (positions_.empty()) {
-    dist = factory_(params, kwargs_);
-  } else {
-    c10::SmallVector<at::Tensor, 4> ordered(num_positions_);
-    for (size_t i = 0; i < positions_.size(); ++i) ordered[positions_[i]] = params[i];
-    dist = factory_(ordered, kwargs_);
-  }
-  if (!dist) throw std::runtime_error("distribution '" + name_ + "': its factory returned null");
-  return dist;
+  if (positions_.empty()) return call_factory(name_, factory_, params, kwargs_);
+  c10::SmallVector<at::Tensor, 4> ordered(num_positions_);
+  for (size_t i = 0; i < positions_.size(); ++i) ordered[positions_[i]] = params[i];
+  return call_factory(name_, factory_, ordered, kwargs_);
 }
 
 DistributionPtr make_distribution(const std::string& name, const Params& params,
