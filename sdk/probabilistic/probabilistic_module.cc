@@ -245,21 +245,19 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
   kwargs_as_params_.clear();
   bound_.reset();
   if (options_.is_composite()) return;
-  const dist::DistributionSignature* signature = options_.distribution().signature();
-  if (signature == nullptr) {  // a factory: nothing to split or check
-    bound_.emplace(options_.distribution().bind(options_.dist_keys(), build_kwargs_));
-    return;
-  }
-  for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
-    auto named = [&](const std::vector<std::string>& names) {
-      return std::find(names.begin(), names.end(), it->first) != names.end();
-    };
-    const bool is_param = std::any_of(signature->param_sets.begin(), signature->param_sets.end(), named);
-    if (is_param && !named(signature->kwargs)) {
-      kwargs_as_params_.emplace_back(it->first, it->second);
-      it = build_kwargs_.erase(it);
-    } else {
-      ++it;
+  // A factory has no signature: nothing to split.
+  if (const dist::DistributionSignature* signature = options_.distribution().signature()) {
+    const std::vector<std::string> param_names = signature->param_names();
+    for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
+      auto named = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), it->first) != names.end();
+      };
+      if (named(param_names) && !named(signature->kwargs)) {
+        kwargs_as_params_.emplace_back(it->first, it->second);
+        it = build_kwargs_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
   // The parameter names and kwargs get_dist() passes are the same on every call: the
