@@ -296,7 +296,7 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
                                                               : TensorDict();
   try {
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!drop_output_[i]) target.set(out_keys[i], outputs[i]);
+      if (!drop_output_[i]) target.set(out_keys[i], std::move(outputs[i]));
     }
   } catch (const std::exception&) {
     detail::rethrow_with_context(describe() + ": writing the outputs failed");

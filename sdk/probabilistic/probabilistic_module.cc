@@ -523,8 +523,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
   return apply_selection(std::move(out), tensordict, given);
 }
 
-TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& tensordict,
-                                                            const SampleRequest& request) const {
+TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(TensorDict tensordict, const SampleRequest& request) const {
   // Everything that can fail runs before the first write, so that a failure leaves the
   // TensorDict as it was.
   const NestedKey* log_prob_at = options_.return_log_prob() ? &log_prob_key() : nullptr;
@@ -534,10 +533,9 @@ TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& te
   at::Tensor value = value_of(*dist, request.type.value_or(options_.default_interaction_type()), generator);
   at::Tensor log_prob;
   if (log_prob_at != nullptr) log_prob = dist->log_prob(value);  // score() for one distribution
-  TensorDict out = tensordict;
-  out.set(sample_keys_[0], std::move(value));
-  if (log_prob_at != nullptr) out.set(*log_prob_at, std::move(log_prob));
-  return out;
+  tensordict.set(sample_keys_[0], std::move(value));
+  if (log_prob_at != nullptr) tensordict.set(*log_prob_at, std::move(log_prob));
+  return tensordict;
 }
 
 std::vector<std::string> ProbabilisticTensorDictModuleImpl::repr_fields() const {

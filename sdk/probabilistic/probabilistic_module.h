@@ -244,7 +244,9 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   bool draws_in_place(const SampleRequest& request, const std::optional<TensorDict>& tensordict_out) const {
     return single_in_place_ && request.requires_sample && !tensordict_out.has_value() && !has_out_keys_selection();
   }
-  TensorDict draw_in_place(const TensorDict& tensordict, const SampleRequest& request) const;
+  // Takes the TensorDict handle by value so that a caller that is done with its own (the
+  // sequence's flat call) moves it in and no reference count is raised for the returned one.
+  TensorDict draw_in_place(TensorDict tensordict, const SampleRequest& request) const;
   // The one log-prob path. A single distribution: the log-prob of the tensor `sample`. A
   // composite: each part's log-prob of its entry of the TensorDict `sample`, written into
   // `parts_out` (a new TensorDict when null and not aggregating) at `<part>_log_prob` when

@@ -110,6 +110,11 @@ TensorDict& TensorDict::set(const NestedKey& key, const at::Tensor& value) {
   return *this;
 }
 
+TensorDict& TensorDict::set(const NestedKey& key, at::Tensor&& value) {
+  impl_->set(key, Entry(std::move(value)));
+  return *this;
+}
+
 TensorDict& TensorDict::set(const NestedKey& key, const TensorDict& value) {
   impl_->set(key, Entry(value));
   return *this;

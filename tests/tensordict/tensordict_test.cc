@@ -47,6 +47,23 @@ TEST(TensorDictTest, SetAndGetRoundTrip) {
   EXPECT_EQ(td.shape(), at::IntArrayRef({4}));
 }
 
+TEST(TensorDictTest, SetOfAnRvalueTakesOverItsReference) {
+  TensorDict td({4});
+  at::Tensor obs = at::randn({4, 17});
+  const at::Tensor alias = obs;  // a second reference, to count against
+  td.set("obs", std::move(obs));
+  EXPECT_FALSE(obs.defined());  // NOLINT(bugprone-use-after-move): what a move leaves is the point
+  EXPECT_TRUE(td.get("obs").is_same(alias));
+  EXPECT_EQ(alias.use_count(), 2);  // alias and the entry: no copy left behind
+  // Replacing the entry drops the TensorDict's reference.
+  td.set("obs", at::zeros({4, 17}));
+  EXPECT_EQ(alias.use_count(), 1);
+  // A refused rvalue write changes nothing, as a refused copy does.
+  at::Tensor wrong = at::zeros({3});
+  EXPECT_THROW(td.set("other", std::move(wrong)), std::invalid_argument);
+  EXPECT_FALSE(td.contains("other"));
+}
+
 TEST(TensorDictTest, SetWithWrongLeadingDimsThrowsNamingKeyAndShapes) {
   TensorDict td({4});
   std::string message = error_of<std::invalid_argument>([&] { td.set("obs", at::zeros({3, 17})); });
