@@ -33,11 +33,14 @@
 #include <utility>
 #include <vector>
 
+#include "sdk/nn/skip_existing.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn {
+
+class TensorDictModuleImpl;
 
 struct TensorDictSequentialOptions {
   // Skip the modules whose in_keys are not all in the TensorDict.
@@ -141,6 +144,17 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // partial_tolerant, no inplace option, no select_out_keys(). run_modules() then neither copies
   // nor selects, and a subclass may run its modules in a loop of its own.
   bool runs_on_input() const;
+  // The flat call, for a call that may take it (flat_call_allowed()): the leading modules that
+  // are exactly TensorDictModules (flat_steps(); a subclass of one keeps its own forward), run
+  // as one loop over TensorDictModule::step() passing one TensorDict along. That is what
+  // run_modules() does for them, without each module's forward() dispatch and its handling,
+  // which such a call has no use for. A plain sequence of TensorDictModules runs all of its
+  // modules this way; ProbabilisticTensorDictSequential runs them and then its draw.
+  bool flat_call_allowed(const std::optional<TensorDict>& tensordict_out) const {
+    return !tensordict_out.has_value() && runs_on_input() && !skip_existing_enabled();
+  }
+  const std::vector<TensorDictModuleImpl*>& flat_steps() const { return flat_steps_; }
+  TensorDict run_flat_steps(TensorDict tensordict) const;
   // Rethrows the exception in flight with this sequence and module `index` named.
   [[noreturn]] void rethrow_from_module(size_t index) const;
   // Called after append()/insert() changed modules(), for subclasses that derive state from them.
@@ -168,6 +182,7 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   bool named_ = false;
   bool select_before_return_ = false;
   std::vector<NestedKey> complete_out_keys_;
+  std::vector<TensorDictModuleImpl*> flat_steps_;  // owned through modules_
 };
 
 class TensorDictSequential : public torch::nn::ModuleHolder<TensorDictSequentialImpl> {

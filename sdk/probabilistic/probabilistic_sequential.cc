@@ -110,7 +110,6 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
   needs_scopes_.clear();
   last_prob_module_ = nullptr;
   det_part_ = nullptr;
-  flat_steps_.clear();
   flat_last_ = nullptr;
   for (const auto& m : mods) {
     ProbabilisticModuleInterface* child = nullptr;
@@ -163,15 +162,12 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
 
 void ProbabilisticTensorDictSequentialImpl::configure_flat_call() {
   const auto& mods = modules();
-  // Exactly these classes: a subclass may run differently from what step() and the draw do.
-  if (typeid(*mods.back()) != typeid(ProbabilisticTensorDictModuleImpl)) return;
-  for (size_t i = 0; i + 1 < mods.size(); ++i) {
-    if (typeid(*mods[i]) != typeid(TensorDictModuleImpl) || needs_scopes_[i]) {
-      flat_steps_.clear();
-      return;
-    }
-    flat_steps_.push_back(static_cast<TensorDictModuleImpl*>(mods[i].get()));
+  // Exactly these classes (flat_steps() are exactly TensorDictModules): a subclass may run
+  // differently from what step() and the draw do.
+  if (flat_steps().size() + 1 != mods.size() || typeid(*mods.back()) != typeid(ProbabilisticTensorDictModuleImpl)) {
+    return;
   }
+  if (std::any_of(needs_scopes_.begin(), needs_scopes_.end() - 1, [](bool needs) { return needs; })) return;
   flat_last_ = prob_modules_.back();
 }
 
@@ -194,7 +190,7 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     const std::optional<TensorDict>& tensordict_out) {
   // Of forward()'s handling only skip-existing is left: a sequence applies its own
   // select_out_keys() (run_modules()).
-  if (flat_last_ != nullptr && !tensordict_out.has_value() && !skip_existing_enabled() && runs_on_input()) {
+  if (flat_last_ != nullptr && flat_call_allowed(tensordict_out)) {
     SampleRequest last = request;
     last.requires_sample = requires_sample_;
     if (flat_last_->draws_in_place(last, std::nullopt)) return run_flat(tensordict, last);
@@ -225,13 +221,11 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
 
 // `inline`: a shared-library build may not inline a function that could be interposed at load time.
 inline TensorDict ProbabilisticTensorDictSequentialImpl::run_flat(const TensorDict& tensordict, const SampleRequest& last) {
-  TensorDict td = tensordict;
-  size_t i = 0;
+  TensorDict td = run_flat_steps(tensordict);
   try {
-    for (; i < flat_steps_.size(); ++i) td = flat_steps_[i]->step(std::move(td));
-    return flat_last_->draw_in_place(td, last);
+    return flat_last_->draw_in_place(std::move(td), last);
   } catch (const std::exception&) {
-    rethrow_from_module(i);
+    rethrow_from_module(flat_steps().size());
   }
 }
 

@@ -134,7 +134,7 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // Derives return_composite, the sampling rule, det_part() and each module's interface
   // (one cast per module) from modules().
   void configure();
-  // Sets flat_steps_ and flat_last_ from modules() (at the end of configure(), which clears them).
+  // Sets flat_last_ from modules() (at the end of configure(), which clears it).
   void configure_flat_call();
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
   // get_dist() with return_composite; keep_given: a module whose samples are all present
@@ -144,7 +144,7 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // of the step's code, which plain modules and probabilistic ones go through without it.
   ABSL_ATTRIBUTE_NOINLINE TensorDict forward_in_scopes(TensorDictModuleBase& module, const TensorDict& tensordict,
                                                        const SampleRequest& request);
-  // The flat call (see flat_steps_), with `last` the request of the last module. Always inlined
+  // The flat call (see flat_last_), with `last` the request of the last module. Always inlined
   // into forward_with_request(), as run_modules() is: an actor call reaches the sampler in
   // act -> sequence -> module's draw -> sampler.
   ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_flat(const TensorDict& tensordict, const SampleRequest& last);
@@ -165,11 +165,9 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module_;
   // The common actor, found at configuration: TensorDictModules followed by one
   // ProbabilisticTensorDictModule (exactly those classes, holding no probabilistic modules).
-  // A call that needs nothing else (no tensordict_out, skip-existing off, runs_on_input(), the
-  // last module drawing in place) runs them as one loop over TensorDictModule::step() and the
-  // draw, passing one TensorDict along: what run_modules() does for such a sequence, without
-  // the per-module dispatch. flat_last_ is null when the sequence is not of that form.
-  std::vector<TensorDictModuleImpl*> flat_steps_;
+  // A call that needs nothing else (flat_call_allowed(), the last module drawing in place) runs
+  // the TensorDictModules as the sequence's flat steps (run_flat_steps()) and then the draw,
+  // passing one TensorDict along. Null when the sequence is not of that form.
   ProbabilisticTensorDictModuleImpl* flat_last_ = nullptr;
 };
 
