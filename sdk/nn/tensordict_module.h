@@ -177,7 +177,7 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
                                  const std::optional<TensorDict>& tensordict_out = std::nullopt);
 
   const TensorDictModuleOptions& options() const { return options_; }
-  // This module as one step of a sequence's call (ProbabilisticTensorDictSequential's flat call):
+  // This module as one step of a sequence's call (TensorDictSequential's flat call):
   // forward(tensordict) for a caller that has already found skip-existing off. It takes the
   // TensorDict by value and, writing in place (the default), hands the same one back, so that a
   // sequence passes one TensorDict from module to module without copying it.
