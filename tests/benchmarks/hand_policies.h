@@ -13,6 +13,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/nn/tensordict_module_base.h"
+#include "tests/benchmarks/hand_normal.h"
 
 namespace tdp::benchmarks {
 
@@ -56,7 +57,6 @@ struct PendulumHand {
   std::vector<std::pair<at::Tensor, at::Tensor>> layers;
   const double shift = std::log(std::max(std::expm1(1.0 - 0.01), 1e-6));
   const double lim = 1.0 - 1e-6;  // float32's resolution, as TorchRL's safe tanh
-  const double log_sqrt_2pi = std::log(std::sqrt(2 * M_PI));
   at::Tensor params, loc, scale;
   HandOutput operator()(const at::Tensor& obs, at::Generator& gen) {
     params = mlp(layers, obs);
@@ -67,7 +67,7 @@ struct PendulumHand {
     at::Tensor action = x.tanh().clamp(-lim, lim).mul(2.0);
     // log-prob of the action, from the action (TorchRL's TanhNormal.log_prob).
     at::Tensor pre = action.div(2.0).clamp(-lim, lim).atanh();
-    at::Tensor base = -((pre - loc).pow(2)) / (2 * scale.pow(2)) - scale.log() - log_sqrt_2pi;
+    at::Tensor base = normal_log_density(pre, loc, scale);
     at::Tensor jacobian = 2. * (std::log(2.) - pre - at::softplus(-2. * pre)) + std::log(2.0);
     return {action, (base - jacobian).sum(-1)};
   }

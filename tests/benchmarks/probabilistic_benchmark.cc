@@ -19,14 +19,13 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
-#include <cmath>
-
 #include "sdk/distributions/normal.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
+#include "tests/benchmarks/hand_normal.h"
 
 namespace {
 
@@ -50,7 +49,6 @@ struct HandGaussianParts {
   torch::nn::Sequential mlp = make_mlp();
   Mapping scale_mapping = mappings("biased_softplus_1.0");
   at::Generator gen = at::detail::createCPUGenerator(0);
-  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
 };
 
 // The actor written by hand. One step is one out-of-line call, as the SDK's is one call of the
@@ -64,7 +62,7 @@ class HandGaussianActor {
     scale_ = parts_.scale_mapping(halves[1]).clamp_min(1e-4);
     at::Tensor eps = at::empty(loc_.sizes(), loc_.options()).normal_(0, 1, parts_.gen);
     action_ = loc_ + eps * scale_;
-    log_prob_ = -(action_ - loc_).pow(2) / (2 * scale_.pow(2)) - scale_.log() - parts_.half_log_2pi;
+    log_prob_ = tdp::benchmarks::normal_log_density(action_, loc_, scale_);
     return log_prob_;
   }
 
@@ -104,7 +102,7 @@ class HandTensorDictGaussianActor {
       at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, parts_.gen);
       at::Tensor action = loc + eps * scale;
       td.set(action_key_, action);
-      td.set(log_prob_key_, -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - parts_.half_log_2pi);
+      td.set(log_prob_key_, tdp::benchmarks::normal_log_density(action, loc, scale));
     }
     return td;
   }
@@ -144,14 +142,13 @@ void GaussianActor_Sdk(benchmark::State& state) {
 void NormalSample_Hand(benchmark::State& state) {
   torch::NoGradGuard no_grad;
   at::Generator gen = at::detail::createCPUGenerator(0);
-  const double half_log_2pi = 0.5 * std::log(2 * M_PI);
   at::Tensor loc = torch::randn({state.range(0), kAction});
   at::Tensor scale = torch::rand({state.range(0), kAction}) + 0.1;
   at::Tensor action, log_prob;
   for (auto _ : state) {
     at::Tensor eps = at::empty(loc.sizes(), loc.options()).normal_(0, 1, gen);
     action = loc + eps * scale;
-    log_prob = -(action - loc).pow(2) / (2 * scale.pow(2)) - scale.log() - half_log_2pi;
+    log_prob = tdp::benchmarks::normal_log_density(action, loc, scale);
     benchmark::DoNotOptimize(log_prob);
   }
 }
