@@ -10,6 +10,7 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/wrap_module.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/marking_module.h"
 #include "tests/testing/module_keys.h"
 #include "tests/testing/tensordicts.h"
 
@@ -374,20 +375,8 @@ TEST(TensorDictSequentialTest, TheFlatCallNamesTheModuleThatFailed) {
 
 // A subclass may run differently from what the flat loop does for the class itself: it is
 // called through forward(), wherever it sits, and after append()/insert() too.
-class MarkingModuleImpl : public TensorDictModuleImpl {
- public:
-  using TensorDictModuleImpl::TensorDictModuleImpl;
-
- protected:
-  TensorDict forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) override {
-    TensorDict out = TensorDictModuleImpl::forward_impl(std::move(tensordict), tensordict_out);
-    out.set("marked", out.get("marked", torch::zeros({})) + 1);
-    return out;
-  }
-};
-
 TEST(TensorDictSequentialTest, ASubclassOfTensorDictModuleRunsItsOwnForward) {
-  auto marking = [] { return std::make_shared<MarkingModuleImpl>(plus_one, keys({"a"}, {"a"})); };
+  auto marking = [] { return std::make_shared<test_util::MarkingModuleImpl>(plus_one, keys({"a"}, {"a"})); };
   TensorDictSequential seq({TensorDictModule(plus_one, keys({"a"}, {"b"}))});
   EXPECT_FALSE(seq(make_td({{"a", torch::zeros({})}})).contains("marked"));
   seq->append(marking());

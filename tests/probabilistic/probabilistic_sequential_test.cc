@@ -13,6 +13,7 @@
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "tests/testing/error_of.h"
+#include "tests/testing/marking_module.h"
 
 namespace tdp::nn {
 namespace {
@@ -367,23 +368,11 @@ TEST(ProbabilisticSequential, TheFlatCallNamesTheModuleThatFailed) {
 
 // A subclass may run differently from what the flat loop does for the class itself: it is
 // called through forward().
-class MarkingModuleImpl : public TensorDictModuleImpl {
- public:
-  using TensorDictModuleImpl::TensorDictModuleImpl;
-
- protected:
-  TensorDict forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) override {
-    TensorDict out = TensorDictModuleImpl::forward_impl(std::move(tensordict), tensordict_out);
-    out.set("marked", torch::ones({}));
-    return out;
-  }
-};
-
 TEST(ProbabilisticSequential, ASubclassOfTensorDictModuleRunsItsOwnForward) {
-  auto marking = std::make_shared<MarkingModuleImpl>([](const at::Tensor& x) { return x + 1; },
-                                                     TensorDictModuleOptions({"x"}, {"loc"}));
+  auto marking = std::make_shared<test_util::MarkingModuleImpl>([](const at::Tensor& x) { return x + 1; },
+                                                                TensorDictModuleOptions({"x"}, {"loc"}));
   Seq actor({marking, normal(ProbabilisticTensorDictModuleOptions({"loc"}, {"sample"}))});
-  EXPECT_TRUE(actor(input()).contains("marked"));
+  EXPECT_EQ(actor(input()).get("marked").item<float>(), 1.0f);
 }
 
 }  // namespace
