@@ -2,7 +2,7 @@
 // (policies/pytorch/regenerate.py, through tdpolicy.export) compute the same TensorDict in C++: loaded from their
 // exported specs, run on the same inputs under the deterministic interaction type, they write
 // the same keys (log-prob key names included), with the same shapes, dtypes and values (to
-// 1e-6), and score given actions with the same log-probs, under both composite_lp_aggregate
+// 1e-6 plus 1.3e-6 of the value), and score given actions with the same log-probs, under both composite_lp_aggregate
 // modes (the Python actor built under tensordict.nn.set_composite_lp_aggregate(mode), the C++
 // one loaded under CompositeLpAggregateGuard(mode)). The self test the exporter wrote into each
 // spec passes at load time, and a TorchScript file saved by the Python side loads and runs.
@@ -39,7 +39,12 @@ namespace {
 using nn::InteractionType;
 using Tensors = std::map<std::string, at::Tensor>;
 
-constexpr double kTolerance = 1e-6;
+// |C++ - Python| <= kAbsolute + kRelative * |Python|: kRelative is torch.testing's float32 rtol.
+// A relative part, because the committed files were computed on another CPU and ATen picks its
+// vectorized kernels (AVX2, AVX-512) at run time, which round differently in the last bits: a
+// log-prob of -17 came out 2 ulps (3.8e-6) apart on an AVX-512 machine.
+constexpr double kAbsolute = 1e-6;
+constexpr double kRelative = 1.3e-6;
 
 // Every actor policies/pytorch/regenerate.py writes.
 const std::vector<std::string>& actors() {
@@ -120,9 +125,11 @@ void expect_close(const at::Tensor& cpp, const at::Tensor& python, const std::st
   EXPECT_EQ(cpp.sizes(), python.sizes()) << what << ": shape";
   EXPECT_EQ(cpp.scalar_type(), python.scalar_type()) << what << ": dtype";
   if (cpp.sizes() != python.sizes()) return;
+  const at::Tensor reference = python.to(at::kDouble);
   const double worst =
-      cpp.numel() == 0 ? 0.0 : (cpp.to(at::kDouble) - python.to(at::kDouble)).abs().max().item<double>();
-  EXPECT_LE(worst, kTolerance) << what << ": C++ " << cpp << "\nPython " << python;
+      cpp.numel() == 0 ? 0.0
+                       : ((cpp.to(at::kDouble) - reference).abs() - kRelative * reference.abs()).max().item<double>();
+  EXPECT_LE(worst, kAbsolute) << what << ": C++ " << cpp << "\nPython " << python;
 }
 
 // The same keys (as sets: a missing or extra key fails), and each entry close.
