@@ -105,12 +105,7 @@ bool TensorDict::is_tensordict(const NestedKey& key) const {
   return impl_->lookup_or_throw(key).is_tensordict();
 }
 
-TensorDict& TensorDict::set(const NestedKey& key, const at::Tensor& value) {
-  impl_->set(key, Entry(value));
-  return *this;
-}
-
-TensorDict& TensorDict::set(const NestedKey& key, at::Tensor&& value) {
+TensorDict& TensorDict::set(const NestedKey& key, at::Tensor value) {
   impl_->set(key, Entry(std::move(value)));
   return *this;
 }

@@ -99,10 +99,9 @@ class TensorDict {
 
   // Writes `value` at `key`, creating missing intermediate TensorDicts with this batch_size and
   // device. The value's leading dims must equal batch_size. Returns *this for chaining.
-  TensorDict& set(const NestedKey& key, const at::Tensor& value);
-  // The same, taking over `value`'s reference: no reference count is raised and dropped again
-  // (an atomic pair per write), which a step writing its fresh outputs would otherwise pay.
-  TensorDict& set(const NestedKey& key, at::Tensor&& value);
+  // `value` is taken by value: a caller passing a tensor it is done with (std::move, a fresh
+  // result) hands its reference over, and no reference count is raised and dropped again.
+  TensorDict& set(const NestedKey& key, at::Tensor value);
   TensorDict& set(const NestedKey& key, const TensorDict& value);
   TensorDict& set(const NestedKey& key, const Entry& value);
   // Copies `value` into the existing tensor at `key` (same shape; broadcasting as copy_).
