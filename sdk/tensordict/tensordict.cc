@@ -15,10 +15,7 @@ std::string shape_to_string(c10::IntArrayRef shape) { return absl::StrCat("[", a
 
 // ---- Entry -------------------------------------------------------------------------------------
 
-const at::Tensor& Entry::tensor() const {
-  if (!is_tensor()) throw std::invalid_argument("Entry holds a TensorDict, not a tensor");
-  return tensor_;
-}
+void Entry::throw_not_a_tensor() { throw std::invalid_argument("Entry holds a TensorDict, not a tensor"); }
 
 TensorDict Entry::tensordict() const {
   if (!is_tensordict()) throw std::invalid_argument("Entry holds a tensor, not a TensorDict");
@@ -106,7 +103,7 @@ bool TensorDict::is_tensordict(const NestedKey& key) const {
 }
 
 TensorDict& TensorDict::set(const NestedKey& key, at::Tensor value) {
-  impl_->set(key, Entry(std::move(value)));
+  impl_->set(key, std::move(value));
   return *this;
 }
 

@@ -9,6 +9,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,9 +55,30 @@ struct TensorDictImpl {
 
   Entry* find(const std::string& name) {
     for (auto& [entry_name, entry] : entries) {
-      if (entry_name == name) return &entry;
+      if (same_name(entry_name, name)) return &entry;
     }
     return nullptr;
+  }
+  // std::string's == calls memcmp out of line for every candidate of the right length. A policy's
+  // names are short: up to 16 bytes compare as two overlapping words each, inline.
+  static bool same_name(const std::string& a, const std::string& b) {
+    const size_t size = a.size();
+    if (size != b.size()) return false;
+    const char* x = a.data();
+    const char* y = b.data();
+    if (size >= 8 && size <= 16) {
+      return load<uint64_t>(x) == load<uint64_t>(y) && load<uint64_t>(x + size - 8) == load<uint64_t>(y + size - 8);
+    }
+    if (size >= 4 && size < 8) {
+      return load<uint32_t>(x) == load<uint32_t>(y) && load<uint32_t>(x + size - 4) == load<uint32_t>(y + size - 4);
+    }
+    return std::memcmp(x, y, size) == 0;
+  }
+  template <typename Word>
+  static Word load(const char* bytes) {
+    Word word;
+    std::memcpy(&word, bytes, sizeof(Word));
+    return word;
   }
   const Entry* find(const std::string& name) const { return const_cast<TensorDictImpl*>(this)->find(name); }
 
@@ -65,7 +87,13 @@ struct TensorDictImpl {
   // The entry at `key`, or nullptr. On a miss `error` (when given) explains where the path broke.
   const Entry* lookup(const NestedKey& key, std::string* error) const;
 
-  const Entry& lookup_or_throw(const NestedKey& key) const;
+  // lookup() that throws KeyError on a miss. The message is built only then, by a second, cold
+  // lookup: a hit builds no string.
+  const Entry& lookup_or_throw(const NestedKey& key) const {
+    if (const Entry* entry = lookup(key, nullptr)) return *entry;
+    throw_missing(key);
+  }
+  [[noreturn]] ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void throw_missing(const NestedKey& key) const;
 
   void check_fits(const NestedKey& key, const Entry& value, c10::IntArrayRef batch) const;
 
@@ -81,6 +109,9 @@ struct TensorDictImpl {
   // Validates everything first, so a throw leaves the tree untouched. `value` by value: the
   // caller's temporary is moved into the tree.
   void set(const NestedKey& key, Entry value);
+  // set() of a tensor. A policy step's writes replace top-level tensors that already fit; those
+  // swap the tensor in place with no Entry built or moved, and everything else goes through set().
+  void set(const NestedKey& key, at::Tensor value);
   // The TensorDicts on the way to `key` from path index `depth` on, created (set's nested case);
   // returns the innermost.
   ABSL_ATTRIBUTE_NOINLINE TensorDictImpl* create_parents(const NestedKey& key, size_t depth);

@@ -8,8 +8,14 @@ namespace tdp {
 
 namespace {
 
+// A loop rather than ArrayRef's ==, which std::equal turns into an out-of-line memcmp call: batch
+// sizes have one or two dims, and every write checks one.
 bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
-  return shape.size() >= prefix.size() && shape.slice(0, prefix.size()) == prefix;
+  if (shape.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (shape[i] != prefix[i]) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -61,11 +67,10 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
   return nullptr;
 }
 
-const Entry& TensorDictImpl::lookup_or_throw(const NestedKey& key) const {
+void TensorDictImpl::throw_missing(const NestedKey& key) const {
   std::string error;
-  const Entry* entry = lookup(key, &error);
-  if (entry == nullptr) throw KeyError(error);
-  return *entry;
+  lookup(key, &error);
+  throw KeyError(error);
 }
 
 void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::IntArrayRef batch) const {
@@ -118,6 +123,18 @@ void TensorDictImpl::set(const NestedKey& key, Entry value) {
   } else {
     level->add(key.leaf(), std::move(stored));
   }
+}
+
+void TensorDictImpl::set(const NestedKey& key, at::Tensor value) {
+  if (key.size() == 1) {
+    Entry* existing = find(key.leaf());
+    if (existing != nullptr && existing->is_tensor() && value.defined() && has_prefix(value.sizes(), batch_size) &&
+        (!device || value.device() == *device)) {
+      existing->tensor_ = std::move(value);
+      return;
+    }
+  }
+  set(key, Entry(std::move(value)));
 }
 
 // Out of line, as the rest of a write's rarer work: a step that overwrites its entries runs

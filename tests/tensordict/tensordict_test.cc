@@ -64,6 +64,50 @@ TEST(TensorDictTest, SetOfAnRvalueTakesOverItsReference) {
   EXPECT_FALSE(td.contains("other"));
 }
 
+TEST(TensorDictTest, OverwritingAnEntryChecksTheValueAsAFirstWriteDoes) {
+  TensorDict td({2});
+  const at::Tensor x = at::zeros({2, 3});
+  td.set("x", x);
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { td.set("x", at::zeros({3})); }),
+            "TensorDict.set: key 'x' has shape [3], whose leading dims do not match batch_size [2]");
+  EXPECT_THROW(td.set("x", at::Tensor()), std::invalid_argument);
+  EXPECT_TRUE(td.get("x").is_same(x));  // refused writes left the entry as it was
+  const at::Tensor y = at::ones({2, 5});
+  td.set("x", y);
+  EXPECT_TRUE(td.get("x").is_same(y));
+  // A tensor over a nested TensorDict replaces it.
+  td.set({"sub", "a"}, at::zeros({2}));
+  td.set("sub", y);
+  EXPECT_FALSE(td.is_tensordict("sub"));
+  EXPECT_TRUE(td.get("sub").is_same(y));
+  // A TensorDict with a device moves an overwriting tensor there too.
+  TensorDict placed({2}, c10::Device(c10::kMeta));
+  placed.set("x", at::zeros({2}));
+  placed.set("x", at::ones({2}));
+  EXPECT_EQ(placed.get("x").device(), c10::Device(c10::kMeta));
+}
+
+TEST(TensorDictTest, NamesOfEveryLengthThatDifferInOneLetterAreTwoEntries) {
+  // Names are compared a word at a time; each length class must still see every letter.
+  TensorDict td({1});
+  const std::vector<std::string> stems = {"a", "abc", "abcd", "abcdefg", "abcdefgh", "sample_log_pro",
+                                          "sample_log_prob", "abcdefghijklmnop", "a_name_longer_than_sixteen"};
+  int64_t value = 0;
+  for (const std::string& stem : stems) {
+    for (const std::string& name : {stem + "x", stem + "y", "x" + stem, "y" + stem}) {
+      td.set(name, at::full({1}, value++));
+    }
+  }
+  value = 0;
+  for (const std::string& stem : stems) {
+    for (const std::string& name : {stem + "x", stem + "y", "x" + stem, "y" + stem}) {
+      EXPECT_EQ(td.get(name).item<int64_t>(), value++) << name;
+    }
+  }
+  EXPECT_FALSE(td.contains("abcdefghx_"));
+  EXPECT_FALSE(td.contains("sample_log_proz"));
+}
+
 TEST(TensorDictTest, SetWithWrongLeadingDimsThrowsNamingKeyAndShapes) {
   TensorDict td({4});
   std::string message = error_of<std::invalid_argument>([&] { td.set("obs", at::zeros({3, 17})); });
