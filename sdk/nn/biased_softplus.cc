@@ -18,7 +18,10 @@ BiasedSoftplusImpl::BiasedSoftplusImpl(BiasedSoftplusOptions options) : options_
 void BiasedSoftplusImpl::reset() { shift_ = inv_softplus(options_.bias() - options_.min_val()); }
 
 at::Tensor BiasedSoftplusImpl::forward(const at::Tensor& x) {
-  return at::softplus(x.add(shift_)).add(options_.min_val());
+  // min_val is added in place: softplus's output is fresh and its backward reads its input, not
+  // its output, so this saves a tensor per call (at batch 1 the allocations are the cost) and
+  // leaves values and gradients as they were.
+  return at::softplus(x.add(shift_)).add_(options_.min_val());
 }
 
 void BiasedSoftplusImpl::pretty_print(std::ostream& stream) const {

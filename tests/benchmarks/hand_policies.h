@@ -62,7 +62,7 @@ struct PendulumHand {
     params = mlp(layers, obs);
     auto halves = params.chunk(2, -1);
     loc = halves[0];
-    scale = at::softplus(halves[1].add(shift)).add(0.01).clamp_min(1e-4);
+    scale = at::softplus(halves[1].add(shift)).add_(0.01).clamp_min(1e-4);  // as BiasedSoftplus
     at::Tensor x = at::normal(loc, scale, gen);
     at::Tensor action = x.tanh().clamp(-lim, lim).mul(2.0);
     // log-prob of the action, from the action (TorchRL's TanhNormal.log_prob).

@@ -72,6 +72,21 @@ TEST(MappingsTest, CustomMappingsAreThreadSafe) {
   EXPECT_THROW(add_custom_mapping("", [](const at::Tensor& x) { return x; }), std::invalid_argument);
 }
 
+TEST(BiasedSoftplusTest, ValuesAndGradientsAreThoseOfTheOutOfPlaceExpression) {
+  // forward adds min_val in place on softplus's output; autograd must see the same function.
+  BiasedSoftplus module(BiasedSoftplusOptions(1.0).min_val(0.01));
+  const at::Tensor input = torch::linspace(-30.0, 30.0, 41).reshape({41, 1});
+  at::Tensor x = input.clone().requires_grad_(true);
+  at::Tensor reference_x = input.clone().requires_grad_(true);
+  at::Tensor y = module(x);
+  at::Tensor reference = torch::softplus(reference_x + module->shift()) + 0.01;
+  EXPECT_TRUE(y.equal(reference));
+  const at::Tensor weights = torch::linspace(0.5, 2.0, 41).reshape({41, 1});
+  (y * weights).sum().backward();
+  (reference * weights).sum().backward();
+  EXPECT_TRUE(x.grad().equal(reference_x.grad()));
+}
+
 TEST(BiasedSoftplusTest, ZeroMapsToBias) {
   BiasedSoftplus module(BiasedSoftplusOptions(1.0).min_val(0.1));
   EXPECT_NEAR(module(torch::zeros({2})).max().item<double>(), 1.0, 1e-6);
