@@ -34,6 +34,16 @@ inline int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + ndim : dim;
 }
 
+// Whether `shape` starts with `prefix`. A loop rather than ArrayRef's ==, which std::equal turns
+// into an out-of-line memcmp call: batch sizes have one or two dims, and every write checks one.
+inline bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
+  if (shape.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (shape[i] != prefix[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace internal
 
 // Entries in insertion order. A linear scan beats hashing for the handful of keys a policy uses.
@@ -85,7 +95,12 @@ struct TensorDictImpl {
   std::vector<NestedKey> level_keys(const NestedKey& prefix) const;
 
   // The entry at `key`, or nullptr. On a miss `error` (when given) explains where the path broke.
-  const Entry* lookup(const NestedKey& key, std::string* error) const;
+  // A top-level key without `error` (a policy step's reads) is one inline scan of the names.
+  const Entry* lookup(const NestedKey& key, std::string* error) const {
+    if (key.size() == 1 && error == nullptr) return find(key.leaf());
+    return lookup_path(key, error);
+  }
+  const Entry* lookup_path(const NestedKey& key, std::string* error) const;
 
   // lookup() that throws KeyError on a miss. The message is built only then, by a second, cold
   // lookup: a hit builds no string.
@@ -110,8 +125,19 @@ struct TensorDictImpl {
   // caller's temporary is moved into the tree.
   void set(const NestedKey& key, Entry value);
   // set() of a tensor. A policy step's writes replace top-level tensors that already fit; those
-  // swap the tensor in place with no Entry built or moved, and everything else goes through set().
-  void set(const NestedKey& key, at::Tensor value);
+  // swap the tensor in place, inline, with no Entry built or moved; everything else goes through
+  // set() above, which validates and explains.
+  void set(const NestedKey& key, at::Tensor value) {
+    if (key.size() == 1) {
+      Entry* existing = find(key.leaf());
+      if (existing != nullptr && existing->is_tensor() && value.defined() &&
+          internal::has_prefix(value.sizes(), batch_size) && (!device || value.device() == *device)) {
+        existing->tensor_ = std::move(value);
+        return;
+      }
+    }
+    set(key, Entry(std::move(value)));
+  }
   // The TensorDicts on the way to `key` from path index `depth` on, created (set's nested case);
   // returns the innermost.
   ABSL_ATTRIBUTE_NOINLINE TensorDictImpl* create_parents(const NestedKey& key, size_t depth);

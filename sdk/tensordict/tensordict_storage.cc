@@ -6,20 +6,6 @@
 
 namespace tdp {
 
-namespace {
-
-// A loop rather than ArrayRef's ==, which std::equal turns into an out-of-line memcmp call: batch
-// sizes have one or two dims, and every write checks one.
-bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
-  if (shape.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (shape[i] != prefix[i]) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::vector<NestedKey> TensorDictImpl::level_keys(const NestedKey& prefix) const {
   std::vector<NestedKey> keys;
   keys.reserve(entries.size());
@@ -45,7 +31,7 @@ ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE std::string describe_miss(const Nest
 
 }  // namespace
 
-const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) const {
+const Entry* TensorDictImpl::lookup_path(const NestedKey& key, std::string* error) const {
   if (key.empty()) {
     if (error) *error = "the empty key names no entry";
     return nullptr;
@@ -69,7 +55,7 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
 
 void TensorDictImpl::throw_missing(const NestedKey& key) const {
   std::string error;
-  lookup(key, &error);
+  lookup_path(key, &error);
   throw KeyError(error);
 }
 
@@ -80,7 +66,7 @@ void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::I
       throw std::invalid_argument(absl::StrCat("TensorDict.set: key ", key.to_string(),
                                                ": the tensor is undefined"));
     }
-    if (!has_prefix(tensor.sizes(), batch)) {
+    if (!internal::has_prefix(tensor.sizes(), batch)) {
       throw std::invalid_argument(absl::StrCat(
           "TensorDict.set: key ", key.to_string(), " has shape ", shape_to_string(tensor.sizes()),
           ", whose leading dims do not match batch_size ", shape_to_string(batch)));
@@ -91,7 +77,7 @@ void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::I
       throw std::invalid_argument(absl::StrCat("TensorDict.set: key ", key.to_string(),
                                                ": a TensorDict cannot contain itself"));
     }
-    if (!has_prefix(nested.batch_size, batch)) {
+    if (!internal::has_prefix(nested.batch_size, batch)) {
       throw std::invalid_argument(absl::StrCat(
           "TensorDict.set: key ", key.to_string(), " is a TensorDict with batch_size ",
           shape_to_string(nested.batch_size), ", which does not start with batch_size ",
@@ -123,18 +109,6 @@ void TensorDictImpl::set(const NestedKey& key, Entry value) {
   } else {
     level->add(key.leaf(), std::move(stored));
   }
-}
-
-void TensorDictImpl::set(const NestedKey& key, at::Tensor value) {
-  if (key.size() == 1) {
-    Entry* existing = find(key.leaf());
-    if (existing != nullptr && existing->is_tensor() && value.defined() && has_prefix(value.sizes(), batch_size) &&
-        (!device || value.device() == *device)) {
-      existing->tensor_ = std::move(value);
-      return;
-    }
-  }
-  set(key, Entry(std::move(value)));
 }
 
 // Out of line, as the rest of a write's rarer work: a step that overwrites its entries runs
