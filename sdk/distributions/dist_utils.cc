@@ -64,12 +64,9 @@ std::string param_to_string(const at::Tensor& value) {
   return shape_to_string(value.sizes());
 }
 
-const at::Tensor& require_defined(const at::Tensor& value, std::string_view distribution, std::string_view param) {
-  if (!value.defined()) {
-    throw std::invalid_argument(std::string(distribution) + ": parameter '" + std::string(param) +
-                                "' is an undefined tensor");
-  }
-  return value;
+void throw_undefined(std::string_view distribution, std::string_view param) {
+  throw std::invalid_argument(std::string(distribution) + ": parameter '" + std::string(param) +
+                              "' is an undefined tensor");
 }
 
 }  // namespace tdp::dist::internal

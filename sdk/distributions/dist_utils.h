@@ -41,6 +41,11 @@ using ::tdp::shape_to_string;
 std::string param_to_string(const at::Tensor& value);
 // Throws std::invalid_argument naming the distribution when `value` is undefined.
 // (Views, not strings: the names are only read to build the message.)
-const at::Tensor& require_defined(const at::Tensor& value, std::string_view distribution, std::string_view param);
+[[noreturn]] void throw_undefined(std::string_view distribution, std::string_view param);
+inline const at::Tensor& require_defined(const at::Tensor& value, std::string_view distribution,
+                                         std::string_view param) {
+  if (!value.defined()) throw_undefined(distribution, param);
+  return value;
+}
 
 }  // namespace tdp::dist::internal

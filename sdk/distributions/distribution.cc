@@ -97,8 +97,8 @@ void Distribution::not_implemented(const std::string& method) const {
   throw NotImplementedError(name() + " does not implement " + method);
 }
 
-void Distribution::check_param(std::string_view param, const at::Tensor& value, const Support& constraint) const {
-  if (!validate_args_) return;
+void Distribution::check_param_values(std::string_view param, const at::Tensor& value,
+                                      const Support& constraint) const {
   at::Tensor valid = constraint.check(value);
   if (!valid.all().item<bool>()) {
     throw std::invalid_argument("Expected parameter " + std::string(param) + " (Tensor of shape " +
@@ -108,8 +108,7 @@ void Distribution::check_param(std::string_view param, const at::Tensor& value, 
   }
 }
 
-void Distribution::validate_sample(const at::Tensor& value, std::string_view method) const {
-  if (!validate_args_) return;
+void Distribution::validate_sample_values(const at::Tensor& value, std::string_view method) const {
   const std::string where = name() + "." + std::string(method) + ": ";
   if (!value.defined()) throw std::invalid_argument(where + "the value is an undefined tensor");
   const int64_t event_dims = static_cast<int64_t>(event_shape_.size());

@@ -106,12 +106,21 @@ class Distribution {
   // In validate-args mode: throws when `value` does not satisfy `constraint`, naming this
   // distribution, the parameter and the first invalid entry.
   // (The names are views: they are only read to build a message.)
-  void check_param(std::string_view param, const at::Tensor& value, const Support& constraint) const;
+  // Inline, as validate_sample(): a distribution built per policy step without validation
+  // makes no call for its checks.
+  void check_param(std::string_view param, const at::Tensor& value, const Support& constraint) const {
+    if (validate_args_) check_param_values(param, value, constraint);
+  }
   // In validate-args mode: checks value's shape against batch/event shapes and its entries
   // against support(); `method` names the caller in the error.
-  void validate_sample(const at::Tensor& value, std::string_view method) const;
+  void validate_sample(const at::Tensor& value, std::string_view method) const {
+    if (validate_args_) validate_sample_values(value, method);
+  }
 
  private:
+  void check_param_values(std::string_view param, const at::Tensor& value, const Support& constraint) const;
+  void validate_sample_values(const at::Tensor& value, std::string_view method) const;
+
   // Inline storage: building a distribution per step allocates no shape.
   at::DimVector batch_shape_;
   at::DimVector event_shape_;

@@ -263,7 +263,9 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
   const std::vector<NestedKey>& keys = in_keys();
   TensorList inputs = std::move(reusable_list);  // empty: a moved-from vector is
   // Room for the outputs too: a module's step writes them into this list (to_tensor_list()).
-  inputs.reserve(std::max(keys.size(), out_keys_source().size()));
+  // The kept list has it from the second call on: checked here, as reserve()'s call is not free.
+  const size_t room = std::max(keys.size(), out_keys_source().size());
+  if (inputs.capacity() < room) inputs.reserve(room);
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (input_defaults_[i].defined() || options_.strict()) {
