@@ -1,8 +1,8 @@
 // NormalParamExtractor and AddStateIndependentNormalScale: LibTorch modules that turn a
 // network's output into the (loc, scale) of a normal distribution, for use inside a
 // TensorDictModule with out_keys {"loc", "scale"}. Python's
-// tensordict.nn.NormalParamExtractor and tensordict.nn.AddStateIndependentNormalScale. They
-// live in tdp::nn, as in Python, but here next to the distributions they feed.
+// tensordict.nn.NormalParamExtractor and tensordict.nn.AddStateIndependentNormalScale, in tdp::nn
+// as in Python.
 //
 //   tdp::nn::NormalParamExtractor extractor;               // scale: biased_softplus_1.0, >= 1e-4
 //   auto [loc, scale] = extractor(torch::randn({3, 4}));    // both [3, 2]
