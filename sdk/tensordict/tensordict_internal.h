@@ -111,6 +111,13 @@ struct TensorDictImpl {
   [[noreturn]] ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void throw_missing(const NestedKey& key) const;
 
   void check_fits(const NestedKey& key, const Entry& value, c10::IntArrayRef batch) const;
+  // The two rules a tensor write obeys, shared by the validating write (check_fits(), placed())
+  // and set()'s in-place overwrite: a defined tensor whose leading dims are `batch`, and a tensor
+  // that stays where it is (this TensorDict has no device, or the tensor is on it).
+  static bool fits(const at::Tensor& tensor, c10::IntArrayRef batch) {
+    return tensor.defined() && internal::has_prefix(tensor.sizes(), batch);
+  }
+  bool stays_on_device(const at::Tensor& tensor) const { return !device || tensor.device() == *device; }
 
   // `value` on this TensorDict's device when it has one. By value: an entry already in place
   // is moved through, not copied.
@@ -130,8 +137,7 @@ struct TensorDictImpl {
   void set(const NestedKey& key, at::Tensor value) {
     if (key.size() == 1) {
       Entry* existing = find(key.leaf());
-      if (existing != nullptr && existing->is_tensor() && value.defined() &&
-          internal::has_prefix(value.sizes(), batch_size) && (!device || value.device() == *device)) {
+      if (existing != nullptr && existing->is_tensor() && fits(value, batch_size) && stays_on_device(value)) {
         existing->tensor_ = std::move(value);
         return;
       }

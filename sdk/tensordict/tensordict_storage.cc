@@ -62,15 +62,14 @@ void TensorDictImpl::throw_missing(const NestedKey& key) const {
 void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::IntArrayRef batch) const {
   if (value.is_tensor()) {
     const at::Tensor& tensor = value.tensor();
+    if (fits(tensor, batch)) return;
     if (!tensor.defined()) {
       throw std::invalid_argument(absl::StrCat("TensorDict.set: key ", key.to_string(),
                                                ": the tensor is undefined"));
     }
-    if (!internal::has_prefix(tensor.sizes(), batch)) {
-      throw std::invalid_argument(absl::StrCat(
-          "TensorDict.set: key ", key.to_string(), " has shape ", shape_to_string(tensor.sizes()),
-          ", whose leading dims do not match batch_size ", shape_to_string(batch)));
-    }
+    throw std::invalid_argument(absl::StrCat("TensorDict.set: key ", key.to_string(), " has shape ",
+                                             shape_to_string(tensor.sizes()),
+                                             ", whose leading dims do not match batch_size ", shape_to_string(batch)));
   } else {
     const TensorDictImpl& nested = *sub(value);
     if (&nested == this) {
@@ -129,7 +128,7 @@ void TensorDictImpl::add(const std::string& name, Entry value) { entries.emplace
 Entry TensorDictImpl::moved_to_device(Entry value) const {
   if (value.is_tensor()) {
     const at::Tensor& tensor = value.tensor();
-    return tensor.device() == *device ? value : Entry(tensor.to(*device));
+    return stays_on_device(tensor) ? value : Entry(tensor.to(*device));
   }
   const TensorDictImpl& nested = *sub(value);
   return nested.device == device ? value : Entry(value.tensordict().to(*device));
