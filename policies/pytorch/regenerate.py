@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes policies/pytorch/: six actors built from real tensordict.nn / torchrl.modules classes,
 exported with the tdpolicy package (sdk/python: tdpolicy.export), and what Python computes with
-them, which //tests/spec:pytorch_interop_test compares with the C++ side.
+them, which //tests/policy:pytorch_interop_test compares with the C++ side.
 
   gaussian_actor       ProbabilisticActor(TorchRL MLP 3 -> (32, 32) -> 2, NormalParamExtractor, Normal)
   tanh_gaussian_actor  ProbabilisticActor(MLP with LayerNorm/ReLU, AddStateIndependentNormalScale,

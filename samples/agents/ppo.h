@@ -5,13 +5,13 @@
 // log p(a1) + log p(a2 | stored a1)); the
 // critic is a TensorDictModule over an Mlp writing "state_value"; advantages come from GAE;
 // one Adam optimizer updates both. Training leaves the trained parameters in the policy's
-// module, so spec::save_policy writes a spec that Actor::load (and the `rollout` sample) runs.
+// module, so policy::save_policy writes a spec that Actor::load (and the `rollout` sample) runs.
 //
 //   tdp::envs::CartPole env(tdp::envs::EnvOptions(8));
-//   auto policy = tdp::spec::load_policy("policies/cartpole_categorical.pbtxt");
+//   auto policy = tdp::policy::load_policy("policies/cartpole_categorical.pbtxt");
 //   tdp::agents::PpoConfig config;  config.total_env_steps = 100000;
 //   auto result = tdp::agents::train_ppo(env, *policy, config);      // StatusOr<PpoResult>
-//   tdp::spec::save_policy(*policy, "runs/cartpole/policy.pb");
+//   tdp::policy::save_policy(*policy, "runs/cartpole/policy.pb");
 //
 // Truncated episodes (the time limit) bootstrap from V(final_observation), terminated ones
 // from 0 (see samples/envs/batched_env.h). Rollouts act through a tdp::actor::Actor over the
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "samples/envs/batched_env.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 
 namespace tdp::agents {
 
@@ -120,7 +120,7 @@ struct PpoResult {
 // place on `env`. `on_iteration`, when set, is called after each iteration (progress lines).
 // Returns an error naming the problem for a bad config or a policy that is not probabilistic;
 // exceptions from tensor code (shape mismatches) are turned into errors too.
-absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, spec::Policy& policy, const PpoConfig& config,
+absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
                                     const std::function<void(const IterationStats&)>& on_iteration = {});
 
 // What PPO scores a stored action with: per environment ([B]), the joint log-probability of the
@@ -128,7 +128,7 @@ absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, spec::Policy& policy,
 // stored earlier parts: get_dist_given_samples() for autoregressive heads, else get_dist(). The
 // training loop scores the rollout's actions and the update's minibatches the same way, so the
 // two agree before the first gradient step.
-absl::StatusOr<at::Tensor> action_log_prob(const spec::Policy& policy, const TensorDict& td);
+absl::StatusOr<at::Tensor> action_log_prob(const policy::Policy& policy, const TensorDict& td);
 
 // The CSV of a training curve: a header line, then one line per iteration.
 std::string curve_csv(const std::vector<IterationStats>& iterations);

@@ -32,7 +32,7 @@
 #include "samples/envs/make_env.h"
 #include "sdk/actor/actor.h"
 #include "sdk/actor/cpu_allocator.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 
 // Negative or empty values keep the binary's own default.
 ABSL_FLAG(int64_t, total_steps, -1, "environment steps to train for (default: the binary's)");
@@ -155,7 +155,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   const std::string flag_policy = absl::GetFlag(FLAGS_policy);
   const std::string spec_path =
       flag_policy.empty() ? workspace_file(defaults.policy, argv[0]) : user_path(flag_policy);
-  auto policy = spec::load_policy(spec_path);
+  auto policy = policy::load_policy(spec_path);
   if (!policy.ok()) return fail(policy.status());
 
   // The binary's defaults, then the policy's own (by spec name), then the flags.
@@ -227,7 +227,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   auto result = train_ppo(**env, *policy, config, progress);
   if (!result.ok()) return fail(result.status());
 
-  if (absl::Status s = spec::save_policy(*policy, policy_out); !s.ok()) return fail(s);
+  if (absl::Status s = policy::save_policy(*policy, policy_out); !s.ok()) return fail(s);
   if (absl::Status s = write_text(csv_out, curve_csv(result->iterations)); !s.ok()) return fail(s);
   PlotSeries curve{"mean training-episode return (last " + std::to_string(config.recent_episodes) + ")", {}, {}};
   for (const auto& it : result->iterations) {

@@ -35,8 +35,8 @@
 #include "sdk/actor/actor.h"
 #include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/declared_inputs.h"
-#include "sdk/spec/keys.h"
+#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/keys.h"
 #include "tdpolicy/spec.pb.h"
 
 constexpr char kDefaultPolicy[] = "policies/cartpole_categorical.pbtxt";
@@ -98,14 +98,14 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
   const std::vector<tdp::envs::EntrySpec> observations = env.observation_spec();
   for (const auto& input : actor.spec().inputs()) {
     const bool is_state = std::any_of(actor.state_keys().begin(), actor.state_keys().end(),
-                                      [&](const tdp::NestedKey& key) { return tdp::spec::key_string(key) == input.key(); });
+                                      [&](const tdp::NestedKey& key) { return tdp::policy::key_string(key) == input.key(); });
     if (is_state) continue;
     const std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
     const auto entry = std::find_if(observations.begin(), observations.end(),
-                                    [&](const tdp::envs::EntrySpec& e) { return tdp::spec::key_string(e.key) == input.key(); });
+                                    [&](const tdp::envs::EntrySpec& e) { return tdp::policy::key_string(e.key) == input.key(); });
     if (entry == observations.end()) {
       std::vector<std::string> keys;
-      for (const auto& e : observations) keys.push_back(tdp::spec::key_string(e.key));
+      for (const auto& e : observations) keys.push_back(tdp::policy::key_string(e.key));
       return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" is not an observation of ",
                                                      env.name(), ", which provides: ", absl::StrJoin(keys, ", ")));
     }
@@ -114,7 +114,7 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
                                                      " but ", env.name(), "'s \"", input.key(), "\" has shape ",
                                                      tdp::shape_to_string(entry->shape)));
     }
-    const at::ScalarType dtype = tdp::spec::input_scalar_type(input);
+    const at::ScalarType dtype = tdp::policy::input_scalar_type(input);
     if (dtype != entry->dtype) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has dtype ",
                                                      tdpolicy::DType_Name(input.dtype()), " but ", env.name(), "'s \"",
@@ -123,8 +123,8 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
   }
   const auto& outputs = actor.spec().output_keys();
   for (const tdp::envs::EntrySpec& action : env.action_spec()) {
-    if (std::find(outputs.begin(), outputs.end(), tdp::spec::key_string(action.key)) == outputs.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": writes no \"", tdp::spec::key_string(action.key), "\", an action ",
+    if (std::find(outputs.begin(), outputs.end(), tdp::policy::key_string(action.key)) == outputs.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": writes no \"", tdp::policy::key_string(action.key), "\", an action ",
                                                      env.name(), " reads; its outputs: ", absl::StrJoin(outputs, ", ")));
     }
   }

@@ -22,10 +22,10 @@
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/generator_scope.h"
 #include "sdk/probabilistic/probabilistic_module_interface.h"
-#include "sdk/spec/declared_inputs.h"
-#include "sdk/spec/keys.h"
-#include "sdk/spec/policy.h"
-#include "sdk/spec/tensor_proto.h"
+#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/policy.h"
+#include "sdk/policy/tensor_proto.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -48,7 +48,7 @@ at::Generator make_generator(const c10::Device& device, uint64_t seed) {
   return generator;
 }
 
-const spec::Policy& checked(const spec::Policy& policy) {
+const policy::Policy& checked(const policy::Policy& policy) {
   if (policy.module == nullptr) throw std::invalid_argument("Actor: the policy has no module");
   return policy;
 }
@@ -100,7 +100,7 @@ std::optional<CudaGraphOptions> graph_settings(const ActorOptions& options, cons
     origin = "the spec's cuda_graph";
   }
   if (!settings || !settings->enabled()) return std::nullopt;
-  if (auto problem = spec::check_cuda_graph_settings(settings->warmup(), settings->batch_buckets())) {
+  if (auto problem = policy::check_cuda_graph_settings(settings->warmup(), settings->batch_buckets())) {
     throw std::invalid_argument(absl::StrCat(origin, ".", problem->field, ": ", problem->message));
   }
   return settings;
@@ -110,19 +110,19 @@ std::optional<CudaGraphOptions> graph_settings(const ActorOptions& options, cons
 
 class Actor::Impl {
  public:
-  Impl(spec::Policy loaded, ActorOptions actor_options)
+  Impl(policy::Policy loaded, ActorOptions actor_options)
       : policy(std::move(loaded)),
         options(std::move(actor_options)),
         lp_aggregate(options.composite_lp_aggregate() ? *options.composite_lp_aggregate() : nn::composite_lp_aggregate()),
         generator(make_generator(options.device(), options.seed())),
-        state_keys(spec::state_keys(checked(policy).spec)),
+        state_keys(policy::state_keys(checked(policy).spec)),
         declared_inputs(policy.spec),
         probabilistic(dynamic_cast<nn::ProbabilisticModuleInterface*>(policy.module.get())) {
     lower_fused();
     policy.module->to(options.device());
     policy.module->eval();
     for (const std::string& key : policy.spec.output_keys()) {
-      if (auto parsed = spec::parse_key(key); parsed.ok()) output_keys.push_back(*std::move(parsed));
+      if (auto parsed = policy::parse_key(key); parsed.ok()) output_keys.push_back(*std::move(parsed));
     }
     // Aggregated, a composite's log-prob is one entry ("sample_log_prob") that a spec written
     // for per-part log-probs does not list: the actor returns what its mode computes.
@@ -139,7 +139,7 @@ class Actor::Impl {
     }
     map_fused_outputs();
     for (const NestedKey& key : state_keys) {
-      for (const spec::DeclaredInput& input : declared_inputs.inputs()) {
+      for (const policy::DeclaredInput& input : declared_inputs.inputs()) {
         if (input.key == key) {
           state_shapes.push_back(input.shape);
           break;
@@ -149,7 +149,7 @@ class Actor::Impl {
     set_up_graphs();
   }
 
-  spec::Policy policy;
+  policy::Policy policy;
   ActorOptions options;
   // The aggregation mode the policy was built under; every call runs under it.
   bool lp_aggregate;
@@ -159,7 +159,7 @@ class Actor::Impl {
   // What act() returns (without return_all_entries): output_keys, then any state key they lack.
   std::vector<NestedKey> returned_keys;
   // What every call's observation is checked against (the kept state keys may be absent).
-  spec::DeclaredInputs declared_inputs;
+  policy::DeclaredInputs declared_inputs;
   // The root as a probabilistic module (resolved once, here), which act() calls with the
   // per-call choices as an argument; null for other roots, which read them from the scopes.
   nn::ProbabilisticModuleInterface* probabilistic;
@@ -177,7 +177,7 @@ class Actor::Impl {
     std::vector<std::string> given;
     std::vector<std::string> missing;
     for (const NestedKey& key : state_keys) {
-      (observation.contains(key) ? given : missing).push_back(spec::key_string(key));
+      (observation.contains(key) ? given : missing).push_back(policy::key_string(key));
     }
     throw std::invalid_argument(absl::StrCat(
         "Actor.act: the observation carries the recurrent state ", absl::StrJoin(given, ", "), " but not ",
@@ -254,7 +254,7 @@ class Actor::Impl {
   // Zeros of every declared input (recurrent state included) for `batch` rows, on the device.
   TensorDict zero_inputs(int64_t batch) const {
     TensorDict td({batch}, options.device());
-    for (const spec::DeclaredInput& input : declared_inputs.inputs()) {
+    for (const policy::DeclaredInput& input : declared_inputs.inputs()) {
       std::vector<int64_t> shape = {batch};
       shape.insert(shape.end(), input.shape.begin(), input.shape.end());
       td.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype).device(options.device())));
@@ -272,7 +272,7 @@ class Actor::Impl {
     // The graph reads the declared inputs: a sequence's in_keys can also name entries that its own
     // modules write below (goal_hybrid's "params" holds the heads' outputs).
     std::vector<NestedKey> in_keys;
-    for (const spec::DeclaredInput& input : declared_inputs.inputs()) in_keys.push_back(input.key);
+    for (const policy::DeclaredInput& input : declared_inputs.inputs()) in_keys.push_back(input.key);
     auto graph = std::make_shared<nn::CudaGraphModule>(call, nn::CudaGraphModuleOptions()
                                                                  .in_keys(std::move(in_keys))
                                                                  .out_keys(graph_out_keys)
@@ -461,17 +461,17 @@ class Actor::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options) {
-  return load(spec_path, std::move(options), spec::LoadOptions{});
+  return load(spec_path, std::move(options), policy::LoadOptions{});
 }
 
 absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path, ActorOptions options,
-                                                   const spec::LoadOptions& load_options) {
-  spec::LoadOptions load = load_options;
+                                                   const policy::LoadOptions& load_options) {
+  policy::LoadOptions load = load_options;
   load.run_self_tests = options.run_self_tests();
   // The policy is built (and its self tests run) under the actor's aggregation mode.
   std::optional<nn::CompositeLpAggregateGuard> mode;
   if (options.composite_lp_aggregate()) mode.emplace(*options.composite_lp_aggregate(), /*thread_local_only=*/true);
-  auto policy = spec::load_policy(spec_path, load);
+  auto policy = policy::load_policy(spec_path, load);
   if (!policy.ok()) return policy.status();
   try {
     return std::make_unique<Actor>(std::move(*policy), options);
@@ -480,7 +480,7 @@ absl::StatusOr<std::unique_ptr<Actor>> Actor::load(const std::string& spec_path,
   }
 }
 
-Actor::Actor(spec::Policy policy, ActorOptions options)
+Actor::Actor(policy::Policy policy, ActorOptions options)
     : impl_(std::make_unique<Impl>(std::move(policy), std::move(options))) {}
 
 Actor::~Actor() = default;
@@ -520,7 +520,7 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
   std::vector<int64_t> batch;
   bool found = false;
   for (const auto& input : impl_->policy.spec.inputs()) {
-    NestedKey key = *spec::parse_key(input.key());
+    NestedKey key = *policy::parse_key(input.key());
     for (const auto& [name, tensor] : observation) {
       if (name == key && !found) {
         const int64_t dims = tensor.dim() - input.shape_size();
@@ -607,7 +607,7 @@ absl::Status Actor::flat_status() const {
   }
   if (!self.state_keys.empty()) {
     std::vector<std::string> keys;
-    for (const NestedKey& key : self.state_keys) keys.push_back(spec::key_string(key));
+    for (const NestedKey& key : self.state_keys) keys.push_back(policy::key_string(key));
     return absl::FailedPreconditionError(absl::StrCat("the policy is recurrent (state ", absl::StrJoin(keys, ", "),
                                                       "); the flat API carries no state: use act()"));
   }

@@ -11,13 +11,13 @@
 //   tdp::TensorDict greedy = (*actor)->act(obs, tdp::nn::InteractionType::kDeterministic);
 //
 // Recurrent policies: the keys a spec both declares as inputs and overwrites (a hidden state;
-// tdp::spec::state_keys) are the actor's state. When an observation lacks them the actor
+// tdp::policy::state_keys) are the actor's state. When an observation lacks them the actor
 // supplies its own copy (zeros at first) and keeps what the policy writes back, per
 // environment; reset(env_mask) zeroes the environments that finished. An observation that
 // carries the state keys is used as given and the actor's copy is left alone (the stateless
 // form); one that carries some of them but not all is an error naming the missing ones.
 //
-// Observations: every declared input (tdp::spec::DeclaredInputs) must be present with the
+// Observations: every declared input (tdp::policy::DeclaredInputs) must be present with the
 // observation's batch_size + its declared shape and dtype, else act() throws
 // std::invalid_argument naming the key, what is declared and what was given; entries the spec
 // does not declare are ignored.
@@ -78,7 +78,7 @@
 //
 // This header includes no protobuf or torch::nn headers: spec() and module() return types that
 // are only declared here; include "tdpolicy/spec.pb.h" / "sdk/nn/tensordict_module_base.h" (or
-// "sdk/spec/policy.h") to use them. Actor is movable, not copyable; a moved-from Actor may only
+// "sdk/policy/policy.h") to use them. Actor is movable, not copyable; a moved-from Actor may only
 // be destroyed or assigned to.
 #pragma once
 
@@ -96,7 +96,7 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/cuda_graph_settings.h"
+#include "sdk/policy/cuda_graph_settings.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
@@ -108,10 +108,10 @@ namespace tdp::nn {
 class TensorDictModuleBase;
 }  // namespace tdp::nn
 
-namespace tdp::spec {
+namespace tdp::policy {
 struct LoadOptions;
 struct Policy;
-}  // namespace tdp::spec
+}  // namespace tdp::policy
 
 namespace tdp::actor {
 
@@ -121,11 +121,11 @@ enum class Backend { kAuto, kLibTorch, kFused };
 // CUDA-graph capture for an actor on a GPU (see the header comment; the spec's `cuda_graph` block).
 struct CudaGraphOptions {
   TORCH_ARG(bool, enabled) = true;
-  // Eager calls before each capture (1 to spec::kMaxCudaGraphWarmup).
-  TORCH_ARG(int64_t, warmup) = spec::kDefaultCudaGraphWarmup;
-  // The batch sizes captured: at most spec::kMaxBatchBuckets, each 1 to spec::kMaxBatchBucket, increasing.
+  // Eager calls before each capture (1 to policy::kMaxCudaGraphWarmup).
+  TORCH_ARG(int64_t, warmup) = policy::kDefaultCudaGraphWarmup;
+  // The batch sizes captured: at most policy::kMaxBatchBuckets, each 1 to policy::kMaxBatchBucket, increasing.
   TORCH_ARG(std::vector<int64_t>, batch_buckets) =
-      std::vector<int64_t>(spec::kDefaultBatchBuckets.begin(), spec::kDefaultBatchBuckets.end());
+      std::vector<int64_t>(policy::kDefaultBatchBuckets.begin(), policy::kDefaultBatchBuckets.end());
   // Capture every bucket for the actor's interaction type when the actor is made (true), or each
   // graph on its first call (false).
   TORCH_ARG(bool, capture_at_load) = true;
@@ -165,13 +165,13 @@ struct ActorOptions {
 class Actor {
  public:
   static absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& spec_path, ActorOptions options = {});
-  // The same, with the loader's limits and file rules (sdk/spec/policy.h: LoadOptions; its
+  // The same, with the loader's limits and file rules (sdk/policy/policy.h: LoadOptions; its
   // run_self_tests is replaced by options.run_self_tests()).
   static absl::StatusOr<std::unique_ptr<Actor>> load(const std::string& spec_path, ActorOptions options,
-                                                     const spec::LoadOptions& load_options);
-  // An actor over an already loaded policy (sdk/spec/policy.h). Throws std::invalid_argument
+                                                     const policy::LoadOptions& load_options);
+  // An actor over an already loaded policy (sdk/policy/policy.h). Throws std::invalid_argument
   // when it has no module or the device cannot be used.
-  Actor(spec::Policy policy, ActorOptions options = {});
+  Actor(policy::Policy policy, ActorOptions options = {});
   ~Actor();
   Actor(Actor&& other) noexcept;
   Actor& operator=(Actor&& other) noexcept;
@@ -221,7 +221,7 @@ class Actor {
   void set_interaction_type(std::optional<nn::InteractionType> type);
   const ActorOptions& options() const;
   const tdpolicy::PolicySpec& spec() const;
-  // tdp::spec::state_keys(spec()): the recurrent state the actor keeps.
+  // tdp::policy::state_keys(spec()): the recurrent state the actor keeps.
   const std::vector<NestedKey>& state_keys() const;
   const std::shared_ptr<nn::TensorDictModuleBase>& module() const;
 

@@ -28,7 +28,7 @@ struct BucketChunk {
   }
 };
 
-// `buckets`: positive, increasing (tdp::spec::check_cuda_graph_settings); rows >= 0. No chunks
+// `buckets`: positive, increasing (tdp::policy::check_cuda_graph_settings); rows >= 0. No chunks
 // for zero rows. Throws std::invalid_argument for empty buckets or negative rows.
 std::vector<BucketChunk> plan_bucket_chunks(absl::Span<const int64_t> buckets, int64_t rows);
 

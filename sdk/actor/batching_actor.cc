@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/spec/declared_inputs.h"
+#include "sdk/policy/declared_inputs.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -73,8 +73,8 @@ class BatchingActor::Impl {
     if (actor == nullptr) throw std::invalid_argument("BatchingActor: the actor is null");
     check_options(options);
     const std::vector<NestedKey>& state_keys = actor->state_keys();
-    declared = spec::DeclaredInputs(actor->spec());
-    for (const spec::DeclaredInput& input : declared.inputs()) {
+    declared = policy::DeclaredInputs(actor->spec());
+    for (const policy::DeclaredInput& input : declared.inputs()) {
       const bool state = std::find(state_keys.begin(), state_keys.end(), input.key) != state_keys.end();
       inputs.push_back({input.key, input.name, input.shape, input.dtype, state});
       if (state) state_inputs.push_back(inputs.back());
@@ -85,7 +85,7 @@ class BatchingActor::Impl {
 
   std::shared_ptr<Actor> actor;
   BatchingActorOptions options;
-  spec::DeclaredInputs declared;
+  policy::DeclaredInputs declared;
   std::vector<Input> inputs;
   std::vector<Input> state_inputs;
   std::vector<std::string> state_names;

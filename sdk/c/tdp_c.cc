@@ -25,7 +25,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/keys.h"
+#include "sdk/policy/keys.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
@@ -255,7 +255,7 @@ void probe_outputs(tdp_actor& self) {
   }
   std::vector<tdp::NestedKey> keys;
   for (const std::string& text : actor.spec().output_keys()) {
-    absl::StatusOr<tdp::NestedKey> key = tdp::spec::parse_key(text);
+    absl::StatusOr<tdp::NestedKey> key = tdp::policy::parse_key(text);
     if (key.ok()) keys.push_back(*key);
   }
   for (const tdp::NestedKey& key : actor.state_keys()) {
@@ -265,7 +265,7 @@ void probe_outputs(tdp_actor& self) {
     if (!out.contains(key)) continue;
     at::Tensor value = out.get(key);
     tdp_actor::Slot slot;
-    slot.name = tdp::spec::key_string(key);
+    slot.name = tdp::policy::key_string(key);
     slot.key = key;
     std::optional<tdp_dtype> dtype = c_dtype(value.scalar_type());
     if (!dtype) {
@@ -295,7 +295,7 @@ absl::Status load(const char* spec_path, const tdp_actor_options* options, tdp_a
   self->version = spec.version();
   const std::vector<tdp::NestedKey>& state = self->actor->state_keys();
   for (const tdpolicy::InputSpec& input : spec.inputs()) {
-    absl::StatusOr<tdp::NestedKey> key = tdp::spec::parse_key(input.key());
+    absl::StatusOr<tdp::NestedKey> key = tdp::policy::parse_key(input.key());
     if (!key.ok()) return key.status();
     tdp_actor::Slot slot;
     slot.name = input.key();

@@ -372,7 +372,7 @@ absl::Status append_tensordict(std::string& out, const TensorDict& td, const std
 
 absl::StatusOr<TensorDict> tensordict_from_json(
     const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys, const spec::Limits& limits) {
+    const std::vector<NestedKey>& optional_keys, const policy::Limits& limits) {
   std::vector<Declared> declared;
   std::set<std::vector<std::string>> leaves;
   std::set<std::vector<std::string>> parents;
@@ -401,10 +401,10 @@ absl::StatusOr<TensorDict> tensordict_from_json(
   // transcoder, and deep nesting costs it time: the depth is counted first, without parsing.
   // It reads at most kMaxJsonDepth levels whatever the limit says.
   const int64_t max_depth = std::min(limits.max_json_depth, kMaxJsonDepth);
-  const int64_t depth = spec::scan_text(json, /*angle_brackets=*/false, /*hash_comments=*/false, max_depth).depth;
+  const int64_t depth = policy::scan_text(json, /*angle_brackets=*/false, /*hash_comments=*/false, max_depth).depth;
   if (depth > max_depth) {
     return absl::InvalidArgumentError(
-        spec::limit_exceeded("the input's JSON nesting", depth, "levels (or more)", max_depth, "max_json_depth"));
+        policy::limit_exceeded("the input's JSON nesting", depth, "levels (or more)", max_depth, "max_json_depth"));
   }
   Value root;
   const auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);

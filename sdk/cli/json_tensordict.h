@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "sdk/spec/limits.h"
+#include "sdk/policy/limits.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
@@ -43,7 +43,7 @@ inline constexpr int64_t kMaxJsonDepth = 50;
 
 absl::StatusOr<TensorDict> tensordict_from_json(
     const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys = {}, const spec::Limits& limits = {});
+    const std::vector<NestedKey>& optional_keys = {}, const policy::Limits& limits = {});
 
 // Writes every entry of `td` in insertion order: tensors as nested lists (a 0-dim tensor as a
 // bare number), nested TensorDicts as nested objects. Floats print as the shortest decimal that

@@ -45,11 +45,11 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/declared_inputs.h"
-#include "sdk/spec/keys.h"
-#include "sdk/spec/limits.h"
-#include "sdk/spec/policy.h"
-#include "sdk/spec/tensor_proto.h"
+#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/limits.h"
+#include "sdk/policy/policy.h"
+#include "sdk/policy/tensor_proto.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -72,17 +72,17 @@ ABSL_FLAG(int64_t, batch, 0, "bench: batch size of the random inputs");
 ABSL_FLAG(int64_t, iterations, 1000, "bench: timed calls");
 ABSL_FLAG(int64_t, warmup, 20, "bench: untimed calls before timing");
 ABSL_FLAG(int32_t, threads, 0, "run, bench: intra-op threads (0: LibTorch's default)");
-// The loader's limits and file rules (tdp::spec::LoadOptions), for every command.
-ABSL_FLAG(int64_t, max_spec_bytes, tdp::spec::Limits().max_spec_bytes, "bytes of a spec file or a parameters file");
-ABSL_FLAG(int64_t, max_input_bytes, tdp::spec::Limits().max_input_bytes, "run: bytes of the JSON input");
-ABSL_FLAG(int64_t, max_nesting_depth, tdp::spec::Limits().max_nesting_depth, "message nesting of a spec");
-ABSL_FLAG(int64_t, max_spec_objects, tdp::spec::Limits().max_spec_objects,
+// The loader's limits and file rules (tdp::policy::LoadOptions), for every command.
+ABSL_FLAG(int64_t, max_spec_bytes, tdp::policy::Limits().max_spec_bytes, "bytes of a spec file or a parameters file");
+ABSL_FLAG(int64_t, max_input_bytes, tdp::policy::Limits().max_input_bytes, "run: bytes of the JSON input");
+ABSL_FLAG(int64_t, max_nesting_depth, tdp::policy::Limits().max_nesting_depth, "message nesting of a spec");
+ABSL_FLAG(int64_t, max_spec_objects, tdp::policy::Limits().max_spec_objects,
           "messages and strings in a spec or parameters file");
-ABSL_FLAG(int64_t, max_tensor_elements, tdp::spec::Limits().max_tensor_elements,
+ABSL_FLAG(int64_t, max_tensor_elements, tdp::policy::Limits().max_tensor_elements,
           "elements of one tensor (a parameter, a layer's weights, a self-test tensor, an input's per-env shape)");
-ABSL_FLAG(int64_t, max_total_elements, tdp::spec::Limits().max_total_elements,
+ABSL_FLAG(int64_t, max_total_elements, tdp::policy::Limits().max_total_elements,
           "declared elements of a spec in all (layers, parameters, self tests, inputs)");
-ABSL_FLAG(int64_t, max_json_depth, tdp::spec::Limits().max_json_depth, "run: nesting of the JSON input");
+ABSL_FLAG(int64_t, max_json_depth, tdp::policy::Limits().max_json_depth, "run: nesting of the JSON input");
 ABSL_FLAG(bool, allow_outside_files, false,
           "let parameters_file and torchscript.file name files outside the spec's folder");
 ABSL_FLAG(bool, allow_non_finite_parameters, false, "load NaN or infinite parameter values, with a warning");
@@ -236,9 +236,9 @@ struct RunFlags {
 };
 
 // The limit flags, checked before anything loads.
-absl::StatusOr<tdp::spec::LoadOptions> load_flags() {
-  tdp::spec::LoadOptions options;
-  tdp::spec::Limits& limits = options.limits;
+absl::StatusOr<tdp::policy::LoadOptions> load_flags() {
+  tdp::policy::LoadOptions options;
+  tdp::policy::Limits& limits = options.limits;
   limits.max_spec_bytes = absl::GetFlag(FLAGS_max_spec_bytes);
   limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
   limits.max_nesting_depth = absl::GetFlag(FLAGS_max_nesting_depth);
@@ -267,7 +267,7 @@ absl::StatusOr<tdp::spec::LoadOptions> load_flags() {
 // The actor `run` and `bench` call: what the flags ask for, as ActorOptions. The spec's self
 // tests are `validate`'s job (they hold per-part log-probs, whatever --lp_aggregate says).
 absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string& path, const RunFlags& flags,
-                                                               const tdp::spec::LoadOptions& load,
+                                                               const tdp::policy::LoadOptions& load,
                                                                bool return_all_entries) {
   return tdp::actor::Actor::load(path,
                                  tdp::actor::ActorOptions()
@@ -320,7 +320,7 @@ std::vector<std::pair<std::string, std::shared_ptr<tdp::nn::TensorDictModuleBase
   return named;
 }
 
-int validate(const std::string& path, const tdp::spec::LoadOptions& load) {
+int validate(const std::string& path, const tdp::policy::LoadOptions& load) {
   // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
   // module fixes its log-prob keys by the mode in force when it is built: build under that mode
   // too, whatever COMPOSITE_LP_AGGREGATE says.
@@ -330,7 +330,7 @@ int validate(const std::string& path, const tdp::spec::LoadOptions& load) {
   return kOk;
 }
 
-int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
+int describe(const std::string& path, const tdp::policy::LoadOptions& load) {
   auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().run_self_tests(false), load);
   if (!actor.ok()) return failed(actor.status());
   const tdpolicy::PolicySpec& spec = (*actor)->spec();
@@ -338,7 +338,7 @@ int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
   const tdp::nn::KeyGraph graph(module);
   if (absl::GetFlag(FLAGS_dot)) {
     std::vector<tdp::NestedKey> outputs;
-    for (const auto& key : spec.output_keys()) outputs.push_back(*tdp::spec::parse_key(key));
+    for (const auto& key : spec.output_keys()) outputs.push_back(*tdp::policy::parse_key(key));
     std::cout << graph.to_dot(outputs);
     return std::cout.good() ? kOk : kFailed;
   }
@@ -365,14 +365,14 @@ int describe(const std::string& path, const tdp::spec::LoadOptions& load) {
   return kOk;
 }
 
-int run(const std::string& path, const tdp::spec::LoadOptions& load) {
+int run(const std::string& path, const tdp::policy::LoadOptions& load) {
   const std::string input = absl::GetFlag(FLAGS_input);
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
   auto actor = load_actor(path, *flags, load, /*return_all_entries=*/true);
   if (!actor.ok()) return failed(actor.status());
-  auto json = tdp::spec::read_bounded_file(input, load.limits.max_input_bytes, "max_input_bytes",
+  auto json = tdp::policy::read_bounded_file(input, load.limits.max_input_bytes, "max_input_bytes",
                                                input == "-" ? "the input" : "the input file");
   if (!json.ok()) return failed(json.status());
   // The recurrent state may be left out: the actor starts it from zeros, as at a simulator's
@@ -401,12 +401,12 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
   tdp::TensorDict td({batch});
   const std::vector<tdp::NestedKey>& state = actor.state_keys();
   for (const auto& input : actor.spec().inputs()) {
-    auto key = tdp::spec::parse_key(input.key());
+    auto key = tdp::policy::parse_key(input.key());
     if (!key.ok()) throw std::invalid_argument(std::string(key.status().message()));
     if (std::find(state.begin(), state.end(), *key) != state.end()) continue;
     std::vector<int64_t> shape{batch};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
-    const std::optional<at::ScalarType> dtype = tdp::spec::input_scalar_type(input);
+    const std::optional<at::ScalarType> dtype = tdp::policy::input_scalar_type(input);
     at::Tensor value;
     if (*dtype == at::kFloat || *dtype == at::kDouble) {
       value = at::randn(shape, *dtype);
@@ -422,7 +422,7 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
   return td;
 }
 
-int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
+int bench(const std::string& path, const tdp::policy::LoadOptions& load) {
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t iterations = absl::GetFlag(FLAGS_iterations);
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
@@ -449,9 +449,9 @@ int bench(const std::string& path, const tdp::spec::LoadOptions& load) {
     double elements = static_cast<double>(batch);
     for (int64_t size : input.shape()) elements *= static_cast<double>(size);
     if (elements > static_cast<double>(load.limits.max_tensor_elements)) {
-      return usage_error(absl::StrCat("--batch: ", tdp::spec::limit_exceeded(
+      return usage_error(absl::StrCat("--batch: ", tdp::policy::limit_exceeded(
                                                        absl::StrCat("the input \"", input.key(), "\" at batch ", batch),
-                                                       tdp::spec::saturated_count(elements), "elements",
+                                                       tdp::policy::saturated_count(elements), "elements",
                                                        load.limits.max_tensor_elements, "max_tensor_elements")),
                          /*show_usage=*/false);
     }

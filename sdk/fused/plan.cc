@@ -24,8 +24,8 @@
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
-#include "sdk/spec/keys.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/policy.h"
 
 namespace tdp::fused {
 namespace {
@@ -551,7 +551,7 @@ struct FusedPlan::Impl {
                                           heads.back().name, " reads here"));
         }
       }
-      parts.push_back(absl::StrCat(spec::key_string(name), " ", heads.back().name));
+      parts.push_back(absl::StrCat(policy::key_string(name), " ", heads.back().name));
       ++index;
     }
     if (index != sample_keys.size()) {
@@ -590,13 +590,13 @@ struct FusedPlan::Impl {
     }
   }
 
-  void lower(const spec::Policy& policy) {
+  void lower(const policy::Policy& policy) {
     const auto& spec = policy.spec;
     // Every input gets a slot first, so that a module the plan cannot run is what the error names.
     std::string input_problem;
     for (int i = 0; i < spec.inputs_size(); ++i) {
       const auto& in = spec.inputs(i);
-      auto key = spec::parse_key(in.key());
+      auto key = policy::parse_key(in.key());
       if (in.shape_size() != 1 || (in.dtype() != tdpolicy::FLOAT32 && in.dtype() != tdpolicy::DTYPE_UNSPECIFIED) ||
           !key.ok()) {
         input_problem = absl::StrCat("inputs[", i, "] (", in.key(), "): the plan takes float32 vectors");
@@ -610,7 +610,7 @@ struct FusedPlan::Impl {
     for (const std::string& text : spec.output_keys()) {
       // A key no module writes is left out, as LibTorch's path leaves it out of what it returns
       // (a log-prob key the other composite_lp_aggregate mode writes).
-      if (const int s = find_or_none(*spec::parse_key(text)); s >= 0) outputs.push_back(s);
+      if (const int s = find_or_none(*policy::parse_key(text)); s >= 0) outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
     action = !heads.empty() ? heads[0].sample : outputs.empty() ? inputs[0] : outputs[0];
@@ -881,7 +881,7 @@ struct FusedPlan::Impl {
 FusedPlan::FusedPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FusedPlan::~FusedPlan() = default;
 
-absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const spec::Policy& policy) {
+absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const policy::Policy& policy) {
   if (policy.module == nullptr) return absl::InvalidArgumentError("the policy has no module");
   auto impl = std::make_unique<Impl>();
   try {

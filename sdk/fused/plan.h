@@ -56,9 +56,9 @@
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/nested_key.h"
 
-namespace tdp::spec {
+namespace tdp::policy {
 struct Policy;
-}  // namespace tdp::spec
+}  // namespace tdp::policy
 
 namespace tdp::fused {
 
@@ -92,7 +92,7 @@ class FusedPlan {
     float* data = nullptr;
   };
 
-  static absl::StatusOr<std::shared_ptr<const FusedPlan>> lower(const spec::Policy& policy);
+  static absl::StatusOr<std::shared_ptr<const FusedPlan>> lower(const policy::Policy& policy);
 
   // OK when run() can compute `type`; else why not (FailedPrecondition naming the head).
   absl::Status check(nn::InteractionType type) const;

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
-#include "sdk/spec/keys.h"
+#include "sdk/policy/keys.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
 #include "tests/testing/gpu.h"
@@ -45,7 +45,7 @@ TensorDict observations(const Actor& actor, int64_t n, uint64_t seed) {
   at::Generator generator = at::detail::createCPUGenerator(seed);
   TensorDict td({n});
   for (const auto& input : actor.spec().inputs()) {
-    const auto parsed = spec::parse_key(input.key());
+    const auto parsed = policy::parse_key(input.key());
     EXPECT_OK(parsed);
     if (!parsed.ok()) continue;
     const NestedKey& key = *parsed;

@@ -35,7 +35,7 @@ struct is_complete<T, std::void_t<decltype(sizeof(T))>> : std::true_type {};
 // Only declared by actor.h: the pimpl keeps their definitions out.
 static_assert(!is_complete<tdpolicy::PolicySpec>::value, "actor.h defines tdpolicy::PolicySpec");
 static_assert(!is_complete<tdp::nn::TensorDictModuleBase>::value, "actor.h defines TensorDictModuleBase");
-static_assert(!is_complete<tdp::spec::Policy>::value, "actor.h defines tdp::spec::Policy");
+static_assert(!is_complete<tdp::policy::Policy>::value, "actor.h defines tdp::policy::Policy");
 static_assert(std::is_nothrow_move_constructible_v<tdp::actor::Actor>);
 static_assert(std::is_nothrow_move_assignable_v<tdp::actor::Actor>);
 static_assert(!std::is_copy_constructible_v<tdp::actor::Actor>);

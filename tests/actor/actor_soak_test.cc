@@ -25,7 +25,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/keys.h"
+#include "sdk/policy/keys.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/status_matchers.h"
 
@@ -49,10 +49,10 @@ double soak_seconds() {
 
 // An observation of the declared inputs (recurrent state keys left to the actor) at `batch`.
 TensorDict observation(const Actor& actor, int64_t batch, at::Generator& generator) {
-  const std::vector<NestedKey> state = spec::state_keys(actor.spec());
+  const std::vector<NestedKey> state = policy::state_keys(actor.spec());
   TensorDict td(std::vector<int64_t>{batch});
   for (const auto& input : actor.spec().inputs()) {
-    auto key = spec::parse_key(input.key());
+    auto key = policy::parse_key(input.key());
     EXPECT_TRUE(key.ok()) << input.key();
     if (!key.ok()) continue;
     bool is_state = false;
@@ -67,7 +67,7 @@ TensorDict observation(const Actor& actor, int64_t batch, at::Generator& generat
 
 std::vector<NestedKey> output_keys(const Actor& actor) {
   std::vector<NestedKey> keys;
-  for (const auto& key : actor.spec().output_keys()) keys.push_back(*spec::parse_key(key));
+  for (const auto& key : actor.spec().output_keys()) keys.push_back(*policy::parse_key(key));
   return keys;
 }
 

@@ -17,8 +17,8 @@
 
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
-#include "sdk/spec/keys.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/policy.h"
 #include "tdpolicy/spec.pb.h"
 
 #include "tests/testing/files.h"
@@ -313,7 +313,7 @@ constexpr const char* kTwoStates = R"pb(
 TEST(ActorTest, StateKeysAreTheSpecsAndComeWholeOrNotAtAll) {
   ASSERT_OK_AND_ASSIGN(auto actor, load(kTwoStates));
   EXPECT_EQ(actor->state_keys(), (std::vector<NestedKey>{{"memory", "h1"}, {"memory", "h2"}}));
-  EXPECT_EQ(actor->state_keys(), spec::state_keys(actor->spec()));
+  EXPECT_EQ(actor->state_keys(), policy::state_keys(actor->spec()));
   TensorDict obs = observations(2);
   const TensorDict first = actor->act(obs);
   EXPECT_EQ(first.get({"memory", "h2"}).sizes(), at::IntArrayRef({2, 5}));
@@ -426,7 +426,7 @@ TEST(ActorBackendTest, FusedOnAPolicyThatDoesNotLowerIsALoadError) {
 TEST(ActorBackendTest, RefreshParametersMakesTheFusedPlanSeeAnInPlaceUpdate) {
   ASSERT_OK_AND_ASSIGN(auto loaded, load(kCategorical, ActorOptions().backend(Backend::kFused)));
   // Two actors over one module, as a trainer holds them: the fused one keeps a copy of the weights.
-  spec::Policy policy{loaded->spec(), loaded->module()};
+  policy::Policy policy{loaded->spec(), loaded->module()};
   Actor fused(policy, ActorOptions().backend(Backend::kFused));
   Actor libtorch(policy, ActorOptions().backend(Backend::kLibTorch));
   const TensorDict obs = observations(7);

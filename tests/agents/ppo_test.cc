@@ -21,7 +21,7 @@
 #include "samples/envs/pendulum.h"
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 #include "tests/testing/files.h"
 #include "tests/testing/status_matchers.h"
 
@@ -34,7 +34,7 @@ using nn::InteractionType;
 using test_util::temp_path;
 
 // The module's own deterministic actions, as the trainer holds it.
-ActFn deterministic(const spec::Policy& policy) {
+ActFn deterministic(const policy::Policy& policy) {
   return [module = policy.module](const TensorDict& observation) {
     at::NoGradGuard no_grad;
     nn::InteractionTypeGuard guard(InteractionType::kDeterministic, /*thread_local_only=*/true);
@@ -66,7 +66,7 @@ PpoConfig short_goal_config() {
 
 TEST(PpoTest, AFewIterationsImproveCartPole) {
   at::set_num_threads(1);
-  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::CartPole eval_env(envs::EnvOptions(20));
   const double before = run_episodes(eval_env, deterministic(policy), 20, /*seed=*/7).mean_return();
 
@@ -97,7 +97,7 @@ TEST(PpoTest, SameSeedSameTraining) {
   config.total_env_steps = 2 * 256;
   std::vector<at::Tensor> params[2];
   for (int run = 0; run < 2; ++run) {
-    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
+    ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
     envs::CartPole env(envs::EnvOptions(config.num_envs));
     ASSERT_OK(train_ppo(env, policy, config));
     params[run] = policy.module->parameters();
@@ -111,12 +111,12 @@ TEST(PpoTest, SameSeedSameTraining) {
 void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedEnv& env, PpoConfig config,
                                     const std::vector<std::string>& keys) {
   at::set_num_threads(1);
-  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(spec_path));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy(spec_path));
   config.num_envs = env.num_envs();
   auto result = train_ppo(env, policy, config);
   ASSERT_OK(result);
   const std::string saved = temp_path(policy.spec.name() + ".pb");
-  ASSERT_OK(spec::save_policy(policy, saved));
+  ASSERT_OK(policy::save_policy(policy, saved));
 
   auto actor = actor::Actor::load(saved, actor::ActorOptions().seed(3));
   ASSERT_OK(actor);
@@ -174,7 +174,7 @@ TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
   at::set_num_threads(1);
   for (const char* spec_path : {"policies/goal_autoregressive.pbtxt", "policies/goal_hybrid.pbtxt"}) {
     SCOPED_TRACE(spec_path);
-    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(spec_path));
+    ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy(spec_path));
     envs::Goal env(envs::EnvOptions(64));
     actor::Actor actor(policy, actor::ActorOptions().seed(3).return_all_entries(true));
     TensorDict drawn = actor.act(env.reset(0), InteractionType::kRandom);
@@ -185,7 +185,7 @@ TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
     ASSERT_EQ(scored.sizes(), written.sizes());
     EXPECT_TRUE(at::allclose(scored, written, 1e-5, 1e-5)) << (scored - written).abs().max();
   }
-  ASSERT_OK_AND_ASSIGN(spec::Policy gru, spec::load_policy("policies/recurrent_gru.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(policy::Policy gru, policy::load_policy("policies/recurrent_gru.pbtxt"));
   EXPECT_THAT(std::string(action_log_prob(gru, TensorDict({1})).status().message()),
               HasSubstr("PPO needs a probabilistic_sequential policy"));
 }
@@ -196,7 +196,7 @@ TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
 TEST(PpoTest, PartEntropyCoefsWeighEachPart) {
   at::set_num_threads(1);
   auto type_entropy_after = [](double type_coef, double boost) {
-    spec::Policy policy = spec::load_policy("policies/goal_autoregressive.pbtxt").value();
+    policy::Policy policy = policy::load_policy("policies/goal_autoregressive.pbtxt").value();
     envs::Goal env(envs::EnvOptions(16));
     PpoConfig config = short_goal_config();
     config.num_envs = 16;
@@ -231,7 +231,7 @@ TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
 }
 
 TEST(PpoTest, ConfigErrorsNameTheField) {
-  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::CartPole env(envs::EnvOptions(8));
   PpoConfig config = cartpole_config();
 
@@ -272,7 +272,7 @@ TEST(PpoTest, ConfigErrorsNameTheField) {
 
 TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
   // recurrent_gru's top module is a plain sequential: no get_dist to score actions with.
-  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/recurrent_gru.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/recurrent_gru.pbtxt"));
   envs::CartPole env(envs::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -281,7 +281,7 @@ TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
 
 TEST(PpoTest, MismatchedPolicyAndEnvironmentIsAnErrorNotACrash) {
   // A CartPole policy (observation [4]) on Pendulum (observation [3]).
-  ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy("policies/cartpole_categorical.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
   envs::Pendulum env(envs::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_FALSE(status.ok());

@@ -290,7 +290,7 @@ TEST(TensorDictFromJson, NestingDeeperThanTheLimitIsAnError) {
   EXPECT_EQ(td.status().message(),
             "the input's JSON nesting has 33 levels (or more), more than the limit of 32 (max_json_depth: raise it "
             "with LoadOptions.limits.max_json_depth or the tdp flag --max_json_depth)");
-  spec::Limits limits;
+  policy::Limits limits;
   limits.max_json_depth = 4;
   auto shallow = tensordict_from_json(R"({"observation": [[1, 2, 3]], "next": {"reward": [[0]]}})",
                                       inputs(kObsAndReward), {}, limits);

@@ -24,7 +24,7 @@
 #include "sdk/fused/plan.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/files.h"
 #include "tests/testing/status_matchers.h"
@@ -63,7 +63,7 @@ std::unique_ptr<Actor> load_spec_text(const std::string& text, ActorOptions opti
   // Built under the actor's aggregation mode, as Actor::load does.
   std::optional<nn::CompositeLpAggregateGuard> mode;
   if (options.composite_lp_aggregate()) mode.emplace(*options.composite_lp_aggregate(), /*thread_local_only=*/true);
-  auto policy = spec::build_policy(spec, "test", ".");
+  auto policy = policy::build_policy(spec, "test", ".");
   EXPECT_TRUE(policy.ok()) << policy.status();
   if (!policy.ok()) return nullptr;
   return std::make_unique<Actor>(*std::move(policy), options);
@@ -721,7 +721,7 @@ TEST(FusedAllocation, FlatCallsAllocateNothingAfterWarmUp) {
 // the kept state's), as it does for every policy. The plan underneath allocates nothing.
 TEST(FusedAllocation, PlanRunsOfRecurrentAndCompositePoliciesAllocateNothingAfterWarmUp) {
   for (const std::string name : {"recurrent_gru.pbtxt", "goal_hybrid.pbtxt"}) {
-    ASSERT_OK_AND_ASSIGN(spec::Policy policy, spec::load_policy(policy_path(name)));
+    ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy(policy_path(name)));
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<const FusedPlan> plan, FusedPlan::lower(policy));
     std::vector<std::vector<float>> inputs, outputs;
     std::vector<const float*> input_data;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/spec/declared_inputs.h"
-#include "sdk/spec/keys.h"
-#include "sdk/spec/tensor_proto.h"
+#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/tensor_proto.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::fuzz {
@@ -23,8 +23,8 @@ void check(bool ok, const char* condition, const std::string& message, const cha
   std::abort();
 }
 
-spec::Limits fuzz_limits() {
-  spec::Limits limits;
+policy::Limits fuzz_limits() {
+  policy::Limits limits;
   limits.max_spec_bytes = int64_t{16} << 20;
   limits.max_input_bytes = int64_t{16} << 20;
   limits.max_tensor_elements = int64_t{1} << 20;
@@ -32,8 +32,8 @@ spec::Limits fuzz_limits() {
   return limits;
 }
 
-spec::LoadOptions fuzz_load_options() {
-  spec::LoadOptions options;
+policy::LoadOptions fuzz_load_options() {
+  policy::LoadOptions options;
   options.limits = fuzz_limits();
   options.run_self_tests = true;
   return options;
@@ -53,7 +53,7 @@ void check_error(const absl::Status& status, const std::string& source, const st
                  "the error is the loader's generic fallback, not a field path: " + std::string(status.message()));
 }
 
-void run_policy(const spec::Policy& policy) {
+void run_policy(const policy::Policy& policy) {
   // One intra-op thread: run.sh fuzzes a target per core, and the idle OpenMP workers of a
   // second thread spun for a tenth of the time, taken from the other target.
   static const bool one_thread = [] {
@@ -64,12 +64,12 @@ void run_policy(const spec::Policy& policy) {
   c10::InferenceMode inference;
   TensorDict td(std::vector<int64_t>{2});
   for (const auto& input : policy.spec.inputs()) {
-    auto key = spec::parse_key(input.key());
+    auto key = policy::parse_key(input.key());
     // The validator accepted the spec, so every declared key parses and every dtype is known.
     TDP_FUZZ_CHECK(key.ok(), "a validated spec has an input key that does not parse: " + input.key());
     std::optional<at::ScalarType> dtype;
     try {
-      dtype = spec::input_scalar_type(input);
+      dtype = policy::input_scalar_type(input);
     } catch (const std::invalid_argument&) {
     }
     TDP_FUZZ_CHECK(dtype.has_value(), "a validated spec has an input of unknown dtype: " + input.key());

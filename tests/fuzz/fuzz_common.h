@@ -3,8 +3,8 @@
 // larger single allocation is reported as a finding), and a step that runs a policy that did
 // load, so that a spec the validator accepted is also exercised by the module tree it built.
 //
-//   tdp::spec::LoadOptions options = tdp::fuzz::fuzz_load_options();
-//   auto policy = tdp::spec::build_policy(spec, "fuzz", dir, options);
+//   tdp::policy::LoadOptions options = tdp::fuzz::fuzz_load_options();
+//   auto policy = tdp::policy::build_policy(spec, "fuzz", dir, options);
 //   if (policy.ok()) tdp::fuzz::run_policy(*policy);   // must not crash; may throw and catch
 //
 // A crash, a sanitizer report, an uncaught exception or an error Status with an empty message
@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 
 // Aborts with a message: a broken invariant is a finding, in libFuzzer and in the replay test.
 #define TDP_FUZZ_CHECK(condition, message) \
@@ -25,8 +25,8 @@ void check(bool ok, const char* condition, const std::string& message, const cha
 
 // 2^20 elements per tensor and 2^22 in all (16 MiB of float32, held a few times while loading),
 // depth 100 as by default.
-spec::Limits fuzz_limits();
-spec::LoadOptions fuzz_load_options();
+policy::Limits fuzz_limits();
+policy::LoadOptions fuzz_load_options();
 
 // Every error must say something and name where it came from: `source`, or `other_source` when
 // not empty (a parameters file's errors name that file), and must not be build_policy's generic
@@ -36,6 +36,6 @@ void check_error(const absl::Status& status, const std::string& source, const st
 // Calls the module on zeros of the declared input shapes at batch 2, under every interaction
 // type. Exceptions from the module tree are allowed (tensor code throws, as LibTorch does; the
 // Actor turns them into a Status); crashes are not.
-void run_policy(const spec::Policy& policy);
+void run_policy(const policy::Policy& policy);
 
 }  // namespace tdp::fuzz

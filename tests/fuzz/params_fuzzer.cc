@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {
@@ -24,7 +24,7 @@ struct Fixture {
 const Fixture& fixture() {
   static const Fixture* f = [] {
     auto* out = new Fixture;
-    auto spec = tdp::spec::read_spec("policies/pytorch/gaussian_actor.pbtxt");
+    auto spec = tdp::policy::read_spec("policies/pytorch/gaussian_actor.pbtxt");
     TDP_FUZZ_CHECK(spec.ok(), std::string(spec.status().message()));
     out->spec = *spec;
     out->spec.clear_parameters();
@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     TDP_FUZZ_CHECK(static_cast<bool>(out), "cannot write " + f.file);
   }
   const std::string source = "fuzz_params_spec.pbtxt";
-  auto policy = tdp::spec::build_policy(f.spec, source, f.dir, tdp::fuzz::fuzz_load_options());
+  auto policy = tdp::policy::build_policy(f.spec, source, f.dir, tdp::fuzz::fuzz_load_options());
   if (!policy.ok()) {
     tdp::fuzz::check_error(policy.status(), source, f.file);
     return 0;

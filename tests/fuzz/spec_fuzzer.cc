@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sdk/spec/policy.h"
+#include "sdk/policy/policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #ifndef TDP_FUZZ_FORMAT
@@ -18,22 +18,22 @@
 
 namespace {
 
-constexpr tdp::spec::SpecFormat kFormat = TDP_FUZZ_FORMAT == 0   ? tdp::spec::SpecFormat::kText
-                                          : TDP_FUZZ_FORMAT == 1 ? tdp::spec::SpecFormat::kBinary
-                                                                 : tdp::spec::SpecFormat::kJson;
+constexpr tdp::policy::SpecFormat kFormat = TDP_FUZZ_FORMAT == 0   ? tdp::policy::SpecFormat::kText
+                                          : TDP_FUZZ_FORMAT == 1 ? tdp::policy::SpecFormat::kBinary
+                                                                 : tdp::policy::SpecFormat::kJson;
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string content(reinterpret_cast<const char*>(data), size);
   const std::string source = "fuzz.spec";
-  const tdp::spec::LoadOptions options = tdp::fuzz::fuzz_load_options();
-  auto spec = tdp::spec::parse_spec(content, kFormat, source, options.limits);
+  const tdp::policy::LoadOptions options = tdp::fuzz::fuzz_load_options();
+  auto spec = tdp::policy::parse_spec(content, kFormat, source, options.limits);
   if (!spec.ok()) {
     tdp::fuzz::check_error(spec.status(), source);
     return 0;
   }
-  auto policy = tdp::spec::build_policy(*spec, source, "policies/pytorch", options);
+  auto policy = tdp::policy::build_policy(*spec, source, "policies/pytorch", options);
   if (!policy.ok()) {
     tdp::fuzz::check_error(policy.status(), source, "policies/pytorch/");
     return 0;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "sdk/spec/limits.h"
+#include "sdk/policy/limits.h"
 #include "tdpolicy/spec.pb.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
@@ -272,7 +272,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   if (rng() % 8 == 0) return LLVMFuzzerMutate(data, size, max_size);
   const std::string text(reinterpret_cast<const char*>(data), size);
   // The same depth limit as the loader, so the parser here never recurses past it either.
-  if (tdp::spec::scan_text(text, true, true, 100).depth > 100) return LLVMFuzzerMutate(data, size, max_size);
+  if (tdp::policy::scan_text(text, true, true, 100).depth > 100) return LLVMFuzzerMutate(data, size, max_size);
   tdpolicy::PolicySpec spec;
   google::protobuf::TextFormat::Parser parser;
   parser.SetRecursionLimit(100);

@@ -1,9 +1,9 @@
 // Assertions on absl::Status and absl::StatusOr<T>: a failed load or parse fails the test with
 // the status in the message, instead of aborting the process on a dereference.
 //
-//   ASSERT_OK(tdp::spec::save_policy(policy, path));
+//   ASSERT_OK(tdp::policy::save_policy(policy, path));
 //   EXPECT_OK(validate_spec(spec, "t.pbtxt")) << "with the params sub-TensorDict";
-//   ASSERT_OK_AND_ASSIGN(tdp::spec::Policy policy, tdp::spec::load_policy(path));
+//   ASSERT_OK_AND_ASSIGN(tdp::policy::Policy policy, tdp::policy::load_policy(path));
 //   ASSERT_OK_AND_ASSIGN(auto actor, tdp::actor::Actor::load(path));  // std::unique_ptr<Actor>
 //
 // ASSERT_OK and ASSERT_OK_AND_ASSIGN return from the current function, which must return void

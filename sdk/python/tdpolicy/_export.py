@@ -64,7 +64,7 @@ except ImportError:  # pragma: no cover
     TorchRLMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
 
-# File extensions, as sdk/spec/spec_io.cc reads them.
+# File extensions, as sdk/policy/spec_io.cc reads them.
 _FORMATS = {".pbtxt": "text", ".textproto": "text", ".txtpb": "text", ".txt": "text",
             ".json": "json", ".pb": "binary", ".binpb": "binary", ".bin": "binary"}
 

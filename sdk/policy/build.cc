@@ -1,0 +1,304 @@
+// build_policy / load_policy: spec -> module tree -> parameters.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/nn/modules/linear.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "sdk/log/log.h"
+#include "sdk/nn/ensemble_module.h"
+#include "sdk/nn/networks.h"
+#include "sdk/nn/scripted_module.h"
+#include "sdk/nn/tensordict_module.h"
+#include "sdk/nn/tensordict_sequential.h"
+#include "sdk/policy/build_internal.h"
+#include "sdk/policy/keys.h"
+#include "sdk/policy/limits.h"
+#include "sdk/policy/policy.h"
+#include "sdk/policy/tensor_proto.h"
+
+namespace tdp::policy {
+namespace internal {
+
+std::vector<NestedKey> keys_of(const google::protobuf::RepeatedPtrField<std::string>& texts) {
+  std::vector<NestedKey> keys;
+  for (const std::string& text : texts) keys.push_back(text == "_" ? NestedKey("_") : *parse_key(text));
+  return keys;
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::keys_of;
+using ModulePtr = std::shared_ptr<nn::TensorDictModuleBase>;
+
+std::string join_path(const std::string& base_dir, const std::string& file) {
+  if (file.empty() || file[0] == '/' || base_dir.empty()) return file;
+  return absl::StrCat(base_dir, "/", file);
+}
+
+struct Builder {
+  const std::string& source;
+  const std::string& base_dir;
+  const Limits& limits;
+
+  ModulePtr network(const tdpolicy::NetworkModule& spec, const std::string& path) {
+    nn::TensorDictModuleOptions options(keys_of(spec.in_keys()), keys_of(spec.out_keys()));
+    const auto& net = spec.network();
+    switch (net.kind_case()) {
+      case tdpolicy::Network::kMlp: {
+        const auto& m = net.mlp();
+        nn::MlpOptions mlp(m.in_features(), std::vector<int64_t>(m.hidden_sizes().begin(), m.hidden_sizes().end()),
+                       m.out_features());
+        mlp.activation(m.activation().empty() ? "tanh" : m.activation())
+            .layer_norm(m.layer_norm())
+            .activate_last_layer(m.activate_last_layer());
+        return nn::TensorDictModule(nn::Mlp(mlp), options).ptr();
+      }
+      case tdpolicy::Network::kLinear: {
+        const auto& l = net.linear();
+        return nn::TensorDictModule(
+                   torch::nn::Linear(torch::nn::LinearOptions(l.in_features(), l.out_features()).bias(!l.no_bias())),
+                   options)
+            .ptr();
+      }
+      case tdpolicy::Network::kGruCell:
+        return nn::TensorDictModule(nn::GruCell(nn::GruCellOptions(net.gru_cell().input_size(), net.gru_cell().hidden_size())),
+                                    options)
+            .ptr();
+      case tdpolicy::Network::kLstmCell:
+        return nn::TensorDictModule(
+                   nn::LstmCell(nn::LstmCellOptions(net.lstm_cell().input_size(), net.lstm_cell().hidden_size())), options)
+            .ptr();
+      case tdpolicy::Network::kTorchscript: {
+        // Through the bounded reader, as the spec and parameter files: a regular file within
+        // max_spec_bytes, read once; LibTorch then parses the bytes, not the path.
+        const std::string file = join_path(base_dir, net.torchscript().file());
+        absl::StatusOr<std::string> bytes =
+            read_bounded_file(file, limits.max_spec_bytes, "max_spec_bytes", "the TorchScript file");
+        if (!bytes.ok()) throw std::invalid_argument(std::string(bytes.status().message()));
+        std::istringstream stream(*std::move(bytes));
+        return nn::scripted_module(torch::jit::load(stream), options,
+                                   net.torchscript().method().empty() ? "forward" : net.torchscript().method())
+            .ptr();
+      }
+      case tdpolicy::Network::kMapping:
+        return nn::TensorDictModule(nn::MappingModule(net.mapping().name()), options).ptr();
+      case tdpolicy::Network::kNormalParamExtractor:
+      case tdpolicy::Network::kAddStateIndependentNormalScale:
+        return internal::build_distribution_network(net, options);
+      case tdpolicy::Network::kOneHot:
+        return nn::TensorDictModule(nn::OneHot(net.one_hot().num_classes()), options).ptr();
+      case tdpolicy::Network::kCat: {
+        nn::Cat cat;
+        return std::make_shared<nn::TensorDictModuleImpl>(
+            cat.ptr(), [c = cat.ptr()](nn::TensorList& in) { return nn::TensorList{c->forward(in)}; }, options, "Cat");
+      }
+      case tdpolicy::Network::KIND_NOT_SET:
+        break;
+    }
+    throw std::invalid_argument("no network kind is set");
+  }
+
+  template <typename Seq>
+  std::vector<std::pair<std::string, nn::TensorDictModuleRef>> children(const Seq& seq, const std::string& path) {
+    std::vector<std::pair<std::string, nn::TensorDictModuleRef>> out;
+    for (int i = 0; i < seq.modules_size(); ++i) {
+      const auto& child = seq.modules(i);
+      out.emplace_back(child.name().empty() ? std::to_string(i) : child.name(),
+                       module(child, absl::StrCat(path, ".modules[", i, "]")));
+    }
+    return out;
+  }
+
+  ModulePtr module(const tdpolicy::Module& spec, const std::string& path) {
+    switch (spec.kind_case()) {
+      case tdpolicy::Module::kSequential: {
+        const auto& seq = spec.sequential();
+        nn::TensorDictSequentialOptions options;
+        options.partial_tolerant(seq.partial_tolerant()).selected_out_keys(keys_of(seq.selected_out_keys()));
+        return std::make_shared<nn::TensorDictSequentialImpl>(children(seq, path + ".sequential"), options);
+      }
+      case tdpolicy::Module::kProbabilisticSequential:
+        return internal::build_probabilistic_sequential(spec.probabilistic_sequential(),
+                                                        children(spec.probabilistic_sequential(),
+                                                                 path + ".probabilistic_sequential"));
+      case tdpolicy::Module::kNetwork:
+        return network(spec.network(), path + ".network");
+      case tdpolicy::Module::kProbabilistic:
+        return internal::build_probabilistic(spec.probabilistic());
+      case tdpolicy::Module::kEnsemble: {
+        const auto& ensemble = spec.ensemble();
+        return std::make_shared<nn::EnsembleModuleImpl>(
+            module(ensemble.module(), path + ".ensemble.module"),
+            nn::EnsembleModuleOptions(ensemble.num_copies()).expand_input(!ensemble.has_expand_input() ||
+                                                                          ensemble.expand_input()));
+      }
+      case tdpolicy::Module::KIND_NOT_SET:
+        break;
+    }
+    throw std::invalid_argument(absl::StrCat(path, ": no module kind is set"));
+  }
+};
+
+absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::string& where,
+                             torch::nn::Module& module, const LoadOptions& options) {
+  std::map<std::string, at::Tensor> targets;
+  for (const auto& item : module.named_parameters()) targets.emplace(item.key(), item.value());
+  for (const auto& item : module.named_buffers()) targets.emplace(item.key(), item.value());
+  std::set<std::string> loaded;
+  torch::NoGradGuard no_grad;
+  // Check everything before copying anything, so a bad file leaves the module as it was.
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  for (int i = 0; i < parameters.tensors_size(); ++i) {
+    const auto& named = parameters.tensors(i);
+    const std::string field = absl::StrCat(where, ".tensors[", i, "] (\"", named.name(), "\")");
+    auto target = targets.find(named.name());
+    if (target == targets.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, tensor] : targets) names.push_back(name);
+      return absl::InvalidArgumentError(absl::StrCat(field, ": the policy has no such parameter (it has: ",
+                                                     absl::StrJoin(names, ", "), ")"));
+    }
+    if (!loaded.insert(named.name()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": given twice"));
+    }
+    // The declared shape must be the layer's before anything is allocated: the layer's size is
+    // bounded by the validator, a file's declared shape by nothing.
+    const std::vector<int64_t> shape(named.tensor().shape().begin(), named.tensor().shape().end());
+    if (at::IntArrayRef(shape) != target->second.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": has shape [", absl::StrJoin(shape, ", "), "] but the layer's is [",
+          absl::StrJoin(target->second.sizes(), ", "), "] (hint: the layer sizes in the spec and the trained weights disagree)"));
+    }
+    auto value = from_tensor_proto(named.tensor());
+    if (!value.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ": ", value.status().message()));
+    if (value->is_floating_point() && !at::isfinite(*value).all().item<bool>()) {
+      const int64_t bad = (~at::isfinite(*value)).sum().item<int64_t>();
+      const std::string message = absl::StrCat(field, ": ", bad, " of its ", value->numel(),
+                                               " values are NaN or infinite");
+      if (!options.allow_non_finite_parameters) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            message, " (hint: a diverged training run? allow them with LoadOptions.allow_non_finite_parameters or "
+                     "the tdp flag --allow_non_finite_parameters)"));
+      }
+      tdp::logger()->warn("{} (allowed by allow_non_finite_parameters)", message);
+    }
+    copies.emplace_back(target->second, *value);
+  }
+  std::vector<std::string> missing;
+  for (const auto& [name, tensor] : targets) {
+    if (!loaded.count(name)) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": missing parameters: ", absl::StrJoin(missing, ", ")));
+  }
+  for (auto& [target, value] : copies) target.copy_(value);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, const std::string& source,
+                                             const std::string& base_dir, const LoadOptions& options) {
+  if (absl::Status valid = validate_spec(spec, source, options); !valid.ok()) return valid;
+  Policy policy;
+  policy.spec = spec;
+  policy.spec.clear_parameters();
+  try {
+    Builder builder{source, base_dir, options.limits};
+    if (spec.has_init_seed()) {
+      // Layers initialize from the default generator: seed it for the build, then put back the
+      // caller's state, so loading never disturbs the caller's random stream. Seeded loads are
+      // serialized so that concurrent loads get the same weights. (The generator's own mutex
+      // can't be held: the initializers take it themselves. Other threads drawing from the
+      // default generator during a seeded load would still interleave with it.)
+      static std::mutex seeded_build;
+      std::lock_guard<std::mutex> serialized(seeded_build);
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      at::Tensor state = generator.get_state();
+      generator.set_current_seed(spec.init_seed());
+      try {
+        policy.module = builder.module(spec.module(), "module");
+      } catch (...) {
+        generator.set_state(state);
+        throw;
+      }
+      generator.set_state(state);
+    } else {
+      policy.module = builder.module(spec.module(), "module");
+    }
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": module: cannot build the policy: ", error.what()));
+  }
+  if (spec.has_parameters()) {
+    if (auto status =
+            load_parameters(spec.parameters(), absl::StrCat(source, ": parameters"), *policy.module, options);
+        !status.ok()) {
+      return status;
+    }
+  } else if (!spec.parameters_file().empty()) {
+    const std::string file = join_path(base_dir, spec.parameters_file());
+    auto content = read_bounded_file(file, options.limits.max_spec_bytes, "max_spec_bytes", "the parameters file");
+    if (!content.ok()) {
+      return absl::Status(content.status().code(),
+                          absl::StrCat(source, ": parameters_file: ", content.status().message()));
+    }
+    tdpolicy::Parameters parameters;
+    if (auto status = parse_binary_within_limits(*content, parameters, options.limits, file, "the parameters file");
+        !status.ok()) {
+      return status;
+    }
+    if (auto status = load_parameters(parameters, file, *policy.module, options); !status.ok()) return status;
+  } else if (!spec.has_init_seed()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the spec has no parameters, no parameters_file and no init_seed",
+        " (hint: set init_seed for a freshly initialized policy)"));
+  }
+  policy.module->eval();
+  if (options.run_self_tests) {
+    if (auto status = run_self_tests(policy, source); !status.ok()) return status;
+  }
+  return policy;
+}
+
+}  // namespace
+
+// The Status boundary: nothing LibTorch, protobuf or the SDK throws gets past it.
+absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
+                                    const std::string& base_dir, const LoadOptions& options) {
+  try {
+    return build_policy_unguarded(spec, source, base_dir, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory while loading the policy"));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": cannot load the policy: ", error.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(source, ": cannot load the policy: an unknown exception"));
+  }
+}
+
+absl::StatusOr<Policy> load_policy(const std::string& path, const LoadOptions& options) {
+  try {
+    auto spec = read_spec(path, options.limits);
+    if (!spec.ok()) return spec.status();
+    const size_t slash = path.find_last_of('/');
+    const std::string base_dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    return build_policy(*spec, path, base_dir, options);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": out of memory while reading the spec"));
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read the spec: ", error.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(path, ": cannot read the spec: an unknown exception"));
+  }
+}
+
+}  // namespace tdp::policy
