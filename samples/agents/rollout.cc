@@ -35,7 +35,7 @@
 #include "sdk/actor/actor.h"
 #include "sdk/actor/cpu_allocator.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/signature.h"
 #include "sdk/policy/keys.h"
 #include "tdpolicy/spec.pb.h"
 
@@ -96,36 +96,35 @@ absl::StatusOr<std::string> env_name(const std::string& policy) {
 // action key the environment reads must be among the spec's outputs.
 absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& actor, const tdp::envs::BatchedEnv& env) {
   const std::vector<tdp::envs::EntrySpec> observations = env.observation_spec();
-  for (const auto& input : actor.spec().inputs()) {
-    const bool is_state = std::any_of(actor.state_keys().begin(), actor.state_keys().end(),
-                                      [&](const tdp::NestedKey& key) { return tdp::policy::key_string(key) == input.key(); });
-    if (is_state) continue;
-    const std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
+  const tdp::policy::Signature& signature = actor.signature();
+  for (const tdp::policy::TensorSignature& input : signature.inputs) {
+    if (input.state) continue;
     const auto entry = std::find_if(observations.begin(), observations.end(),
-                                    [&](const tdp::envs::EntrySpec& e) { return tdp::policy::key_string(e.key) == input.key(); });
+                                    [&](const tdp::envs::EntrySpec& e) { return e.key == input.key; });
     if (entry == observations.end()) {
       std::vector<std::string> keys;
       for (const auto& e : observations) keys.push_back(tdp::policy::key_string(e.key));
-      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" is not an observation of ",
+      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.name, "\" is not an observation of ",
                                                      env.name(), ", which provides: ", absl::StrJoin(keys, ", ")));
     }
-    if (shape != entry->shape) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has shape ", tdp::shape_to_string(shape),
-                                                     " but ", env.name(), "'s \"", input.key(), "\" has shape ",
-                                                     tdp::shape_to_string(entry->shape)));
+    if (input.shape != entry->shape) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.name, "\" has shape ",
+                                                     tdp::shape_to_string(input.shape), " but ", env.name(), "'s \"",
+                                                     input.name, "\" has shape ", tdp::shape_to_string(entry->shape)));
     }
-    const at::ScalarType dtype = tdp::policy::input_scalar_type(input);
-    if (dtype != entry->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.key(), "\" has dtype ",
-                                                     tdpolicy::DType_Name(input.dtype()), " but ", env.name(), "'s \"",
-                                                     input.key(), "\" is ", c10::toString(entry->dtype)));
+    if (input.dtype != entry->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": input \"", input.name, "\" has dtype ",
+                                                     c10::toString(input.dtype), " but ", env.name(), "'s \"",
+                                                     input.name, "\" is ", c10::toString(entry->dtype)));
     }
   }
-  const auto& outputs = actor.spec().output_keys();
   for (const tdp::envs::EntrySpec& action : env.action_spec()) {
-    if (std::find(outputs.begin(), outputs.end(), tdp::policy::key_string(action.key)) == outputs.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": writes no \"", tdp::policy::key_string(action.key), "\", an action ",
-                                                     env.name(), " reads; its outputs: ", absl::StrJoin(outputs, ", ")));
+    if (signature.find_output(action.key) == nullptr) {
+      std::vector<std::string> outputs;
+      for (const auto& output : signature.outputs) outputs.push_back(output.name);
+      return absl::InvalidArgumentError(absl::StrCat(path, ": writes no \"", tdp::policy::key_string(action.key),
+                                                     "\", an action ", env.name(), " reads; its outputs: ",
+                                                     absl::StrJoin(outputs, ", ")));
     }
   }
   return absl::OkStatus();

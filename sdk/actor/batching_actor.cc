@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/signature.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -26,15 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string shape_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
-
-// One declared input of the spec, resolved once.
-struct Input {
-  NestedKey key;
-  std::string name;            // as the spec writes it, for messages
-  std::vector<int64_t> shape;  // per environment
-  at::ScalarType dtype;
-  bool state;  // a recurrent state key
-};
 
 // A request accepted by submit(), waiting for its batch.
 struct Pending {
@@ -72,22 +63,16 @@ class BatchingActor::Impl {
       : actor(std::move(wrapped)), options(std::move(batching_options)) {
     if (actor == nullptr) throw std::invalid_argument("BatchingActor: the actor is null");
     check_options(options);
-    const std::vector<NestedKey>& state_keys = actor->state_keys();
-    declared = policy::DeclaredInputs(actor->spec());
-    for (const policy::DeclaredInput& input : declared.inputs()) {
-      const bool state = std::find(state_keys.begin(), state_keys.end(), input.key) != state_keys.end();
-      inputs.push_back({input.key, input.name, input.shape, input.dtype, state});
-      if (state) state_inputs.push_back(inputs.back());
+    for (const policy::TensorSignature& input : actor->signature().inputs) {
+      if (input.state) state_inputs.push_back(input);
     }
-    for (const Input& input : state_inputs) state_names.push_back(input.name);
+    for (const policy::TensorSignature& input : state_inputs) state_names.push_back(input.name);
     worker = std::thread([this] { run(); });
   }
 
   std::shared_ptr<Actor> actor;
   BatchingActorOptions options;
-  policy::DeclaredInputs declared;
-  std::vector<Input> inputs;
-  std::vector<Input> state_inputs;
+  std::vector<policy::TensorSignature> state_inputs;
   std::vector<std::string> state_names;
 
   // ---- the queue (guarded by mutex) ----
@@ -122,22 +107,21 @@ class BatchingActor::Impl {
                         " rows; a request has 1 to max_batch_size = ", options.max_batch_size()));
     }
     std::vector<std::string> given_state;
-    for (const Input& input : state_inputs) {
+    for (const policy::TensorSignature& input : state_inputs) {
       if (observation.contains(input.key)) given_state.push_back(input.name);
     }
     const bool stateless_form = !state_inputs.empty() && given_state.size() == state_inputs.size();
     if (!given_state.empty() && !stateless_form) {
       std::vector<std::string> missing;
-      for (const Input& input : state_inputs) {
+      for (const policy::TensorSignature& input : state_inputs) {
         if (!observation.contains(input.key)) missing.push_back(input.name);
       }
       fail(absl::StrCat("the observation carries the recurrent state ", absl::StrJoin(given_state, ", "), " but not ",
                         absl::StrJoin(missing, ", "), "; pass every state key or none (and env_ids)"));
     }
-    declared.check(observation, "BatchingActor.submit",
-                   stateless_form ? std::vector<NestedKey>{} : actor->state_keys());
+    actor->signature().check_observation(observation, "BatchingActor.submit", /*state_optional=*/!stateless_form);
     TensorDict selected({rows});
-    for (const Input& input : inputs) {
+    for (const policy::TensorSignature& input : actor->signature().inputs) {
       if (input.state && !stateless_form) continue;
       selected.set(input.key, observation.get(input.key));
     }

@@ -21,7 +21,7 @@
 // max_delay of latency for fuller batches. Requests of different interaction types never share a
 // call (a request without a type takes the wrapped actor's at submit()).
 //
-// Recurrent policies (state keys, tdp::policy::state_keys): the wrapped Actor keeps state per row
+// Recurrent policies (the signature's state keys): the wrapped Actor keeps state per row
 // of its own batch, which means nothing across merged requests. So the batcher keeps the state
 // per environment id: a request names its rows' environments (BatchingRequest::env_ids), the
 // batcher puts each row's kept state (zeros for an id seen first or reset) into the merged

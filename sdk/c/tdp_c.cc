@@ -25,7 +25,7 @@
 
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/policy/keys.h"
+#include "sdk/policy/signature.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
@@ -228,57 +228,22 @@ std::vector<int64_t> batched(int64_t batch, const std::vector<int64_t>& shape) {
   return sizes;
 }
 
-// Runs the policy once at batch 1 on zeros (every declared input given, so the actor's kept
-// state is left alone) with a generator of its own (so the actor's stream is untouched), to
-// learn the outputs' dtypes and shapes.
-void probe_outputs(tdp_actor& self) {
-  tdp::actor::Actor& actor = *self.actor;
-  const c10::Device device = actor.options().device();
-  tdp::TensorDict observation(std::vector<int64_t>{1});
-  for (const auto& input : self.inputs) {
-    observation.set(input.key, at::zeros(batched(1, input.shape), at::TensorOptions().dtype(input.scalar)));
+// A C-API slot of a signature entry; an error names a dtype the C API has no tdp_dtype for.
+absl::StatusOr<tdp_actor::Slot> slot_of(const tdp::policy::TensorSignature& entry, const char* kind) {
+  std::optional<tdp_dtype> dtype = c_dtype(entry.dtype);
+  if (!dtype) {
+    return absl::UnimplementedError(absl::StrCat(kind, " \"", entry.name, "\" has dtype ", c10::toString(entry.dtype),
+                                                 ", which the C API has no tdp_dtype for"));
   }
-  at::Generator generator = device.is_cpu() ? at::detail::createCPUGenerator(0)
-                                            : at::globalContext().defaultGenerator(device).clone();
-  tdp::TensorDict out;
-  try {
-    out = actor.act(observation, tdp::nn::InteractionType::kDeterministic, generator);
-  } catch (const std::exception& deterministic_error) {
-    // A policy whose distribution has no deterministic value still has a random one.
-    try {
-      out = actor.act(observation, tdp::nn::InteractionType::kRandom, generator);
-    } catch (const std::exception&) {
-      fail(TDP_INTERNAL, absl::StrCat("the policy failed on zero observations at batch 1 (run to learn its output "
-                                      "shapes): ",
-                                      deterministic_error.what()));
-    }
-  }
-  std::vector<tdp::NestedKey> keys;
-  for (const std::string& text : actor.spec().output_keys()) {
-    absl::StatusOr<tdp::NestedKey> key = tdp::policy::parse_key(text);
-    if (key.ok()) keys.push_back(*key);
-  }
-  for (const tdp::NestedKey& key : actor.state_keys()) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-  }
-  for (const tdp::NestedKey& key : keys) {
-    if (!out.contains(key)) continue;
-    at::Tensor value = out.get(key);
-    tdp_actor::Slot slot;
-    slot.name = tdp::policy::key_string(key);
-    slot.key = key;
-    std::optional<tdp_dtype> dtype = c_dtype(value.scalar_type());
-    if (!dtype) {
-      fail(TDP_UNIMPLEMENTED, absl::StrCat("output \"", slot.name, "\" has dtype ", c10::toString(value.scalar_type()),
-                                           ", which the C API has no tdp_dtype for"));
-    }
-    slot.dtype = *dtype;
-    slot.scalar = value.scalar_type();
-    slot.shape.assign(value.sizes().begin() + 1, value.sizes().end());
-    for (int64_t size : slot.shape) slot.per_env *= static_cast<size_t>(size);
-    slot.state = std::find(actor.state_keys().begin(), actor.state_keys().end(), key) != actor.state_keys().end();
-    self.outputs.push_back(std::move(slot));
-  }
+  tdp_actor::Slot slot;
+  slot.name = entry.name;
+  slot.key = entry.key;
+  slot.dtype = *dtype;
+  slot.scalar = entry.dtype;
+  slot.shape = entry.shape;
+  slot.per_env = static_cast<size_t>(entry.numel_per_env());
+  slot.state = entry.state;
+  return slot;
 }
 
 absl::Status load(const char* spec_path, const tdp_actor_options* options, tdp_actor** result) {
@@ -290,33 +255,18 @@ absl::Status load(const char* spec_path, const tdp_actor_options* options, tdp_a
   if (!loaded.ok()) return loaded.status();
   auto self = std::make_unique<tdp_actor>();
   self->actor = *std::move(loaded);
-  const tdpolicy::PolicySpec& spec = self->actor->spec();
-  self->name = spec.name();
-  self->version = spec.version();
-  const std::vector<tdp::NestedKey>& state = self->actor->state_keys();
-  for (const tdpolicy::InputSpec& input : spec.inputs()) {
-    absl::StatusOr<tdp::NestedKey> key = tdp::policy::parse_key(input.key());
-    if (!key.ok()) return key.status();
-    tdp_actor::Slot slot;
-    slot.name = input.key();
-    slot.key = *key;
-    const int dtype = input.dtype() == tdpolicy::DTYPE_UNSPECIFIED ? TDP_FLOAT32 : static_cast<int>(input.dtype());
-    std::optional<at::ScalarType> scalar = scalar_type(dtype);
-    if (!scalar) {
-      return absl::UnimplementedError(absl::StrCat(spec_path, ": input \"", input.key(), "\" has dtype ", dtype,
-                                                   ", which the C API has no tdp_dtype for"));
-    }
-    slot.dtype = static_cast<tdp_dtype>(dtype);
-    slot.scalar = *scalar;
-    slot.shape.assign(input.shape().begin(), input.shape().end());
-    for (int64_t size : slot.shape) slot.per_env *= static_cast<size_t>(size);
-    slot.state = std::find(state.begin(), state.end(), *key) != state.end();
-    self->inputs.push_back(std::move(slot));
+  self->name = self->actor->spec().name();
+  self->version = self->actor->spec().version();
+  const tdp::policy::Signature& signature = self->actor->signature();
+  for (const tdp::policy::TensorSignature& input : signature.inputs) {
+    absl::StatusOr<tdp_actor::Slot> slot = slot_of(input, "input");
+    if (!slot.ok()) return absl::Status(slot.status().code(), absl::StrCat(spec_path, ": ", slot.status().message()));
+    self->inputs.push_back(*std::move(slot));
   }
-  try {
-    probe_outputs(*self);
-  } catch (const CallError& error) {
-    fail(error.status, absl::StrCat(spec_path, ": ", error.message));
+  for (const tdp::policy::TensorSignature& output : signature.outputs) {
+    absl::StatusOr<tdp_actor::Slot> slot = slot_of(output, "output");
+    if (!slot.ok()) return absl::Status(slot.status().code(), absl::StrCat(spec_path, ": ", slot.status().message()));
+    self->outputs.push_back(*std::move(slot));
   }
   *result = self.release();
   return absl::OkStatus();
@@ -631,10 +581,10 @@ tdp_status tdp_actor_flat_sizes(const tdp_actor* actor, int64_t* observation_siz
   return guarded("tdp_actor_flat_sizes", [&] {
     check_actor(actor);
     // Why there is no flat API: no fused plan, a recurrent policy, several inputs, a composite head.
-    absl::Status flat = actor->actor->flat_status();
-    if (!flat.ok()) fail(TDP_FAILED_PRECONDITION, std::string(flat.message()));
-    if (observation_size != nullptr) *observation_size = actor->actor->flat_observation_size();
-    if (action_size != nullptr) *action_size = actor->actor->flat_action_size();
+    const tdp::actor::ActorInfo info = actor->actor->describe();
+    if (!info.flat_status.ok()) fail(TDP_FAILED_PRECONDITION, std::string(info.flat_status.message()));
+    if (observation_size != nullptr) *observation_size = info.flat_observation_size;
+    if (action_size != nullptr) *action_size = info.flat_action_size;
     return absl::OkStatus();
   });
 }

@@ -1,10 +1,10 @@
 #include "sdk/cli/json_tensordict.h"
+#include "tdpolicy/tensor.pb.h"
 
 #include <ATen/Functions.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
-#include <absl/strings/str_split.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -85,10 +85,9 @@ constexpr DTypeInfo kDTypes[] = {
     {tdpolicy::BOOL, c10::kBool, false, 0.0, 1.0},
 };
 
-const DTypeInfo* dtype_info(tdpolicy::DType dtype) {
-  if (dtype == tdpolicy::DTYPE_UNSPECIFIED) dtype = tdpolicy::FLOAT32;
+const DTypeInfo* dtype_info(c10::ScalarType dtype) {
   for (const DTypeInfo& info : kDTypes) {
-    if (info.proto == dtype) return &info;
+    if (info.scalar == dtype) return &info;
   }
   return nullptr;
 }
@@ -220,6 +219,7 @@ struct Declared {
   std::vector<std::string> path;
   std::vector<int64_t> shape;
   const DTypeInfo* dtype;
+  bool optional;  // a recurrent state the caller may leave out
 };
 
 std::string declared_list(const std::vector<Declared>& declared) {
@@ -370,25 +370,17 @@ absl::Status append_tensordict(std::string& out, const TensorDict& td, const std
 
 }  // namespace
 
-absl::StatusOr<TensorDict> tensordict_from_json(
-    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys, const policy::Limits& limits) {
+absl::StatusOr<TensorDict> tensordict_from_json(const std::string& json,
+                                                const std::vector<policy::TensorSignature>& inputs,
+                                                bool state_optional, const policy::Limits& limits) {
   std::vector<Declared> declared;
   std::set<std::vector<std::string>> leaves;
   std::set<std::vector<std::string>> parents;
-  for (const tdpolicy::InputSpec& input : inputs) {
-    Declared entry{input.key(), absl::StrSplit(input.key(), '/'),
-                   std::vector<int64_t>(input.shape().begin(), input.shape().end()), dtype_info(input.dtype())};
-    for (const std::string& level : entry.path) {
-      if (level.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("declared input key \"", input.key(),
-                                                       "\" is empty or has an empty level"));
-      }
-    }
+  for (const policy::TensorSignature& input : inputs) {
+    Declared entry{input.name, input.key.path(), input.shape, dtype_info(input.dtype), state_optional && input.state};
     if (entry.dtype == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("declared input \"", input.key(), "\" has dtype ", static_cast<int>(input.dtype()),
-                       ", which is not a tensor dtype"));
+      return absl::InvalidArgumentError(absl::StrCat("declared input \"", input.name, "\" has dtype ",
+                                                     c10::toString(input.dtype), ", which JSON input cannot hold"));
     }
     for (size_t n = 1; n < entry.path.size(); ++n) {
       parents.insert(std::vector<std::string>(entry.path.begin(), entry.path.begin() + n));
@@ -421,8 +413,7 @@ absl::StatusOr<TensorDict> tensordict_from_json(
   std::optional<std::vector<int64_t>> batch;
   const Declared* batch_source = nullptr;
   for (const Declared& input : declared) {
-    const bool optional =
-        std::find(optional_keys.begin(), optional_keys.end(), NestedKey(input.path)) != optional_keys.end();
+    const bool optional = input.optional;
     const Value* value = &root;
     for (size_t level = 0; level < input.path.size(); ++level) {
       if (value->kind_case() != Value::kStructValue) {

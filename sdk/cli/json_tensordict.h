@@ -4,10 +4,10 @@
 // not written anywhere: it is what the tensors have in front of the per-env shape the spec
 // declares, and every input must agree on it.
 //
-//   // spec inputs: key "observation", shape [3]; key "next/reward", shape [1]
+//   // signature inputs: "observation" float32 [3]; "next/reward" float32 [1]
 //   absl::StatusOr<tdp::TensorDict> td = tdp::cli::tensordict_from_json(
 //       R"({"observation": [[0.1, 0.2, 0.3], [1, 2, 3]], "next": {"reward": [[0.5], [1]]}})",
-//       spec.inputs());                                   // batch_size [2]
+//       policy.signature.inputs);                         // batch_size [2]
 //   absl::StatusOr<std::string> json = tdp::cli::tensordict_to_json(*td);
 //
 // Numbers go through JSON's doubles: integers beyond 2^53 do not survive. Non-finite floats are
@@ -16,34 +16,33 @@
 #pragma once
 
 #include <absl/status/statusor.h>
-#include <google/protobuf/repeated_field.h>
 
 #include <string>
 #include <vector>
 
 #include "sdk/policy/limits.h"
-#include "sdk/tensordict/nested_key.h"
+#include "sdk/policy/signature.h"
 #include "sdk/tensordict/tensordict.h"
-#include "tdpolicy/spec.pb.h"
 
 namespace tdp::cli {
 
 // Parses `json`, a JSON object holding exactly the declared `inputs` (nested keys as nested
 // objects), into a TensorDict whose batch_size is the dims each tensor has before its declared
-// shape. Each tensor gets its declared dtype (FLOAT32 when unspecified). Errors name the key and
+// shape. Each tensor gets its declared dtype. Errors name the key and
 // what was expected: a missing or undeclared key, a ragged list, a shape that does not end with
 // the declared one, batch dims that differ between inputs, a value that is not a number (or not
-// an integer / boolean / in range for the dtype). Declared inputs named in `optional_keys` may
-// be left out (a recurrent policy's state keys, which the actor supplies when absent). JSON
+// an integer / boolean / in range for the dtype). With `state_optional`, the recurrent state
+// inputs may be left out (the actor supplies them when absent). JSON
 // nested deeper than limits.max_json_depth (arrays and objects together) is an error before
 // anything is parsed; the conversion is linear in the input's size.
+//
 // The deepest JSON protobuf's parser reads (objects and arrays together); a larger
 // max_json_depth is treated as this.
 inline constexpr int64_t kMaxJsonDepth = 50;
 
-absl::StatusOr<TensorDict> tensordict_from_json(
-    const std::string& json, const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs,
-    const std::vector<NestedKey>& optional_keys = {}, const policy::Limits& limits = {});
+absl::StatusOr<TensorDict> tensordict_from_json(const std::string& json,
+                                                const std::vector<policy::TensorSignature>& inputs,
+                                                bool state_optional = false, const policy::Limits& limits = {});
 
 // Writes every entry of `td` in insertion order: tensors as nested lists (a 0-dim tensor as a
 // bare number), nested TensorDicts as nested objects. Floats print as the shortest decimal that

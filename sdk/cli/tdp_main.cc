@@ -45,7 +45,7 @@
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/policy/declared_inputs.h"
+#include "sdk/policy/signature.h"
 #include "sdk/policy/keys.h"
 #include "sdk/policy/limits.h"
 #include "sdk/policy/policy.h"
@@ -282,12 +282,12 @@ absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_actor(const std::string&
                                  load);
 }
 
-std::string shape_str(const google::protobuf::RepeatedField<int64_t>& shape) {
-  return tdp::shape_to_string({shape.data(), static_cast<size_t>(shape.size())});
-}
+std::string shape_str(const std::vector<int64_t>& shape) { return tdp::shape_to_string(shape); }
 
-std::string dtype_name(tdpolicy::DType dtype) {
-  return tdpolicy::DType_Name(dtype == tdpolicy::DTYPE_UNSPECIFIED ? tdpolicy::FLOAT32 : dtype);
+// As a spec names it (FLOAT32), else as LibTorch does.
+std::string dtype_name(at::ScalarType dtype) {
+  const std::optional<tdpolicy::DType> named = tdp::policy::proto_dtype(dtype);
+  return named ? tdpolicy::DType_Name(*named) : std::string(c10::toString(dtype));
 }
 
 std::string with_commas(int64_t n) {
@@ -337,19 +337,20 @@ int describe(const std::string& path, const tdp::policy::LoadOptions& load) {
   const std::shared_ptr<tdp::nn::TensorDictModuleBase>& module = (*actor)->module();
   const tdp::nn::KeyGraph graph(module);
   if (absl::GetFlag(FLAGS_dot)) {
-    std::vector<tdp::NestedKey> outputs;
-    for (const auto& key : spec.output_keys()) outputs.push_back(*tdp::policy::parse_key(key));
-    std::cout << graph.to_dot(outputs);
+    std::cout << graph.to_dot((*actor)->signature().output_keys());
     return std::cout.good() ? kOk : kFailed;
   }
   std::cout << spec.name() << " " << spec.version() << "\n";
   if (!spec.description().empty()) std::cout << spec.description() << "\n";
+  const tdp::policy::Signature& signature = (*actor)->signature();
+  auto print = [](const tdp::policy::TensorSignature& entry) {
+    std::cout << "  " << entry.name << "  " << shape_str(entry.shape) << "  " << dtype_name(entry.dtype)
+              << (entry.state ? "  (recurrent state)" : "") << "\n";
+  };
   std::cout << "\ninputs:\n";
-  for (const auto& input : spec.inputs()) {
-    std::cout << "  " << input.key() << "  " << shape_str(input.shape()) << "  " << dtype_name(input.dtype()) << "\n";
-  }
-  std::cout << "\noutput keys:\n";
-  for (const auto& key : spec.output_keys()) std::cout << "  " << key << "\n";
+  for (const auto& input : signature.inputs) print(input);
+  std::cout << "\noutputs:\n";
+  for (const auto& output : signature.outputs) print(output);
   std::cout << "\nmodule:\n" << module->to_string() << "\n";
   std::cout << "\nkey graph (reads -> writes):\n";
   std::istringstream lines(graph.to_text());
@@ -361,7 +362,7 @@ int describe(const std::string& path, const tdp::policy::LoadOptions& load) {
   std::cout << "  total: " << with_commas(parameter_count(*module)) << "\n";
   std::cout << "\nbackend (auto: the fused CPU plan up to batch " << (*actor)->options().fused_max_batch()
             << ", LibTorch above):\n";
-  for (const std::string& line : (*actor)->describe_backend()) std::cout << "  " << line << "\n";
+  for (const std::string& line : (*actor)->describe().modules) std::cout << "  " << line << "\n";
   return kOk;
 }
 
@@ -377,7 +378,7 @@ int run(const std::string& path, const tdp::policy::LoadOptions& load) {
   if (!json.ok()) return failed(json.status());
   // The recurrent state may be left out: the actor starts it from zeros, as at a simulator's
   // first step.
-  auto td = tdp::cli::tensordict_from_json(*json, (*actor)->spec().inputs(), (*actor)->state_keys(), load.limits);
+  auto td = tdp::cli::tensordict_from_json(*json, (*actor)->signature().inputs, /*state_optional=*/true, load.limits);
   if (!td.ok()) {
     return failed(absl::InvalidArgumentError(
         absl::StrCat(input == "-" ? "stdin" : input, ": ", td.status().message())));
@@ -399,14 +400,11 @@ int run(const std::string& path, const tdp::policy::LoadOptions& load) {
 // recurrent state is left to the actor, which carries it from call to call as in a simulator.
 tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
   tdp::TensorDict td({batch});
-  const std::vector<tdp::NestedKey>& state = actor.state_keys();
-  for (const auto& input : actor.spec().inputs()) {
-    auto key = tdp::policy::parse_key(input.key());
-    if (!key.ok()) throw std::invalid_argument(std::string(key.status().message()));
-    if (std::find(state.begin(), state.end(), *key) != state.end()) continue;
+  for (const tdp::policy::TensorSignature& input : actor.signature().inputs) {
+    if (input.state) continue;
     std::vector<int64_t> shape{batch};
-    shape.insert(shape.end(), input.shape().begin(), input.shape().end());
-    const std::optional<at::ScalarType> dtype = tdp::policy::input_scalar_type(input);
+    shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+    const std::optional<at::ScalarType> dtype = input.dtype;
     at::Tensor value;
     if (*dtype == at::kFloat || *dtype == at::kDouble) {
       value = at::randn(shape, *dtype);
@@ -417,7 +415,7 @@ tdp::TensorDict random_inputs(const tdp::actor::Actor& actor, int64_t batch) {
     } else {
       value = at::randint(0, 2, shape, *dtype);
     }
-    td.set(*key, value);
+    td.set(input.key, value);
   }
   return td;
 }
@@ -445,12 +443,12 @@ int bench(const std::string& path, const tdp::policy::LoadOptions& load) {
   if (flags->threads > 0) at::set_num_threads(flags->threads);
   // The random inputs are made here at batch B: each is bounded as a declared tensor is, before
   // anything is allocated.
-  for (const auto& input : (*actor)->spec().inputs()) {
+  for (const tdp::policy::TensorSignature& input : (*actor)->signature().inputs) {
     double elements = static_cast<double>(batch);
-    for (int64_t size : input.shape()) elements *= static_cast<double>(size);
+    for (int64_t size : input.shape) elements *= static_cast<double>(size);
     if (elements > static_cast<double>(load.limits.max_tensor_elements)) {
       return usage_error(absl::StrCat("--batch: ", tdp::policy::limit_exceeded(
-                                                       absl::StrCat("the input \"", input.key(), "\" at batch ", batch),
+                                                       absl::StrCat("the input \"", input.name, "\" at batch ", batch),
                                                        tdp::policy::saturated_count(elements), "elements",
                                                        load.limits.max_tensor_elements, "max_tensor_elements")),
                          /*show_usage=*/false);
@@ -487,7 +485,7 @@ int bench(const std::string& path, const tdp::policy::LoadOptions& load) {
   const double calls_per_second = iterations / total_seconds;
   std::cout << absl::StrFormat("%s %s: batch %d, %d calls after %d warmup, %d threads, %s%s\n", (*actor)->spec().name(),
                                (*actor)->spec().version(), batch, iterations, warmup, at::get_num_threads(),
-                               flags->device.str(), (*actor)->cuda_graph() ? " (CUDA graphs)" : "");
+                               flags->device.str(), (*actor)->describe().cuda_graph ? " (CUDA graphs)" : "");
   std::cout << absl::StrFormat("latency per call: mean %.1f us, p50 %.1f us, p99 %.1f us\n", mean, percentile(0.5),
                                percentile(0.99));
   std::cout << absl::StrFormat("throughput: %.1f calls/s, %.0f env steps/s\n", calls_per_second,

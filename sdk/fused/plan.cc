@@ -591,26 +591,25 @@ struct FusedPlan::Impl {
   }
 
   void lower(const policy::Policy& policy) {
-    const auto& spec = policy.spec;
+    const policy::Signature& signature = policy.signature;
     // Every input gets a slot first, so that a module the plan cannot run is what the error names.
     std::string input_problem;
-    for (int i = 0; i < spec.inputs_size(); ++i) {
-      const auto& in = spec.inputs(i);
-      auto key = policy::parse_key(in.key());
-      if (in.shape_size() != 1 || (in.dtype() != tdpolicy::FLOAT32 && in.dtype() != tdpolicy::DTYPE_UNSPECIFIED) ||
-          !key.ok()) {
-        input_problem = absl::StrCat("inputs[", i, "] (", in.key(), "): the plan takes float32 vectors");
+    for (size_t i = 0; i < signature.inputs.size(); ++i) {
+      const policy::TensorSignature& in = signature.inputs[i];
+      if (in.shape.size() != 1 || in.dtype != at::kFloat) {
+        input_problem = absl::StrCat("inputs[", i, "] (", in.name, "): the plan takes float32 vectors");
         continue;
       }
-      inputs.push_back(add_slot(*key, in.shape(0), {in.shape(0)}));
+      inputs.push_back(add_slot(in.key, in.shape[0], in.shape));
     }
     module(*policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
     if (inputs.empty()) throw NotLowerable("inputs: the spec declares none");
-    for (const std::string& text : spec.output_keys()) {
-      // A key no module writes is left out, as LibTorch's path leaves it out of what it returns
-      // (a log-prob key the other composite_lp_aggregate mode writes).
-      if (const int s = find_or_none(*policy::parse_key(text)); s >= 0) outputs.push_back(s);
+    // What a call returns, as the LibTorch path returns it.
+    for (const policy::TensorSignature& out : signature.outputs) {
+      const int s = find_or_none(out.key);
+      if (s < 0) throw NotLowerable(absl::StrCat("outputs: the plan does not compute \"", out.name, "\""));
+      outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
     action = !heads.empty() ? heads[0].sample : outputs.empty() ? inputs[0] : outputs[0];

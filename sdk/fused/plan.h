@@ -26,10 +26,10 @@
 // tanh_normal mode/median/mean, any composite's median) are reported by check(); the actor
 // runs those on LibTorch.
 //
-// lower() reads the probabilistic module's log-prob keys in the thread's composite_lp_aggregate
-// mode, which must be the one the module was built under (Actor lowers under its own); a spec
-// output key no module writes (the other mode's log-prob key) is left out of output_slots(), as
-// LibTorch's path leaves it out of what it returns.
+// lower() reads the policy's inputs and outputs from its signature (sdk/policy/signature.h) and
+// the probabilistic module's log-prob keys in the thread's composite_lp_aggregate mode, which
+// must be the one the module was built under (Actor lowers under its own). A plan computes
+// every output of the signature (else it does not lower), so it returns what LibTorch returns.
 //
 // The flat API (run_flat, the action/log-prob slots and sizes) is for plans of one input and
 // one non-composite head: flat_status() says why not otherwise; run() takes every plan.
@@ -99,9 +99,9 @@ class FusedPlan {
   // The head's default_interaction_type (kDeterministic without a head).
   nn::InteractionType default_interaction_type() const;
 
-  // The slots of the spec's inputs, in their order: what run() reads.
+  // The slots of the signature's inputs, in their order: what run() reads.
   const std::vector<int>& input_slots() const;
-  // The slots of the spec's output_keys that the plan computes, in their order.
+  // The slots of the signature's outputs (what a call returns), in their order.
   const std::vector<int>& output_slots() const;
   // The slot holding `key` after the modules ran (the last one written there, else the
   // input's), -1 when the plan has none.

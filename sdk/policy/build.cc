@@ -263,6 +263,11 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
         " (hint: set init_seed for a freshly initialized policy)"));
   }
   policy.module->eval();
+  absl::StatusOr<Signature> signature = compute_signature(policy.spec, *policy.module);
+  if (!signature.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", signature.status().message()));
+  }
+  policy.signature = *std::move(signature);
   if (options.run_self_tests) {
     if (auto status = run_self_tests(policy, source); !status.ok()) return status;
   }

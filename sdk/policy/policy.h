@@ -7,6 +7,7 @@
 //   if (!policy.ok()) { std::cerr << policy.status() << "\n"; return 1; }
 //   tdp::TensorDict td({{"observation", at::randn({8, 4})}}, {8});
 //   policy->module->forward(td);                       // writes the spec's output_keys
+//   for (const auto& out : policy->signature.outputs) std::cout << out.name << "\n";
 //   absl::Status saved = tdp::policy::save_policy(*policy, "/tmp/cartpole.pb");   // one binary file
 //
 // Loading never crashes on bad input: every problem becomes a Status (fuzzed in the tests).
@@ -22,16 +23,20 @@
 
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/policy/limits.h"
+#include "sdk/policy/signature.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::policy {
 
 enum class SpecFormat { kText, kBinary, kJson };
 
-// A loaded policy: its spec (parameters moved out into the module) and the module tree.
+// A loaded policy: its spec (parameters moved out into the module), the module tree, and its
+// signature (signature.h), computed once by build_policy. A Policy assembled by hand gets its
+// signature from compute_signature(spec, *module).
 struct Policy {
   tdpolicy::PolicySpec spec;
   std::shared_ptr<nn::TensorDictModuleBase> module;
+  Signature signature;
 };
 
 // The format a path's extension names: .pbtxt/.textproto/.txt text, .json JSON, .pb/.binpb/.bin

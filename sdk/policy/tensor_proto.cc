@@ -26,16 +26,18 @@ constexpr DTypeName kDTypes[] = {
 
 }  // namespace
 
+std::optional<tdpolicy::DType> proto_dtype(at::ScalarType scalar) {
+  for (const auto& entry : kDTypes) {
+    if (entry.scalar == scalar) return entry.proto;
+  }
+  return std::nullopt;
+}
+
 tdpolicy::TensorProto to_tensor_proto(const at::Tensor& tensor) {
   tdpolicy::TensorProto proto;
-  bool known = false;
-  for (const auto& entry : kDTypes) {
-    if (entry.scalar == tensor.scalar_type()) {
-      proto.set_dtype(entry.proto);
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<tdpolicy::DType> dtype = proto_dtype(tensor.scalar_type());
+  if (dtype) proto.set_dtype(*dtype);
+  if (!dtype) {
     throw std::invalid_argument(absl::StrCat("to_tensor_proto: dtype ", c10::toString(tensor.scalar_type()),
                                              " has no TensorProto encoding"));
   }

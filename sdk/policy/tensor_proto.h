@@ -24,5 +24,7 @@ absl::StatusOr<at::Tensor> from_tensor_proto(const tdpolicy::TensorProto& proto)
 // The tensor dtype a DType names (an InputSpec's DTYPE_UNSPECIFIED means FLOAT32 and is the
 // caller's to map); nothing for DTYPE_UNSPECIFIED or an unknown value.
 std::optional<at::ScalarType> scalar_type(tdpolicy::DType dtype);
+// The DType naming a tensor dtype; nothing for one the format has no name for.
+std::optional<tdpolicy::DType> proto_dtype(at::ScalarType scalar);
 
 }  // namespace tdp::policy

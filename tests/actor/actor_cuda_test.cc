@@ -49,7 +49,7 @@ TensorDict observations(const Actor& actor, int64_t n, uint64_t seed) {
     EXPECT_OK(parsed);
     if (!parsed.ok()) continue;
     const NestedKey& key = *parsed;
-    if (std::find(actor.state_keys().begin(), actor.state_keys().end(), key) != actor.state_keys().end()) continue;
+    if (std::find(actor.signature().state_keys.begin(), actor.signature().state_keys.end(), key) != actor.signature().state_keys.end()) continue;
     std::vector<int64_t> shape = {n};
     shape.insert(shape.end(), input.shape().begin(), input.shape().end());
     td.set(key, at::randn(shape, generator));
@@ -162,8 +162,8 @@ TEST(ActorCudaGraphTest, ReplaysEqualEagerCallsForEveryReadyPolicyAtEveryBucketP
     SCOPED_TRACE(policy);
     ASSERT_OK_AND_ASSIGN(auto eager, load(policy, ActorOptions().device(kCuda)));
     ASSERT_OK_AND_ASSIGN(auto graph, load(policy, graphed()));
-    ASSERT_TRUE(graph->cuda_graph().has_value());
-    EXPECT_EQ(graph->captured_graph_count(), static_cast<int64_t>(kBuckets.size())) << "captured at load";
+    ASSERT_TRUE(graph->describe().cuda_graph.has_value());
+    EXPECT_EQ(graph->describe().captured_graph_count, static_cast<int64_t>(kBuckets.size())) << "captured at load";
     for (InteractionType type : types) {
       // Exactly a bucket, padded (5 -> 8, 9 -> 64) and chunked (100 = 64 + 36 -> 64, 130 = 64 + 64 + 2 -> 8).
       for (int64_t n : {1, 5, 8, 9, 64, 100, 130}) {
@@ -285,15 +285,15 @@ TEST(ActorCudaGraphTest, OtherInteractionTypesAreCapturedOnFirstUseAndDestroying
   const int64_t before = cuda_reserved_bytes();
   {
     ASSERT_OK_AND_ASSIGN(auto graph, load("cartpole_categorical.pbtxt", graphed()));
-    EXPECT_EQ(graph->captured_graph_count(), 3);
+    EXPECT_EQ(graph->describe().captured_graph_count, 3);
     graph->act(observations(*graph, 5, 0), InteractionType::kDeterministic);
-    EXPECT_EQ(graph->captured_graph_count(), 4) << "(8, DETERMINISTIC) captured on its first call";
+    EXPECT_EQ(graph->describe().captured_graph_count, 4) << "(8, DETERMINISTIC) captured on its first call";
     ASSERT_OK_AND_ASSIGN(auto lazy, load("cartpole_categorical.pbtxt",
                                          ActorOptions().device(kCuda).cuda_graph(
                                              CudaGraphOptions().batch_buckets(kBuckets).capture_at_load(false))));
-    EXPECT_EQ(lazy->captured_graph_count(), 0);
+    EXPECT_EQ(lazy->describe().captured_graph_count, 0);
     lazy->act(observations(*lazy, 64, 0));
-    EXPECT_EQ(lazy->captured_graph_count(), 1);
+    EXPECT_EQ(lazy->describe().captured_graph_count, 1);
   }
   EXPECT_LE(cuda_reserved_bytes(), before + (4 << 20)) << "graph pools were not released";
 }

@@ -67,7 +67,7 @@ TEST(ActorHeaderTest, TheWholeApiThroughActorHAlone) {
                                         .device(c10::Device(c10::kCPU)));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   tdp::actor::Actor actor = std::move(**loaded);  // movable
-  EXPECT_EQ(actor.state_keys(), std::vector<tdp::NestedKey>{"hidden"});
+  EXPECT_EQ(actor.signature().state_keys, std::vector<tdp::NestedKey>{"hidden"});
   EXPECT_EQ(actor.options().seed(), 3u);
   EXPECT_NE(&actor.spec(), nullptr);
   EXPECT_TRUE(actor.module() != nullptr);

@@ -155,7 +155,7 @@ TEST(ActorTest, OneActorPerThreadGivesEachThreadTheSameSeededStream) {
 
 TEST(ActorTest, RecurrentStateIsKeptPerEnvironmentAndReset) {
   ASSERT_OK_AND_ASSIGN(auto actor, load(kRecurrent));
-  ASSERT_EQ(actor->state_keys().size(), 1u);
+  ASSERT_EQ(actor->signature().state_keys.size(), 1u);
   TensorDict obs = observations(3);
   TensorDict first = actor->act(obs);
   TensorDict second = actor->act(obs);
@@ -312,8 +312,8 @@ constexpr const char* kTwoStates = R"pb(
 
 TEST(ActorTest, StateKeysAreTheSpecsAndComeWholeOrNotAtAll) {
   ASSERT_OK_AND_ASSIGN(auto actor, load(kTwoStates));
-  EXPECT_EQ(actor->state_keys(), (std::vector<NestedKey>{{"memory", "h1"}, {"memory", "h2"}}));
-  EXPECT_EQ(actor->state_keys(), policy::state_keys(actor->spec()));
+  EXPECT_EQ(actor->signature().state_keys, (std::vector<NestedKey>{{"memory", "h1"}, {"memory", "h2"}}));
+  EXPECT_EQ(actor->signature().state_keys, policy::state_keys(actor->spec()));
   TensorDict obs = observations(2);
   const TensorDict first = actor->act(obs);
   EXPECT_EQ(first.get({"memory", "h2"}).sizes(), at::IntArrayRef({2, 5}));
@@ -350,14 +350,14 @@ TEST(ActorCudaGraphTest, AnEnabledBlockOnACpuActorWarnsOnceAndRunsEagerly) {
   EXPECT_THAT(log.text(), ::testing::HasSubstr("cuda_graph is enabled but the actor runs on cpu; calls run eagerly"));
   const std::string warned = log.text();
   ASSERT_OK_AND_ASSIGN(auto without, load(kCategorical, ActorOptions().seed(4)));
-  EXPECT_FALSE(with_block->cuda_graph().has_value());
+  EXPECT_FALSE(with_block->describe().cuda_graph.has_value());
   for (int step = 0; step < 3; ++step) {
     TensorDict a = with_block->act(observations(5, step));
     TensorDict b = without->act(observations(5, step));
     EXPECT_TRUE(at::equal(a.get("action"), b.get("action"))) << "step " << step;
   }
   EXPECT_EQ(log.text(), warned) << "one warning, at load";
-  EXPECT_EQ(with_block->captured_graph_count(), 0);
+  EXPECT_EQ(with_block->describe().captured_graph_count, 0);
 }
 
 TEST(ActorCudaGraphTest, BadSettingsAreLoadErrorsNamingTheField) {
@@ -383,12 +383,12 @@ TEST(ActorBackendTest, AutoIsTheDefaultAndUsesTheFusedPlanUpToFusedMaxBatch) {
   EXPECT_EQ(ActorOptions().backend(), Backend::kAuto);
   EXPECT_EQ(ActorOptions().fused_max_batch(), 64);
   ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().fused_max_batch(8)));
-  ASSERT_OK(actor->fused_status());
-  EXPECT_TRUE(actor->uses_fused(8, InteractionType::kRandom));
-  EXPECT_FALSE(actor->uses_fused(9, InteractionType::kRandom));
+  ASSERT_OK(actor->describe().fused_status);
+  EXPECT_TRUE(actor->describe().runs_fused(8, InteractionType::kRandom));
+  EXPECT_FALSE(actor->describe().runs_fused(9, InteractionType::kRandom));
   ASSERT_OK_AND_ASSIGN(auto libtorch, load(kCategorical, ActorOptions().backend(Backend::kLibTorch)));
-  EXPECT_FALSE(libtorch->fused_status().ok());
-  EXPECT_FALSE(libtorch->uses_fused(1, InteractionType::kRandom));
+  EXPECT_FALSE(libtorch->describe().fused_status.ok());
+  EXPECT_FALSE(libtorch->describe().runs_fused(1, InteractionType::kRandom));
   EXPECT_EQ(libtorch->act_flat(nullptr, 0, nullptr).code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -420,7 +420,7 @@ TEST(ActorBackendTest, FusedOnAPolicyThatDoesNotLowerIsALoadError) {
               testing::HasSubstr("backend kFused: not lowerable to the fused CPU plan: "
                                  "module.probabilistic_sequential.modules[2]"));
   ASSERT_OK_AND_ASSIGN(auto fallback, Actor::load("policies/goal_autoregressive.pbtxt"));  // kAuto: LibTorch
-  EXPECT_FALSE(fallback->uses_fused(1, InteractionType::kRandom));
+  EXPECT_FALSE(fallback->describe().runs_fused(1, InteractionType::kRandom));
 }
 
 TEST(ActorBackendTest, RefreshParametersMakesTheFusedPlanSeeAnInPlaceUpdate) {

@@ -4,7 +4,7 @@
 // waits for the eager kernels as the graph call waits for its replay). Prints a Markdown table of
 // medians, eager/graph ratios, actions per second at 4096 and the time to capture all buckets at
 // load; where a batch-1 graph call spends its time, and the kernels of one call (LibTorch's Kineto
-// profiler); then an ensemble of 10 critics, batched against looped (issue 15). Built with
+// profiler); then an ensemble of 10 critics, batched against looped. Built with
 // --config=cuda; run by tests/gpu/gpu_check.sh on the GPU machine:
 //
 //   ./bazelw build -c opt --config=cuda //tests/benchmarks:cuda_graph_benchmark
@@ -161,7 +161,7 @@ void print_kernels_per_call(const std::string& spec, const c10::Device& cuda) {
   }
 }
 
-// Issue 15's GPU figure: an ensemble of 10 critics (17 -> 256 -> 256 -> 1) on the GPU, the batched
+// The GPU figure for ensembles: an ensemble of 10 critics (17 -> 256 -> 256 -> 1) on the GPU, the batched
 // path (one baddbmm per layer for all copies) against the loop path, eager, under InferenceMode,
 // each call until its values are on the host.
 void print_ensemble_rows(const c10::Device& cuda) {

@@ -1,4 +1,4 @@
-// The fused CPU path (sdk/fused, issue 14) beside the LibTorch path and a hand-written LibTorch
+// The fused CPU path (sdk/fused) beside the LibTorch path and a hand-written LibTorch
 // loop, one run, same policies, RANDOM interaction:
 //
 //   OMP_NUM_THREADS=1 ./bazelw run -c opt //tests/benchmarks:fused_benchmark -- --benchmark_min_time=0.2
@@ -56,7 +56,7 @@ void FusedFlat(benchmark::State& state, const char* spec, int64_t dim) {
   if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
   const int64_t batch = state.range(0);
   const at::Tensor obs = observations(batch, dim);
-  std::vector<float> action(batch * actor->flat_action_size()), log_prob(batch);
+  std::vector<float> action(batch * actor->describe().flat_action_size), log_prob(batch);
   for (auto _ : state) {
     absl::Status status = actor->act_flat(obs.data_ptr<float>(), batch, action.data(), log_prob.data());
     if (!status.ok()) return state.SkipWithError(std::string(status.message()).c_str());

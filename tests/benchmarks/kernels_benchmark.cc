@@ -1,5 +1,5 @@
 // The fused path's two Linear kernels on the same float32 data and shapes, the measurement behind
-// linear()'s choice (sdk/fused/kernels.h, issue 14): the portable hand-written loops against
+// linear()'s choice (sdk/fused/kernels.h): the portable hand-written loops against
 // Eigen 3.4's GEMM compiled for AVX2 + FMA (sdk/fused/eigen_linear.h). One layer, and a whole
 // tanh MLP as the plan runs it (Linear, activation, Linear, ...), at the batch sizes the fused
 // plan serves (kAuto hands batches above 64 to LibTorch). Both write y = x @ W + b over row-major

@@ -164,6 +164,56 @@ TEST(CApiTest, ActsOnTheLibTorchBackendAndAsksForSomeOutputsOnly) {
   EXPECT_TRUE(at::allclose(at::from_blob(param.data(), {batch, 1}, at::kFloat), expected, 1e-6, 1e-6));
 }
 
+// The output table is the policy's signature: with composite_lp_aggregate on, a composite
+// policy's summed log-prob ("sample_log_prob", which the spec does not list) is an output a C
+// caller can ask for, equal to the C++ Actor's; off, it is not an output at all.
+TEST(CApiTest, OutputsFollowTheAggregationMode) {
+  for (const bool aggregate : {true, false}) {
+    SCOPED_TRACE(aggregate ? "aggregated" : "per part");
+    tdp_actor_options* options = nullptr;
+    ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+    ASSERT_EQ(tdp_options_set_seed(options, 5), TDP_OK);
+    ASSERT_EQ(tdp_options_set_composite_lp_aggregate(options, aggregate ? 1 : 0), TDP_OK);
+    Loaded holder;
+    ASSERT_EQ(tdp_actor_load(policy("goal_hybrid.pbtxt").c_str(), options, &holder.actor), TDP_OK) << tdp_last_error();
+    tdp_options_free(options);
+
+    size_t count = 0;
+    ASSERT_EQ(tdp_actor_num_outputs(holder.actor, &count), TDP_OK);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < count; ++i) {
+      const char* name = nullptr;
+      tdp_dtype dtype{};
+      ASSERT_EQ(tdp_actor_output(holder.actor, i, &name, &dtype, nullptr, nullptr), TDP_OK);
+      names.emplace_back(name);
+    }
+    // The per-part log-probs are written in both modes (as tensordict does); the sum only when
+    // aggregated.
+    std::vector<std::string> expected{"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"};
+    if (aggregate) expected.push_back("sample_log_prob");
+    EXPECT_EQ(names, expected);
+    size_t elements = 0;
+    EXPECT_EQ(tdp_actor_element_count(holder.actor, "sample_log_prob", &elements),
+              aggregate ? TDP_OK : TDP_INVALID_ARGUMENT);
+    if (!aggregate) continue;
+    EXPECT_EQ(elements, 1u);
+
+    const int64_t batch = 3;
+    std::vector<float> obs = observations(batch, 4);
+    std::vector<float> log_prob(batch);
+    tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+    tdp_output out[] = {{"sample_log_prob", TDP_FLOAT32, log_prob.data(), log_prob.size()}};
+    ASSERT_EQ(tdp_actor_act(holder.actor, batch, in, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_OK) << tdp_last_error();
+    auto cpp = tdp::actor::Actor::load(policy("goal_hybrid.pbtxt"),
+                                       tdp::actor::ActorOptions().seed(5).composite_lp_aggregate(true));
+    ASSERT_TRUE(cpp.ok()) << cpp.status();
+    tdp::TensorDict td({{"observation", at::from_blob(obs.data(), {batch, 4}, at::kFloat)}}, {batch});
+    at::Tensor summed = (*cpp)->act(td, tdp::nn::InteractionType::kRandom).get("sample_log_prob");
+    EXPECT_TRUE(at::allclose(at::from_blob(log_prob.data(), {batch}, at::kFloat), summed.reshape({batch}), 1e-6, 1e-6))
+        << summed;
+  }
+}
+
 TEST(CApiTest, FlatApiMatchesTheNamedOne) {
   Loaded named_holder;
   Loaded flat_holder;

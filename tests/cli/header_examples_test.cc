@@ -5,23 +5,20 @@
 #include <string>
 
 #include "sdk/cli/json_tensordict.h"
-#include "tdpolicy/spec.pb.h"
 
 namespace {
 
 TEST(HeaderExamplesTest, JsonTensorDict) {
-  tdpolicy::PolicySpec spec;
-  auto* observation = spec.add_inputs();
-  observation->set_key("observation");
-  observation->add_shape(3);
-  auto* reward = spec.add_inputs();
-  reward->set_key("next/reward");
-  reward->add_shape(1);
+  struct {
+    tdp::policy::Signature signature;
+  } policy;
+  policy.signature.inputs = {{"observation", "observation", at::kFloat, {3}},
+                             {{"next", "reward"}, "next/reward", at::kFloat, {1}}};
 
-  // spec inputs: key "observation", shape [3]; key "next/reward", shape [1]
+  // signature inputs: "observation" float32 [3]; "next/reward" float32 [1]
   absl::StatusOr<tdp::TensorDict> td = tdp::cli::tensordict_from_json(
       R"({"observation": [[0.1, 0.2, 0.3], [1, 2, 3]], "next": {"reward": [[0.5], [1]]}})",
-      spec.inputs());                                   // batch_size [2]
+      policy.signature.inputs);                         // batch_size [2]
   absl::StatusOr<std::string> json = tdp::cli::tensordict_to_json(*td);
 
   ASSERT_TRUE(td.ok()) << td.status();

@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "sdk/policy/signature.h"
+#include "tdpolicy/spec.pb.h"
 #include "tests/testing/status_matchers.h"
 
 namespace tdp::cli {
@@ -16,10 +18,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-google::protobuf::RepeatedPtrField<tdpolicy::InputSpec> inputs(const std::string& text) {
+std::vector<policy::TensorSignature> inputs(const std::string& text) {
   tdpolicy::PolicySpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
-  return spec.inputs();
+  absl::StatusOr<std::vector<policy::TensorSignature>> declared = policy::declared_inputs(spec);
+  EXPECT_TRUE(declared.ok()) << declared.status();
+  return declared.ok() ? *declared : std::vector<policy::TensorSignature>{};
 }
 
 const char* kObsAndReward = R"pb(
@@ -141,11 +145,12 @@ TEST(TensorDictFromJson, MissingAndUnknownKeys) {
 
 // A recurrent policy's state keys may be left out (the actor supplies them), or given.
 TEST(TensorDictFromJson, OptionalKeysMayBeLeftOut) {
-  const auto declared = inputs(R"pb(
+  auto declared = inputs(R"pb(
     inputs { key: "observation" shape: 2 }
     inputs { key: "memory/hidden" shape: 3 }
   )pb");
-  const std::vector<NestedKey> state{{"memory", "hidden"}};
+  declared[1].state = true;
+  const bool state = true;
   auto without = tensordict_from_json(R"({"observation": [[1, 2]]})", declared, state);
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(without->batch_size().vec(), std::vector<int64_t>{1});

@@ -227,7 +227,7 @@ TEST(TdpCli, Describe) {
   ASSERT_EQ(describe.exit_code, 0) << describe.err;
   EXPECT_THAT(describe.out, StartsWith("cli_test_actor 0.1\nGaussian actor used by tests/cli\n"));
   EXPECT_THAT(describe.out, HasSubstr("inputs:\n  observation  [4]  FLOAT32\n  goal/position  [2]  FLOAT32\n"));
-  EXPECT_THAT(describe.out, HasSubstr("output keys:\n  action\n  action_log_prob\n  goal/embedding\n"));
+  EXPECT_THAT(describe.out, HasSubstr("outputs:\n  action  [2]  FLOAT32\n  action_log_prob  [2]  FLOAT32\n  goal/embedding  [3]  FLOAT32\n"));
   EXPECT_THAT(describe.out, HasSubstr("module:\nProbabilisticTensorDictSequential("));
   EXPECT_THAT(describe.out, HasSubstr("key graph (reads -> writes):\n  0 (TensorDictModule): observation -> params\n"));
   // MLP 4 -> 8 -> 4: 4*8 + 8 + 8*4 + 4; Linear 2 -> 3: 2*3 + 3.
@@ -341,7 +341,7 @@ TEST(TdpCli, RunRejectsBadInputOnStderr) {
   EXPECT_THAT(no_file.err, HasSubstr("absent.json: cannot open the input file"));
 }
 
-// Issue 16's hostile inputs: each ends in exit status 1 (2 for a bad flag) and a message that
+// Hostile inputs: each ends in exit status 1 (2 for a bad flag) and a message that
 // names the file and the limit, without a crash, a hang or an unbounded allocation.
 TEST(TdpCli, HostileFilesEndInClearErrors) {
   Result zero = tdp({"validate", "/dev/zero"});
@@ -459,7 +459,7 @@ std::string actor_json(const std::string& spec, const std::string& input_json, t
   auto actor = tdp::actor::Actor::load(spec, options.run_self_tests(false).return_all_entries(true));
   EXPECT_TRUE(actor.ok()) << actor.status();
   if (!actor.ok()) return "";
-  auto td = tdp::cli::tensordict_from_json(input_json, (*actor)->spec().inputs(), (*actor)->state_keys());
+  auto td = tdp::cli::tensordict_from_json(input_json, (*actor)->signature().inputs, /*state_optional=*/true);
   EXPECT_TRUE(td.ok()) << td.status();
   if (!td.ok()) return "";
   auto json = tdp::cli::tensordict_to_json((*actor)->act(*td));

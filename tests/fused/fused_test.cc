@@ -177,14 +177,14 @@ void expect_parity(const std::function<std::unique_ptr<Actor>(ActorOptions)>& ma
   auto fused = make(ActorOptions(options).backend(Backend::kFused).run_self_tests(false));
   auto reference = make(ActorOptions(options).backend(Backend::kLibTorch).run_self_tests(false));
   ASSERT_TRUE(fused && reference);
-  ASSERT_OK(fused->fused_status());
+  ASSERT_OK(fused->describe().fused_status);
   int checked = 0;
   for (int64_t batch : {1, 7, 64, 1000}) {
     at::manual_seed(batch);
     TensorDict obs = random_inputs(inputs, batch);
     for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode, InteractionType::kMean,
                                  InteractionType::kMedian}) {
-      if (!fused->uses_fused(batch, type)) continue;
+      if (!fused->describe().runs_fused(batch, type)) continue;
       ++checked;
       TensorDict a = fused->act(obs, type);
       TensorDict b = reference->act(obs, type);
@@ -379,7 +379,7 @@ void expect_same_sequence(const std::string& text, const Inputs& observation, co
   auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).seed(2));
   ASSERT_TRUE(fused && reference);
   const int64_t batch = 7;
-  ASSERT_TRUE(fused->uses_fused(batch, InteractionType::kDeterministic)) << fused->fused_status();
+  ASSERT_TRUE(fused->describe().runs_fused(batch, InteractionType::kDeterministic)) << fused->describe().fused_status;
   at::manual_seed(11);
   for (int step = 0; step < 20; ++step) {
     if (step == 6 || step == 15) {
@@ -439,7 +439,7 @@ TEST(FusedSampling, MeanAndStdOver1e5DrawsMatchLibTorch) {
   for (const std::string name : {"pendulum_tanh_gaussian.pbtxt", "cartpole_categorical.pbtxt"}) {
     auto fused = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(3)).value();
     auto reference = Actor::load(policy_path(name), ActorOptions().backend(Backend::kLibTorch).seed(3)).value();
-    const int64_t d = fused->flat_observation_size();
+    const int64_t d = fused->describe().flat_observation_size;
     at::Tensor row = at::linspace(-0.8, 0.6, d).to(at::kFloat);
     TensorDict obs({{"observation", row.expand({n, d}).contiguous()}}, {n});
     at::Tensor a = fused->act(obs, InteractionType::kRandom).get("action");
@@ -702,7 +702,7 @@ TEST(FusedRandomness, FourThreadsSharingOneActorGetLibTorchsDeterministicOutputs
 TEST(FusedAllocation, FlatCallsAllocateNothingAfterWarmUp) {
   for (const std::string name : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt"}) {
     auto actor = Actor::load(policy_path(name), ActorOptions().seed(1)).value();
-    std::vector<float> obs(64 * actor->flat_observation_size(), 0.1f), action(64 * actor->flat_action_size()), lp(64);
+    std::vector<float> obs(64 * actor->describe().flat_observation_size, 0.1f), action(64 * actor->describe().flat_action_size), lp(64);
     for (InteractionType type : {InteractionType::kRandom, InteractionType::kDeterministic}) {
       ASSERT_OK(actor->act_flat(obs.data(), 64, action.data(), lp.data(), type));  // warm-up
       const int64_t before = g_allocations.load();
@@ -756,13 +756,13 @@ TEST(FusedLowering, KFusedOnAnAutoregressivePolicyIsALoadErrorNamingTheModule) {
 
 TEST(FusedLowering, AutoFallsBackToLibTorchForAnAutoregressivePolicyAndAboveTheBatchThreshold) {
   ASSERT_OK_AND_ASSIGN(auto autoregressive, Actor::load(policy_path("goal_autoregressive.pbtxt")));
-  EXPECT_FALSE(autoregressive->fused_status().ok());
-  EXPECT_FALSE(autoregressive->uses_fused(1, InteractionType::kRandom));
+  EXPECT_FALSE(autoregressive->describe().fused_status.ok());
+  EXPECT_FALSE(autoregressive->describe().runs_fused(1, InteractionType::kRandom));
   ASSERT_OK_AND_ASSIGN(auto cartpole, Actor::load(policy_path("cartpole_categorical.pbtxt"),
                                                   ActorOptions().fused_max_batch(64)));
-  EXPECT_TRUE(cartpole->uses_fused(64, InteractionType::kRandom));
-  EXPECT_FALSE(cartpole->uses_fused(65, InteractionType::kRandom));
-  EXPECT_FALSE(cartpole->uses_fused(1, InteractionType::kMean));  // categorical has no mean action
+  EXPECT_TRUE(cartpole->describe().runs_fused(64, InteractionType::kRandom));
+  EXPECT_FALSE(cartpole->describe().runs_fused(65, InteractionType::kRandom));
+  EXPECT_FALSE(cartpole->describe().runs_fused(1, InteractionType::kMean));  // categorical has no mean action
   // The flat API still answers above the threshold (through LibTorch), with the same greedy actions.
   std::vector<float> obs(100 * 4, 0.05f), a(100), b(100);
   ASSERT_OK(cartpole->act_flat(obs.data(), 100, a.data(), nullptr, InteractionType::kDeterministic));
@@ -772,14 +772,14 @@ TEST(FusedLowering, AutoFallsBackToLibTorchForAnAutoregressivePolicyAndAboveTheB
 
 TEST(FusedLowering, DescribeNamesEachModulesPath) {
   ASSERT_OK_AND_ASSIGN(auto actor, Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt")));
-  const auto lines = actor->describe_backend();
+  const auto lines = actor->describe().modules;
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_NE(lines[0].find("module.probabilistic_sequential.modules[0]: fused (Mlp"), std::string::npos) << lines[0];
   EXPECT_NE(lines[2].find("tanh_normal"), std::string::npos) << lines[2];
   ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
-  EXPECT_EQ(gru->describe_backend()[0], "module.sequential.modules[0]: fused (GruCell 4->32)");
+  EXPECT_EQ(gru->describe().modules[0], "module.sequential.modules[0]: fused (GruCell 4->32)");
   ASSERT_OK_AND_ASSIGN(auto goal, Actor::load(policy_path("goal_hybrid.pbtxt")));
-  EXPECT_EQ(goal->describe_backend()[3],
+  EXPECT_EQ(goal->describe().modules[3],
             "module.probabilistic_sequential.modules[3]: fused (composite: action_type categorical, action_param "
             "normal; default deterministic)");
 }
@@ -787,12 +787,12 @@ TEST(FusedLowering, DescribeNamesEachModulesPath) {
 TEST(FusedLowering, TheFlatApiRefusesRecurrentAndCompositePoliciesSayingWhy) {
   std::vector<float> obs(4), action(1);
   ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));
-  ASSERT_OK(gru->fused_status());
-  EXPECT_TRUE(gru->uses_fused(1, InteractionType::kRandom));
+  ASSERT_OK(gru->describe().fused_status);
+  EXPECT_TRUE(gru->describe().runs_fused(1, InteractionType::kRandom));
   absl::Status status = gru->act_flat(obs.data(), 1, action.data());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(status.message().find("recurrent (state hidden)"), std::string::npos) << status;
-  EXPECT_EQ(gru->flat_observation_size(), 0);
+  EXPECT_EQ(gru->describe().flat_observation_size, 0);
   ASSERT_OK_AND_ASSIGN(auto goal, Actor::load(policy_path("goal_hybrid.pbtxt")));
   status = goal->act_flat(obs.data(), 1, action.data());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "sdk/probabilistic/interaction_type.h"
-#include "sdk/policy/declared_inputs.h"
 #include "sdk/policy/keys.h"
 #include "sdk/policy/tensor_proto.h"
 #include "sdk/tensordict/tensordict.h"
@@ -63,23 +62,12 @@ void run_policy(const policy::Policy& policy) {
   (void)one_thread;
   c10::InferenceMode inference;
   TensorDict td(std::vector<int64_t>{2});
-  for (const auto& input : policy.spec.inputs()) {
-    auto key = policy::parse_key(input.key());
-    // The validator accepted the spec, so every declared key parses and every dtype is known.
-    TDP_FUZZ_CHECK(key.ok(), "a validated spec has an input key that does not parse: " + input.key());
-    std::optional<at::ScalarType> dtype;
-    try {
-      dtype = policy::input_scalar_type(input);
-    } catch (const std::invalid_argument&) {
-    }
-    TDP_FUZZ_CHECK(dtype.has_value(), "a validated spec has an input of unknown dtype: " + input.key());
+  // The loader computed the signature, so every declared key parses, every dtype is known and
+  // the inputs fit in one TensorDict.
+  for (const policy::TensorSignature& input : policy.signature.inputs) {
     std::vector<int64_t> shape{2};
-    shape.insert(shape.end(), input.shape().begin(), input.shape().end());
-    try {
-      td.set(*key, at::zeros(shape, at::TensorOptions().dtype(*dtype)));
-    } catch (const std::exception&) {
-      return;  // two inputs at the same path (a key and its parent): the module is not reached
-    }
+    shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+    td.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype)));
   }
   for (auto type : {nn::InteractionType::kDeterministic, nn::InteractionType::kMode, nn::InteractionType::kMedian,
                     nn::InteractionType::kMean, nn::InteractionType::kRandom}) {

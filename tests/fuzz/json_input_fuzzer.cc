@@ -16,9 +16,9 @@
 
 namespace {
 
-const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs() {
-  static const auto* spec = [] {
-    auto* out = new tdpolicy::PolicySpec;
+const std::vector<tdp::policy::TensorSignature>& inputs() {
+  static const auto* declared = [] {
+    tdpolicy::PolicySpec spec;
     const bool ok = google::protobuf::TextFormat::ParseFromString(R"(
       inputs { key: "observation" shape: 3 }
       inputs { key: "goal/position" shape: 2 dtype: FLOAT64 }
@@ -26,18 +26,22 @@ const google::protobuf::RepeatedPtrField<tdpolicy::InputSpec>& inputs() {
       inputs { key: "mask" shape: 2 dtype: BOOL }
       inputs { key: "small" shape: 1 shape: 1 dtype: INT8 }
       inputs { key: "hidden" shape: 2 dtype: FLOAT16 }
-    )", out);
+    )", &spec);
     TDP_FUZZ_CHECK(ok, "the fixed inputs do not parse");
+    auto parsed = tdp::policy::declared_inputs(spec);
+    TDP_FUZZ_CHECK(parsed.ok(), "the fixed inputs are not valid declared inputs");
+    auto* out = new std::vector<tdp::policy::TensorSignature>(*std::move(parsed));
+    out->back().state = true;  // "hidden": a recurrent state the caller may leave out
     return out;
   }();
-  return spec->inputs();
+  return *declared;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string json(reinterpret_cast<const char*>(data), size);
-  const std::vector<tdp::NestedKey> optional = {tdp::NestedKey("hidden")};
+  const bool optional = true;
   auto td = tdp::cli::tensordict_from_json(json, inputs(), optional, tdp::fuzz::fuzz_limits());
   if (!td.ok()) {
     TDP_FUZZ_CHECK(!td.status().message().empty(), "an error Status without a message");

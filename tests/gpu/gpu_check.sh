@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 13): everything the GPU machine must run, in one call of under 8 minutes.
+# The GPU check: everything the GPU machine must run, in one call of under 8 minutes.
 # Runs in the repository root there, with tests/gpu/bundle carried from the build machine
 # (bash tests/gpu/bundle.sh). That machine has python3 with torch 2.11.0+cu130, whose torch/lib
 # is the LibTorch the binaries were built against, and the CUDA libraries of its wheel.

@@ -1,0 +1,57 @@
+// ActorBackend: one way of running an Actor's calls (LibTorch eager, the fused CPU plan, replayed
+// CUDA graphs), behind one interface so that Actor::act only picks one and hands the call over.
+// ActorCore is what the backends of one actor share: the loaded policy, the options, the
+// aggregation mode, the actor's own generator and its kept recurrent state. Internal to
+// sdk/actor (not installed).
+//
+//   const ActCall call{observation, type, generator};
+//   for (ActorBackend* backend : backends)                 // most specific first, LibTorch last
+//     if (backend->accepts(call)) return backend->act(call);
+#pragma once
+
+#include <ATen/core/Generator.h>
+
+#include <optional>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "sdk/actor/recurrent_state.h"
+#include "sdk/policy/policy.h"
+#include "sdk/probabilistic/interaction_type.h"
+#include "sdk/tensordict/tensordict.h"
+
+namespace tdp::actor {
+
+struct ActorCore {
+  ActorCore(policy::Policy policy, ActorOptions options);
+
+  policy::Policy policy;
+  ActorOptions options;
+  // The composite_lp_aggregate mode the policy was built under; every call runs under it.
+  bool lp_aggregate;
+  // The actor's own random stream, on its device; calls without a generator draw from it.
+  at::Generator generator;
+  RecurrentState state;
+  // What act() returns without return_all_entries: the signature's outputs.
+  std::vector<NestedKey> returned_keys;
+};
+
+// One act() call, its choices resolved once at the top.
+struct ActCall {
+  const TensorDict& observation;
+  std::optional<nn::InteractionType> type;
+  std::optional<at::Generator> generator;
+};
+
+class ActorBackend {
+ public:
+  virtual ~ActorBackend() = default;
+  // Whether this backend runs `call` (cheap: act() asks before every call).
+  virtual bool accepts(const ActCall& call) const = 0;
+  // Runs a call that accepts() took: what Actor::act returns.
+  virtual TensorDict act(const ActCall& call) = 0;
+  // Adds what this backend knows to `info`.
+  virtual void describe(ActorInfo& info) const = 0;
+};
+
+}  // namespace tdp::actor

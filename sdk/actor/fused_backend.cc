@@ -1,0 +1,199 @@
+#include "sdk/actor/fused_backend.h"
+
+#include <ATen/ATen.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "sdk/policy/keys.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+
+namespace tdp::actor {
+
+FusedBackend::FusedBackend(ActorCore& core) : core_(core) {
+  const ActorOptions& options = core_.options;
+  if (options.backend() == Backend::kLibTorch) {
+    status_ = absl::FailedPreconditionError("the actor's backend is kLibTorch");
+    return;
+  }
+  absl::Status precondition = absl::OkStatus();
+  if (!options.device().is_cpu()) {
+    precondition = absl::FailedPreconditionError(
+        absl::StrCat("the fused plan runs on the CPU, the actor on ", options.device().str()));
+  }
+  // Lowered at most once: kAuto skips it when a precondition already rules the plan out; kFused
+  // lowers anyway, because a module-level reason names the module and makes the better error.
+  if (!precondition.ok() && options.backend() != Backend::kFused) {
+    status_ = precondition;
+    return;
+  }
+  auto lowered = lower();
+  if (precondition.ok() && lowered.ok()) {
+    set_plan(*std::move(lowered));
+    return;
+  }
+  status_ = precondition.ok() ? lowered.status() : precondition;
+  if (options.backend() == Backend::kFused) {
+    throw std::invalid_argument(
+        absl::StrCat("backend kFused: ", lowered.ok() ? status_.message() : lowered.status().message()));
+  }
+}
+
+// The plan of the policy's module as it is now, lowered under the actor's aggregation mode,
+// which fixed the probabilistic modules' log-prob keys.
+absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> FusedBackend::lower() const {
+  nn::CompositeLpAggregateGuard aggregate(core_.lp_aggregate, /*thread_local_only=*/true);
+  return fused::FusedPlan::lower(core_.policy);
+}
+
+void FusedBackend::set_plan(std::shared_ptr<const fused::FusedPlan> plan) {
+  plan_ = std::move(plan);
+  output_slots_ = plan_->output_slots();
+  // return_all_entries: every entry the modules write, after the observation's.
+  all_slots_.clear();
+  const std::vector<int>& inputs = plan_->input_slots();
+  for (int s = 0; s < plan_->slot_count(); ++s) {
+    if (std::find(inputs.begin(), inputs.end(), s) == inputs.end() && plan_->slot(s).key != NestedKey("_")) {
+      all_slots_.push_back(s);
+    }
+  }
+}
+
+nn::InteractionType FusedBackend::plan_type(std::optional<nn::InteractionType> type) const {
+  return type.value_or(plan_->default_interaction_type());
+}
+
+bool FusedBackend::runs(int64_t batch, std::optional<nn::InteractionType> type) const {
+  if (!plan_) return false;
+  if (core_.options.backend() == Backend::kAuto && batch > core_.options.fused_max_batch()) return false;
+  return plan_->check(plan_type(type)).ok();
+}
+
+bool FusedBackend::accepts(const ActCall& call) const {
+  if (!plan_ || call.generator || call.observation.batch_size().size() != 1) return false;
+  if (!runs(call.observation.batch_size()[0], call.type)) return false;
+  // Well-formed inputs only (else LibTorch's path says what is wrong); a state key the
+  // observation lacks comes from the kept state.
+  for (int s : plan_->input_slots()) {
+    const fused::FusedPlan::Slot& slot = plan_->slot(s);
+    if (!call.observation.contains(slot.key)) {
+      if (core_.state.empty() || !core_.policy.signature.is_state(slot.key)) return false;
+      continue;
+    }
+    const at::Tensor& x = call.observation.get(slot.key);
+    if (x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) return false;
+  }
+  return true;
+}
+
+TensorDict FusedBackend::act(const ActCall& call) {
+  const TensorDict& observation = call.observation;
+  const int64_t batch = observation.batch_size()[0];
+  const fused::FusedPlan& plan = *plan_;
+  c10::InferenceMode inference;
+  const bool kept = core_.state.uses_kept(observation);
+  const std::vector<at::Tensor> state = kept ? core_.state.get({batch}) : std::vector<at::Tensor>{};
+  // Per-thread scratch, reused from call to call: the only allocations per call are the output
+  // tensors themselves.
+  thread_local std::vector<at::Tensor> inputs;
+  thread_local std::vector<const float*> input_data;
+  inputs.clear();
+  input_data.clear();
+  for (int s : plan.input_slots()) {
+    const NestedKey& key = plan.slot(s).key;
+    if (observation.contains(key)) {
+      inputs.push_back(observation.get(key).contiguous());
+    } else {
+      const std::vector<NestedKey>& keys = core_.state.keys();
+      inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());
+    }
+    input_data.push_back(inputs.back().data_ptr<float>());
+  }
+  const std::vector<int>& slots = core_.options.return_all_entries() ? all_slots_ : output_slots_;
+  thread_local std::vector<at::Tensor> outs;
+  thread_local std::vector<fused::FusedPlan::Destination> destinations;
+  thread_local std::vector<int64_t> shape;
+  outs.clear();
+  destinations.clear();
+  // Integer entries (categorical samples) go through a per-thread float buffer and are
+  // converted in a loop: cheaper at batch 1 than a dispatched .to(kLong).
+  thread_local std::vector<float> integers;
+  int64_t integer_floats = 0;
+  for (int s : slots) integer_floats += plan.slot(s).integer ? batch * plan.slot(s).width : 0;
+  if (static_cast<int64_t>(integers.size()) < integer_floats) integers.resize(integer_floats);
+  int64_t integer_offset = 0;
+  for (int s : slots) {
+    const fused::FusedPlan::Slot& slot = plan.slot(s);
+    shape.assign(1, batch);
+    shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
+    outs.push_back(at::empty(shape, slot.integer ? at::kLong : at::kFloat));
+    if (slot.integer) {
+      destinations.push_back({s, integers.data() + integer_offset});
+      integer_offset += batch * slot.width;
+    } else {
+      destinations.push_back({s, outs.back().data_ptr<float>()});
+    }
+  }
+  plan.run(input_data.data(), batch, plan_type(call.type), {core_.options.seed(), calls_.fetch_add(1)},
+           destinations.data(), static_cast<int>(destinations.size()));
+  inputs.clear();  // no reference to the caller's tensors outlives the call
+  TensorDict out = core_.options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const fused::FusedPlan::Slot& slot = plan.slot(slots[i]);
+    if (slot.integer) {
+      int64_t* to = outs[i].data_ptr<int64_t>();
+      for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
+    }
+    out.set(slot.key, std::move(outs[i]));
+  }
+  if (kept) core_.state.keep(out);
+  return out;
+}
+
+absl::Status FusedBackend::flat_status() const {
+  if (!plan_) return absl::FailedPreconditionError(absl::StrCat("the policy has no fused plan: ", status_.message()));
+  if (!core_.state.empty()) {
+    std::vector<std::string> keys;
+    for (const NestedKey& key : core_.state.keys()) keys.push_back(policy::key_string(key));
+    return absl::FailedPreconditionError(absl::StrCat("the policy is recurrent (state ", absl::StrJoin(keys, ", "),
+                                                      "); the flat API carries no state: use act()"));
+  }
+  return plan_->flat_status();
+}
+
+absl::Status FusedBackend::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
+                                    std::optional<nn::InteractionType> type) {
+  return plan_->run_flat(observation, batch, plan_type(type), {core_.options.seed(), calls_.fetch_add(1)},
+                         fused::FlatOutputs{action, log_prob});
+}
+
+absl::Status FusedBackend::refresh() {
+  if (!plan_) return absl::OkStatus();
+  auto lowered = lower();
+  if (!lowered.ok()) return lowered.status();
+  set_plan(*std::move(lowered));
+  return absl::OkStatus();
+}
+
+void FusedBackend::describe(ActorInfo& info) const {
+  info.fused_status = status_;
+  info.flat_status = flat_status();
+  if (!plan_) return;
+  info.modules = plan_->description();
+  for (nn::InteractionType type : {nn::InteractionType::kMode, nn::InteractionType::kMedian, nn::InteractionType::kMean,
+                                   nn::InteractionType::kRandom, nn::InteractionType::kDeterministic}) {
+    if (plan_->check(type).ok()) info.fused_interaction_types.push_back(type);
+  }
+  info.fused_max_batch = core_.options.backend() == Backend::kAuto ? core_.options.fused_max_batch()
+                                                                   : std::numeric_limits<int64_t>::max();
+  if (info.flat_status.ok()) {
+    info.flat_observation_size = plan_->observation_size();
+    info.flat_action_size = plan_->action_size();
+  }
+}
+
+}  // namespace tdp::actor

@@ -1,0 +1,60 @@
+// FusedBackend: runs calls on the fused CPU plan (sdk/fused/plan.h) the policy was lowered to
+// when the actor was made: about a microsecond at batch 1 for small policies. It takes a call
+// when the policy lowered, the call has one batch dim within the batch limit, an interaction
+// type the plan computes, no generator of its own (the plan draws from a counter-based Philox
+// stream seeded by ActorOptions::seed, so a seeded actor repeats its draws on any number of
+// threads), and well-formed float32 inputs; anything else goes to LibTorch, which gives the same
+// keys, shapes and recurrent-state rules. Internal to sdk/actor.
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sdk/actor/backend.h"
+#include "sdk/fused/plan.h"
+
+namespace tdp::actor {
+
+class FusedBackend : public ActorBackend {
+ public:
+  // Lowers the policy unless the options rule the plan out; throws std::invalid_argument when
+  // kFused was asked and it does not lower.
+  explicit FusedBackend(ActorCore& core);
+
+  bool accepts(const ActCall& call) const override;
+  TensorDict act(const ActCall& call) override;
+  void describe(ActorInfo& info) const override;
+
+  // Whether a call of `batch` rows under `type` (empty: the plan's default) runs on the plan.
+  bool runs(int64_t batch, std::optional<nn::InteractionType> type) const;
+  // OK when act_flat applies; else why not (FailedPrecondition).
+  absl::Status flat_status() const;
+  // The flat call on the plan; runs(batch, type) must hold.
+  absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
+                        std::optional<nn::InteractionType> type);
+  // Lowers the module's current parameters again; an error leaves the plan as it was.
+  absl::Status refresh();
+  // Null when the policy did not lower; status() says why.
+  const fused::FusedPlan* plan() const { return plan_.get(); }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  nn::InteractionType plan_type(std::optional<nn::InteractionType> type) const;
+  absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> lower() const;
+  void set_plan(std::shared_ptr<const fused::FusedPlan> plan);
+
+  ActorCore& core_;
+  std::shared_ptr<const fused::FusedPlan> plan_;
+  absl::Status status_ = absl::OkStatus();
+  // Calls on the plan so far: the Philox counter of the next one.
+  std::atomic<uint64_t> calls_{0};
+  // The plan's slots that act() returns: the returned keys', and every entry with return_all_entries.
+  std::vector<int> output_slots_;
+  std::vector<int> all_slots_;
+};
+
+}  // namespace tdp::actor
