@@ -133,6 +133,13 @@ struct NotLowerable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The policy's spec does not describe its built module at `path` (a policy put together in C++
+// whose spec is a header only): FusedPlan::lower lowers the spec the module exports to instead.
+struct SpecMismatch : std::runtime_error {
+  explicit SpecMismatch(const std::string& path)
+      : std::runtime_error(absl::StrCat(path, ": the spec does not describe the built module")) {}
+};
+
 struct Scratch {
   std::unique_ptr<float[]> data;
   int64_t size = 0;
@@ -210,126 +217,179 @@ struct FusedPlan::Impl {
     return op.out;
   }
 
-  void network(const nn::TensorDictModuleImpl& module, const std::string& path) {
-    const auto& inner = module.module();
-    const auto& in_keys = module.in_keys();
-    const auto& out_keys = module.out_keys_source();
-    auto need = [&](size_t ins, size_t outs, const char* what) {
-      if (in_keys.size() != ins || out_keys.size() != outs) {
-        throw NotLowerable(absl::StrCat(path, ": a ", what, " module with ", in_keys.size(), " in_keys and ",
-                                        out_keys.size(), " out_keys"));
-      }
-    };
-    if (auto* mlp = dynamic_cast<const nn::MlpImpl*>(inner.get())) {
-      need(1, 1, "Mlp");
-      const auto& o = mlp->options();
-      const Activation activation = parse_activation(o.activation());
-      int x = find(in_keys[0], path);
-      std::shared_ptr<torch::nn::Module> layers = mlp->named_children()["layers"];
-      const auto children = layers->children();
-      for (size_t i = 0; i < children.size(); ++i) {
-        if (auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(children[i].get())) {
-          x = add_linear(x, *linear, -1);
-        } else if (auto* norm = dynamic_cast<const torch::nn::LayerNormImpl*>(children[i].get())) {
-          if (!norm->options.elementwise_affine() || norm->options.normalized_shape().size() != 1) {
-            throw NotLowerable(absl::StrCat(path, ": a LayerNorm without a 1-D affine shape"));
-          }
-          Op op{Op::kLayerNorm};
-          op.in = op.out = x;
-          op.out_w = slots[x].width;
-          op.eps = static_cast<float>(norm->options.eps());
-          op.w = put(norm->weight);
-          op.b = put(norm->bias);
-          ops.push_back(op);
-        } else {
-          Op op{Op::kActivation};
-          op.in = op.out = x;
-          op.out_w = slots[x].width;
-          op.activation = activation;
-          ops.push_back(op);
-        }
-      }
-      output(x, out_keys[0]);
-      description.push_back(absl::StrCat(path, ": fused (Mlp ", o.in_features(), "->", o.out_features(), ", ",
-                                         o.activation(), o.layer_norm() ? ", layer_norm" : "", ")"));
-    } else if (auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(inner.get())) {
-      need(1, 1, "Linear");
-      output(add_linear(find(in_keys[0], path), *linear, -1), out_keys[0]);
-      description.push_back(absl::StrCat(path, ": fused (Linear)"));
-    } else if (auto* mapping = dynamic_cast<const nn::MappingModuleImpl*>(inner.get())) {
-      need(1, 1, "MappingModule");
-      Op op{Op::kMapping};
-      if (!parse_mapping(mapping->name(), op.mapping)) {
-        throw NotLowerable(absl::StrCat(path, ": the mapping '", mapping->name(), "' is a custom one (C++ code)"));
-      }
-      op.in = find(in_keys[0], path);
-      op.out_w = slots[op.in].width;
-      op.out = add_temp(op.out_w);
-      ops.push_back(op);
-      output(op.out, out_keys[0]);
-      description.push_back(absl::StrCat(path, ": fused (mapping ", mapping->name(), ")"));
-    } else if (auto* npe = dynamic_cast<const nn::NormalParamExtractorImpl*>(inner.get())) {
-      need(1, 2, "NormalParamExtractor");
-      Op op{Op::kSplitNormal};
-      if (!parse_mapping(npe->options().scale_mapping(), op.mapping)) {
-        throw NotLowerable(absl::StrCat(path, ": the scale mapping '", npe->options().scale_mapping(), "' is a custom one"));
-      }
-      op.in = find(in_keys[0], path);
-      if (slots[op.in].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
-      op.out_w = slots[op.in].width / 2;
-      op.lb = static_cast<float>(npe->options().scale_lb());
-      op.out = add_temp(op.out_w);
-      op.out2 = add_temp(op.out_w);
-      ops.push_back(op);
-      output(op.out, out_keys[0]);
-      output(op.out2, out_keys[1]);
-      description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor)"));
-    } else if (auto* add = dynamic_cast<const nn::AddStateIndependentNormalScaleImpl*>(inner.get())) {
-      need(1, 2, "AddStateIndependentNormalScale");
-      Op op{Op::kAddScale};
-      op.in = find(in_keys[0], path);
-      op.out_w = slots[op.in].width;
-      if (add->options().scale_shape() != std::vector<int64_t>{op.out_w}) {
-        throw NotLowerable(absl::StrCat(path, ": a scale_shape other than [loc width]"));
-      }
-      // The scale is state-independent: LibTorch computes it once here, so it matches exactly.
-      {
-        c10::InferenceMode guard;
-        auto [loc, scale] = const_cast<nn::AddStateIndependentNormalScaleImpl*>(add)->forward(
-            at::zeros({1, op.out_w}));
-        op.w = put(scale.reshape({-1}));
-      }
-      op.out = add_temp(op.out_w);
-      op.out2 = add_temp(op.out_w);
-      ops.push_back(op);
-      output(op.out, out_keys[0]);
-      output(op.out2, out_keys[1]);
-      description.push_back(absl::StrCat(path, ": fused (AddStateIndependentNormalScale)"));
-    } else if (auto* gru = dynamic_cast<const nn::GruCellImpl*>(inner.get())) {
-      need(2, 1, "GruCell");
-      const auto& o = gru->options();
-      Op op = recurrent_cell(Op::kGru, *gru, o.input_size(), o.hidden_size(), 3, in_keys, path);
-      output(op.out, out_keys[0]);
-      ops.push_back(op);
-      description.push_back(absl::StrCat(path, ": fused (GruCell ", o.input_size(), "->", o.hidden_size(), ")"));
-    } else if (auto* lstm = dynamic_cast<const nn::LstmCellImpl*>(inner.get())) {
-      need(3, 2, "LstmCell");
-      const auto& o = lstm->options();
-      Op op = recurrent_cell(Op::kLstm, *lstm, o.input_size(), o.hidden_size(), 4, in_keys, path);
-      op.cell = find(in_keys[2], path);
-      if (slots[op.cell].width != o.hidden_size()) {
-        throw NotLowerable(absl::StrCat(path, ": an LstmCell of hidden_size ", o.hidden_size(),
-                                        " reads a cell state of width ", slots[op.cell].width));
-      }
-      op.out2 = add_temp(o.hidden_size());
-      output(op.out, out_keys[0]);
-      output(op.out2, out_keys[1]);
-      ops.push_back(op);
-      description.push_back(absl::StrCat(path, ": fused (LstmCell ", o.input_size(), "->", o.hidden_size(), ")"));
-    } else {
-      const std::string what = inner ? inner->name() : "a function";
-      throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what, " (no fused kernel for it)"));
+  // The built module at a node of the spec, as the class the node's kind builds.
+  template <typename Built>
+  static const Built& built_as(const nn::TensorDictModuleBase& m, const std::string& path) {
+    auto* built = dynamic_cast<const Built*>(&m);
+    if (built == nullptr) throw SpecMismatch(path);
+    return *built;
+  }
+  // The network a TensorDictModule wraps, as the class its spec kind builds.
+  template <typename Network>
+  static const Network& network_as(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    auto* network = dynamic_cast<const Network*>(module.module().get());
+    if (network == nullptr) throw SpecMismatch(path);
+    return *network;
+  }
+
+  // The module reads `ins` keys and writes `outs` (`what`: the network's class).
+  static void need(const nn::TensorDictModuleImpl& module, size_t ins, size_t outs, const char* what,
+                   const std::string& path) {
+    if (module.in_keys().size() != ins || module.out_keys_source().size() != outs) {
+      throw NotLowerable(absl::StrCat(path, ": a ", what, " module with ", module.in_keys().size(), " in_keys and ",
+                                      module.out_keys_source().size(), " out_keys"));
     }
+  }
+
+  // ---- one lowering per network kind with a fused kernel; network() looks them up by kind ------
+
+  void lower_mlp(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& mlp = network_as<nn::MlpImpl>(module, path);
+    need(module, 1, 1, "Mlp", path);
+    const auto& o = mlp.options();
+    const Activation activation = parse_activation(o.activation());
+    int x = find(module.in_keys()[0], path);
+    std::shared_ptr<torch::nn::Module> layers = mlp.named_children()["layers"];
+    const auto children = layers->children();
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(children[i].get())) {
+        x = add_linear(x, *linear, -1);
+      } else if (auto* norm = dynamic_cast<const torch::nn::LayerNormImpl*>(children[i].get())) {
+        if (!norm->options.elementwise_affine() || norm->options.normalized_shape().size() != 1) {
+          throw NotLowerable(absl::StrCat(path, ": a LayerNorm without a 1-D affine shape"));
+        }
+        Op op{Op::kLayerNorm};
+        op.in = op.out = x;
+        op.out_w = slots[x].width;
+        op.eps = static_cast<float>(norm->options.eps());
+        op.w = put(norm->weight);
+        op.b = put(norm->bias);
+        ops.push_back(op);
+      } else {
+        Op op{Op::kActivation};
+        op.in = op.out = x;
+        op.out_w = slots[x].width;
+        op.activation = activation;
+        ops.push_back(op);
+      }
+    }
+    output(x, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (Mlp ", o.in_features(), "->", o.out_features(), ", ",
+                                       o.activation(), o.layer_norm() ? ", layer_norm" : "", ")"));
+  }
+
+  void lower_linear(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& linear = network_as<torch::nn::LinearImpl>(module, path);
+    need(module, 1, 1, "Linear", path);
+    output(add_linear(find(module.in_keys()[0], path), linear, -1), module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (Linear)"));
+  }
+
+  void lower_mapping(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& mapping = network_as<nn::MappingModuleImpl>(module, path);
+    need(module, 1, 1, "MappingModule", path);
+    Op op{Op::kMapping};
+    if (!parse_mapping(mapping.name(), op.mapping)) {
+      throw NotLowerable(absl::StrCat(path, ": the mapping '", mapping.name(), "' is a custom one (C++ code)"));
+    }
+    op.in = find(module.in_keys()[0], path);
+    op.out_w = slots[op.in].width;
+    op.out = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (mapping ", mapping.name(), ")"));
+  }
+
+  void lower_normal_param_extractor(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& npe = network_as<nn::NormalParamExtractorImpl>(module, path);
+    need(module, 1, 2, "NormalParamExtractor", path);
+    Op op{Op::kSplitNormal};
+    if (!parse_mapping(npe.options().scale_mapping(), op.mapping)) {
+      throw NotLowerable(absl::StrCat(path, ": the scale mapping '", npe.options().scale_mapping(), "' is a custom one"));
+    }
+    op.in = find(module.in_keys()[0], path);
+    if (slots[op.in].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
+    op.out_w = slots[op.in].width / 2;
+    op.lb = static_cast<float>(npe.options().scale_lb());
+    op.out = add_temp(op.out_w);
+    op.out2 = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    output(op.out2, module.out_keys_source()[1]);
+    description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor)"));
+  }
+
+  void lower_add_state_independent_normal_scale(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& add = network_as<nn::AddStateIndependentNormalScaleImpl>(module, path);
+    need(module, 1, 2, "AddStateIndependentNormalScale", path);
+    Op op{Op::kAddScale};
+    op.in = find(module.in_keys()[0], path);
+    op.out_w = slots[op.in].width;
+    if (add.options().scale_shape() != std::vector<int64_t>{op.out_w}) {
+      throw NotLowerable(absl::StrCat(path, ": a scale_shape other than [loc width]"));
+    }
+    // The scale is state-independent: LibTorch computes it once here, so it matches exactly.
+    {
+      c10::InferenceMode guard;
+      auto [loc, scale] =
+          const_cast<nn::AddStateIndependentNormalScaleImpl&>(add).forward(at::zeros({1, op.out_w}));
+      op.w = put(scale.reshape({-1}));
+    }
+    op.out = add_temp(op.out_w);
+    op.out2 = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    output(op.out2, module.out_keys_source()[1]);
+    description.push_back(absl::StrCat(path, ": fused (AddStateIndependentNormalScale)"));
+  }
+
+  void lower_gru_cell(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& gru = network_as<nn::GruCellImpl>(module, path);
+    need(module, 2, 1, "GruCell", path);
+    const auto& o = gru.options();
+    Op op = recurrent_cell(Op::kGru, gru, o.input_size(), o.hidden_size(), 3, module.in_keys(), path);
+    output(op.out, module.out_keys_source()[0]);
+    ops.push_back(op);
+    description.push_back(absl::StrCat(path, ": fused (GruCell ", o.input_size(), "->", o.hidden_size(), ")"));
+  }
+
+  void lower_lstm_cell(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& lstm = network_as<nn::LstmCellImpl>(module, path);
+    need(module, 3, 2, "LstmCell", path);
+    const auto& o = lstm.options();
+    Op op = recurrent_cell(Op::kLstm, lstm, o.input_size(), o.hidden_size(), 4, module.in_keys(), path);
+    op.cell = find(module.in_keys()[2], path);
+    if (slots[op.cell].width != o.hidden_size()) {
+      throw NotLowerable(absl::StrCat(path, ": an LstmCell of hidden_size ", o.hidden_size(),
+                                      " reads a cell state of width ", slots[op.cell].width));
+    }
+    op.out2 = add_temp(o.hidden_size());
+    output(op.out, module.out_keys_source()[0]);
+    output(op.out2, module.out_keys_source()[1]);
+    ops.push_back(op);
+    description.push_back(absl::StrCat(path, ": fused (LstmCell ", o.input_size(), "->", o.hidden_size(), ")"));
+  }
+
+  // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot, cat)
+  // is not lowerable.
+  void network(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path) {
+    using Lowering = void (Impl::*)(const nn::TensorDictModuleImpl&, const std::string&);
+    static const std::pair<tdpolicy::Network::KindCase, Lowering> kLowerings[] = {
+        {tdpolicy::Network::kMlp, &Impl::lower_mlp},
+        {tdpolicy::Network::kLinear, &Impl::lower_linear},
+        {tdpolicy::Network::kGruCell, &Impl::lower_gru_cell},
+        {tdpolicy::Network::kLstmCell, &Impl::lower_lstm_cell},
+        {tdpolicy::Network::kMapping, &Impl::lower_mapping},
+        {tdpolicy::Network::kNormalParamExtractor, &Impl::lower_normal_param_extractor},
+        {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
+    };
+    if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
+    for (const auto& [kind, lowering] : kLowerings) {
+      if (kind == spec.kind_case()) return (this->*lowering)(module, path);
+    }
+    const auto& inner = module.module();
+    const std::string what = inner ? inner->name() : "a function";
+    throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what, " (no fused kernel for it)"));
   }
 
   // A GRU (3 gates) or LSTM (4 gates) cell reading (input, hidden state, ...): its torch.nn cell's
@@ -564,30 +624,58 @@ struct FusedPlan::Impl {
                                        ")"));
   }
 
-  void module(const nn::TensorDictModuleBase& m, const std::string& path) {
-    if (auto* pseq = dynamic_cast<const nn::ProbabilisticTensorDictSequentialImpl*>(&m)) {
-      if (pseq->prob_options().return_composite().value_or(false)) {
-        throw NotLowerable(absl::StrCat(path, ": return_composite"));
-      }
-      for (size_t i = 0; i < pseq->modules().size(); ++i) {
-        module(*pseq->modules()[i], absl::StrCat(path, ".probabilistic_sequential.modules[", i, "]"));
-      }
-    } else if (auto* seq = dynamic_cast<const nn::TensorDictSequentialImpl*>(&m)) {
-      for (size_t i = 0; i < seq->modules().size(); ++i) {
-        module(*seq->modules()[i], absl::StrCat(path, ".sequential.modules[", i, "]"));
-      }
-    } else if (auto* td = dynamic_cast<const nn::TensorDictModuleImpl*>(&m)) {
-      if (!heads.empty()) {
-        throw NotLowerable(absl::StrCat(path,
-                                        ": a module after the probabilistic one (an autoregressive policy, "
-                                        "which feeds a sample to later modules, is not lowered)"));
-      }
-      network(*td, path);
-    } else if (auto* p = dynamic_cast<const nn::ProbabilisticTensorDictModuleImpl*>(&m)) {
-      probabilistic(*p, path);
-    } else {
-      throw NotLowerable(absl::StrCat(path, ": a ", m.type_name(), " (no fused kernel for it)"));
+  // ---- the module tree: the spec's node says the kind, the built module gives the weights -----
+
+  void sequential(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    if (dynamic_cast<const nn::ProbabilisticTensorDictSequentialImpl*>(&m) != nullptr) throw SpecMismatch(path);
+    children(spec.sequential().modules(), m, path + ".sequential");
+  }
+
+  void probabilistic_sequential(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m,
+                                const std::string& path) {
+    if (built_as<nn::ProbabilisticTensorDictSequentialImpl>(m, path).prob_options().return_composite().value_or(false)) {
+      throw NotLowerable(absl::StrCat(path, ": return_composite"));
     }
+    children(spec.probabilistic_sequential().modules(), m, path + ".probabilistic_sequential");
+  }
+
+  void children(const google::protobuf::RepeatedPtrField<tdpolicy::Module>& specs, const nn::TensorDictModuleBase& m,
+                const std::string& kind_path) {
+    const auto& seq = built_as<nn::TensorDictSequentialImpl>(m, kind_path);
+    if (seq.modules().size() != static_cast<size_t>(specs.size())) throw SpecMismatch(kind_path);
+    for (int i = 0; i < specs.size(); ++i) {
+      module(specs[i], *seq.modules()[i], absl::StrCat(kind_path, ".modules[", i, "]"));
+    }
+  }
+
+  void network_module(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& td = built_as<nn::TensorDictModuleImpl>(m, path);
+    if (!heads.empty()) {
+      throw NotLowerable(absl::StrCat(path,
+                                      ": a module after the probabilistic one (an autoregressive policy, "
+                                      "which feeds a sample to later modules, is not lowered)"));
+    }
+    network(spec.network().network(), td, path);
+  }
+
+  void probabilistic_module(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    probabilistic(built_as<nn::ProbabilisticTensorDictModuleImpl>(m, path), path);
+  }
+
+  // The lowering of the module kind `spec` names; a kind without one (ensemble) is not lowerable.
+  void module(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    using Lowering = void (Impl::*)(const tdpolicy::Module&, const nn::TensorDictModuleBase&, const std::string&);
+    static const std::pair<tdpolicy::Module::KindCase, Lowering> kLowerings[] = {
+        {tdpolicy::Module::kSequential, &Impl::sequential},
+        {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
+        {tdpolicy::Module::kNetwork, &Impl::network_module},
+        {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+    };
+    if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
+    for (const auto& [kind, lowering] : kLowerings) {
+      if (kind == spec.kind_case()) return (this->*lowering)(spec, m, path);
+    }
+    throw NotLowerable(absl::StrCat(path, ": a ", m.type_name(), " (no fused kernel for it)"));
   }
 
   void lower(const policy::Policy& policy) {
@@ -602,7 +690,7 @@ struct FusedPlan::Impl {
       }
       inputs.push_back(add_slot(in.key, in.shape[0], in.shape));
     }
-    module(*policy.module, "module");
+    module(policy.spec.module(), *policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
     if (inputs.empty()) throw NotLowerable("inputs: the spec declares none");
     // What a call returns, as the LibTorch path returns it.
@@ -884,7 +972,20 @@ absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const policy::
   if (policy.module == nullptr) return absl::InvalidArgumentError("the policy has no module");
   auto impl = std::make_unique<Impl>();
   try {
-    impl->lower(policy);
+    try {
+      impl->lower(policy);
+    } catch (const SpecMismatch&) {
+      policy::Policy described = policy;
+      absl::StatusOr<tdpolicy::PolicySpec> spec = policy::export_spec(*policy.module, policy.spec);
+      if (!spec.ok()) {
+        return absl::UnimplementedError(
+            absl::StrCat("not lowerable to the fused CPU plan: ", spec.status().message()));
+      }
+      described.spec = *std::move(spec);
+      described.spec.clear_parameters();  // the plan takes the weights from the module
+      impl = std::make_unique<Impl>();
+      impl->lower(described);
+    }
   } catch (const std::exception& error) {
     return absl::UnimplementedError(absl::StrCat("not lowerable to the fused CPU plan: ", error.what()));
   }

@@ -26,6 +26,12 @@
 // tanh_normal mode/median/mean, any composite's median) are reported by check(); the actor
 // runs those on LibTorch.
 //
+// lower() walks policy.spec's module tree beside policy.module: each spec node's kind picks its
+// lowering (in plan.cc, a table keyed by tdpolicy.Network's kind: a network kind without an entry
+// there is not lowerable), the built module gives the weights. A policy whose spec does not
+// describe its module (a tree put together in C++ with a header-only spec) is lowered from the
+// spec export_spec() writes for it.
+//
 // lower() reads the policy's inputs and outputs from its signature (sdk/policy/signature.h) and
 // the probabilistic module's log-prob keys in the thread's composite_lp_aggregate mode, which
 // must be the one the module was built under (Actor lowers under its own). A plan computes

@@ -1,154 +1,45 @@
-// build_policy / load_policy: spec -> module tree -> parameters.
+// build_policy / load_policy: spec -> module tree (each module by its kind, sdk/policy/kinds/) ->
+// parameters.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <torch/csrc/autograd/grad_mode.h>
-#include <torch/csrc/jit/serialization/import.h>
-#include <torch/nn/modules/linear.h>
 
-#include <algorithm>
-#include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
+#include <stdexcept>
 
 #include "sdk/log/log.h"
-#include "sdk/nn/ensemble_module.h"
-#include "sdk/nn/networks.h"
-#include "sdk/nn/scripted_module.h"
-#include "sdk/nn/tensordict_module.h"
-#include "sdk/nn/tensordict_sequential.h"
-#include "sdk/policy/build_internal.h"
-#include "sdk/policy/keys.h"
+#include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/limits.h"
 #include "sdk/policy/policy.h"
 #include "sdk/policy/tensor_proto.h"
 
 namespace tdp::policy {
-namespace internal {
-
-std::vector<NestedKey> keys_of(const google::protobuf::RepeatedPtrField<std::string>& texts) {
-  std::vector<NestedKey> keys;
-  for (const std::string& text : texts) keys.push_back(text == "_" ? NestedKey("_") : *parse_key(text));
-  return keys;
-}
-
-}  // namespace internal
-
 namespace {
-
-using internal::keys_of;
-using ModulePtr = std::shared_ptr<nn::TensorDictModuleBase>;
 
 std::string join_path(const std::string& base_dir, const std::string& file) {
   if (file.empty() || file[0] == '/' || base_dir.empty()) return file;
   return absl::StrCat(base_dir, "/", file);
 }
 
-struct Builder {
-  const std::string& source;
-  const std::string& base_dir;
-  const Limits& limits;
+}  // namespace
 
-  ModulePtr network(const tdpolicy::NetworkModule& spec, const std::string& path) {
-    nn::TensorDictModuleOptions options(keys_of(spec.in_keys()), keys_of(spec.out_keys()));
-    const auto& net = spec.network();
-    switch (net.kind_case()) {
-      case tdpolicy::Network::kMlp: {
-        const auto& m = net.mlp();
-        nn::MlpOptions mlp(m.in_features(), std::vector<int64_t>(m.hidden_sizes().begin(), m.hidden_sizes().end()),
-                       m.out_features());
-        mlp.activation(m.activation().empty() ? "tanh" : m.activation())
-            .layer_norm(m.layer_norm())
-            .activate_last_layer(m.activate_last_layer());
-        return nn::TensorDictModule(nn::Mlp(mlp), options).ptr();
-      }
-      case tdpolicy::Network::kLinear: {
-        const auto& l = net.linear();
-        return nn::TensorDictModule(
-                   torch::nn::Linear(torch::nn::LinearOptions(l.in_features(), l.out_features()).bias(!l.no_bias())),
-                   options)
-            .ptr();
-      }
-      case tdpolicy::Network::kGruCell:
-        return nn::TensorDictModule(nn::GruCell(nn::GruCellOptions(net.gru_cell().input_size(), net.gru_cell().hidden_size())),
-                                    options)
-            .ptr();
-      case tdpolicy::Network::kLstmCell:
-        return nn::TensorDictModule(
-                   nn::LstmCell(nn::LstmCellOptions(net.lstm_cell().input_size(), net.lstm_cell().hidden_size())), options)
-            .ptr();
-      case tdpolicy::Network::kTorchscript: {
-        // Through the bounded reader, as the spec and parameter files: a regular file within
-        // max_spec_bytes, read once; LibTorch then parses the bytes, not the path.
-        const std::string file = join_path(base_dir, net.torchscript().file());
-        absl::StatusOr<std::string> bytes =
-            read_bounded_file(file, limits.max_spec_bytes, "max_spec_bytes", "the TorchScript file");
-        if (!bytes.ok()) throw std::invalid_argument(std::string(bytes.status().message()));
-        std::istringstream stream(*std::move(bytes));
-        return nn::scripted_module(torch::jit::load(stream), options,
-                                   net.torchscript().method().empty() ? "forward" : net.torchscript().method())
-            .ptr();
-      }
-      case tdpolicy::Network::kMapping:
-        return nn::TensorDictModule(nn::MappingModule(net.mapping().name()), options).ptr();
-      case tdpolicy::Network::kNormalParamExtractor:
-      case tdpolicy::Network::kAddStateIndependentNormalScale:
-        return internal::build_distribution_network(net, options);
-      case tdpolicy::Network::kOneHot:
-        return nn::TensorDictModule(nn::OneHot(net.one_hot().num_classes()), options).ptr();
-      case tdpolicy::Network::kCat: {
-        nn::Cat cat;
-        return std::make_shared<nn::TensorDictModuleImpl>(
-            cat.ptr(), [c = cat.ptr()](nn::TensorList& in) { return nn::TensorList{c->forward(in)}; }, options, "Cat");
-      }
-      case tdpolicy::Network::KIND_NOT_SET:
-        break;
-    }
-    throw std::invalid_argument("no network kind is set");
-  }
+namespace kinds {
 
-  template <typename Seq>
-  std::vector<std::pair<std::string, nn::TensorDictModuleRef>> children(const Seq& seq, const std::string& path) {
-    std::vector<std::pair<std::string, nn::TensorDictModuleRef>> out;
-    for (int i = 0; i < seq.modules_size(); ++i) {
-      const auto& child = seq.modules(i);
-      out.emplace_back(child.name().empty() ? std::to_string(i) : child.name(),
-                       module(child, absl::StrCat(path, ".modules[", i, "]")));
-    }
-    return out;
-  }
+std::string BuildContext::file(const std::string& name) const { return join_path(base_dir_, name); }
 
-  ModulePtr module(const tdpolicy::Module& spec, const std::string& path) {
-    switch (spec.kind_case()) {
-      case tdpolicy::Module::kSequential: {
-        const auto& seq = spec.sequential();
-        nn::TensorDictSequentialOptions options;
-        options.partial_tolerant(seq.partial_tolerant()).selected_out_keys(keys_of(seq.selected_out_keys()));
-        return std::make_shared<nn::TensorDictSequentialImpl>(children(seq, path + ".sequential"), options);
-      }
-      case tdpolicy::Module::kProbabilisticSequential:
-        return internal::build_probabilistic_sequential(spec.probabilistic_sequential(),
-                                                        children(spec.probabilistic_sequential(),
-                                                                 path + ".probabilistic_sequential"));
-      case tdpolicy::Module::kNetwork:
-        return network(spec.network(), path + ".network");
-      case tdpolicy::Module::kProbabilistic:
-        return internal::build_probabilistic(spec.probabilistic());
-      case tdpolicy::Module::kEnsemble: {
-        const auto& ensemble = spec.ensemble();
-        return std::make_shared<nn::EnsembleModuleImpl>(
-            module(ensemble.module(), path + ".ensemble.module"),
-            nn::EnsembleModuleOptions(ensemble.num_copies()).expand_input(!ensemble.has_expand_input() ||
-                                                                          ensemble.expand_input()));
-      }
-      case tdpolicy::Module::KIND_NOT_SET:
-        break;
-    }
-    throw std::invalid_argument(absl::StrCat(path, ": no module kind is set"));
-  }
-};
+ModulePtr BuildContext::module(const tdpolicy::Module& spec, const std::string& path) const {
+  const ModuleKind* kind = module_kind(spec.kind_case());
+  if (kind == nullptr) throw std::invalid_argument(absl::StrCat(path, ": no module kind is set"));
+  return kind->build(spec, path, *this);
+}
+
+}  // namespace kinds
+
+namespace {
 
 absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::string& where,
                              torch::nn::Module& module, const LoadOptions& options) {
@@ -213,7 +104,7 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
   policy.spec = spec;
   policy.spec.clear_parameters();
   try {
-    Builder builder{source, base_dir, options.limits};
+    kinds::BuildContext builder(base_dir, options.limits);
     if (spec.has_init_seed()) {
       // Layers initialize from the default generator: seed it for the build, then put back the
       // caller's state, so loading never disturbs the caller's random stream. Seeded loads are

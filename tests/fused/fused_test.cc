@@ -784,6 +784,24 @@ TEST(FusedLowering, DescribeNamesEachModulesPath) {
             "normal; default deterministic)");
 }
 
+// lower() walks the spec's module tree beside the built one. A policy put together in C++ has a
+// spec that is a header only: the plan is lowered from the spec its module exports to, and is
+// the same plan.
+TEST(FusedLowering, AModuleTreeWhoseSpecIsAHeaderOnlyLowersFromItsExport) {
+  ASSERT_OK_AND_ASSIGN(policy::Policy loaded, policy::load_policy(policy_path("pendulum_tanh_gaussian.pbtxt")));
+  policy::Policy header_only = loaded;
+  header_only.spec.clear_module();
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const FusedPlan> described, FusedPlan::lower(loaded));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const FusedPlan> exported, FusedPlan::lower(header_only));
+  EXPECT_EQ(exported->description(), described->description());
+  std::vector<float> obs(5 * described->observation_size(), 0.3f);
+  std::vector<float> a(5 * described->action_size()), b(a.size()), lp_a(5), lp_b(5);
+  ASSERT_OK(described->run_flat(obs.data(), 5, InteractionType::kRandom, {7, 1}, {a.data(), lp_a.data()}));
+  ASSERT_OK(exported->run_flat(obs.data(), 5, InteractionType::kRandom, {7, 1}, {b.data(), lp_b.data()}));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(lp_a, lp_b);
+}
+
 TEST(FusedLowering, TheFlatApiRefusesRecurrentAndCompositePoliciesSayingWhy) {
   std::vector<float> obs(4), action(1);
   ASSERT_OK_AND_ASSIGN(auto gru, Actor::load(policy_path("recurrent_gru.pbtxt")));

@@ -26,8 +26,10 @@ for file in lib/libtdpolicy.so.0.1.0 lib/libtdpolicy.so.0 lib/libtdpolicy.so inc
     exit 1
   fi
 done
-if [[ -e "$prefix/include/tdpolicy/sdk/policy/build_internal.h" ]]; then
-  echo "FAIL: a private header (sdk/policy/build_internal.h) was installed" >&2
+# sdk/policy/kinds/ (the table of module kinds, the validation context) is private: its headers
+# are in the library's srcs, not its hdrs.
+if [[ -e "$prefix/include/tdpolicy/sdk/policy/kinds" ]]; then
+  echo "FAIL: private headers (sdk/policy/kinds/) were installed" >&2
   exit 1
 fi
 soname="$(objdump -p "$prefix/lib/libtdpolicy.so.0.1.0" | awk '/SONAME/ {print $2}')"
