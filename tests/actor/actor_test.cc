@@ -21,6 +21,7 @@
 #include "sdk/policy/policy.h"
 #include "tdpolicy/spec.pb.h"
 
+#include "tests/actor/actor_specs.h"
 #include "tests/testing/files.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/status_matchers.h"
@@ -30,16 +31,7 @@ namespace {
 
 using nn::InteractionType;
 
-constexpr const char* kCategorical = R"pb(
-  name: "test_categorical" version: "1" init_seed: 3
-  inputs { key: "observation" shape: [4] }
-  output_keys: ["action", "action_log_prob"]
-  module { probabilistic_sequential {
-    modules { network { in_keys: ["observation"] out_keys: ["logits"]
-                        network { mlp { in_features: 4 hidden_sizes: [16] out_features: 2 } } } }
-    modules { probabilistic { in_keys: ["logits"] out_keys: ["action"] distribution: "categorical"
-                              return_log_prob: true } } } }
-)pb";
+using test_specs::kCategorical;
 
 constexpr const char* kRecurrent = R"pb(
   name: "test_gru" version: "1" init_seed: 5

@@ -16,6 +16,7 @@
 #include "sdk/actor/libtorch_backend.h"
 #include "sdk/actor/recurrent_state.h"
 #include "sdk/policy/policy.h"
+#include "tests/actor/actor_specs.h"
 #include "tests/testing/files.h"
 
 namespace tdp::actor {
@@ -24,16 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 using nn::InteractionType;
 
-constexpr const char* kCategorical = R"pb(
-  name: "backend_categorical" version: "1" init_seed: 3
-  inputs { key: "observation" shape: [4] }
-  output_keys: ["action", "action_log_prob"]
-  module { probabilistic_sequential {
-    modules { network { in_keys: ["observation"] out_keys: ["logits"]
-                        network { mlp { in_features: 4 hidden_sizes: [16] out_features: 2 } } } }
-    modules { probabilistic { in_keys: ["logits"] out_keys: ["action"] distribution: "categorical"
-                              return_log_prob: true } } } }
-)pb";
+using test_specs::kCategorical;
 
 constexpr const char* kRecurrent = R"pb(
   name: "backend_gru" version: "1" init_seed: 5
