@@ -237,16 +237,7 @@ TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordic
 }
 
 namespace {
-
 const TensorKwargs kNoKwargs;
-
-// The list a call's inputs, then its outputs, are held in, kept by the thread from one call to
-// the next: a step then allocates no list (at batch 1 the allocation and its free were most of
-// a module call's own instructions and instruction-cache misses, malloc's slow path included).
-// A call made while another holds it (a wrapped callable calling a module) finds it empty and
-// allocates its own.
-thread_local TensorList reusable_list;
-
 }  // namespace
 
 TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
@@ -261,11 +252,9 @@ TensorDict TensorDictModuleImpl::step(TensorDict tensordict) {
 TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
                                       const TensorKwargs& kwargs) {
   const std::vector<NestedKey>& keys = in_keys();
-  TensorList inputs = std::move(reusable_list);  // empty: a moved-from vector is
+  TensorList inputs;
   // Room for the outputs too: a module's step writes them into this list (to_tensor_list()).
-  // The kept list has it from the second call on: checked here, as reserve()'s call is not free.
-  const size_t room = std::max(keys.size(), out_keys_source().size());
-  if (inputs.capacity() < room) inputs.reserve(room);
+  inputs.reserve(std::max(keys.size(), out_keys_source().size()));
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (input_defaults_[i].defined() || options_.strict()) {
@@ -303,10 +292,6 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
   } catch (const std::exception&) {
     detail::rethrow_with_context(describe() + ": writing the outputs failed");
   }
-  // The outputs are usually in the inputs' list (moved there); keep whichever list is larger.
-  TensorList& kept = outputs.capacity() >= inputs.capacity() ? outputs : inputs;
-  kept.clear();
-  reusable_list = std::move(kept);
   return target;
 }
 
