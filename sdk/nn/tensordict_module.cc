@@ -236,17 +236,10 @@ TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordic
   return apply_selection(call(tensordict, tensordict_out, kwargs), tensordict, given);
 }
 
-namespace {
-const TensorKwargs kNoKwargs;
-}  // namespace
-
-TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,
+                                              const std::optional<TensorDict>& tensordict_out) {
+  static const TensorKwargs kNoKwargs;
   return call(std::move(tensordict), tensordict_out, kNoKwargs);
-}
-
-TensorDict TensorDictModuleImpl::step(TensorDict tensordict) {
-  if (has_out_keys_selection()) return forward_selected(tensordict, std::nullopt);
-  return call(std::move(tensordict), std::nullopt, kNoKwargs);
 }
 
 TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
@@ -257,20 +250,53 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
   inputs.reserve(std::max(keys.size(), out_keys_source().size()));
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (input_defaults_[i].defined() || options_.strict()) {
-      inputs.push_back(read_input_by_rule(tensordict, i));
-      continue;
+    const NestedKey& key = keys[i];
+    if (input_defaults_[i].defined()) {
+      inputs.push_back(tensordict.get(key, input_defaults_[i]));
+    } else if (options_.strict()) {
+      if (!tensordict.contains(key)) {
+        throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
+                       " (strict=True); it has keys " +
+                       keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
+      }
+      inputs.push_back(tensordict.get(key));
+    } else {
+      static const at::Tensor kMissing;
+      inputs.push_back(tensordict.get(key, kMissing));
+      any_missing |= !inputs.back().defined();
     }
-    static const at::Tensor kMissing;
-    inputs.push_back(tensordict.get(keys[i], kMissing));
-    any_missing |= !inputs.back().defined();
   }
 
   TensorList outputs;
   try {
-    outputs = kwargs.empty() && options_.method_kwargs().empty() ? function_(inputs) : call_by_name(inputs, kwargs);
+    if (kwargs.empty() && options_.method_kwargs().empty()) {
+      outputs = function_(inputs);
+    } else {
+      // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
+      // method_kwargs, each overriding the one before.
+      TensorKwargs arguments = kwargs;
+      for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
+      for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
+      outputs = kwargs_function_(arguments);
+    }
   } catch (const std::exception& error) {
-    rethrow_call_failure(error, tensordict, any_missing);
+    if (any_missing) {
+      std::vector<NestedKey> missing;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
+      }
+      const char* what = error.what();
+      if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+        what = c10_error->what_without_backtrace();
+      }
+      throw KeyError(describe() +
+                     ": Some tensors that are necessary for the module call may not have not "
+                     "been found in the input tensordict: the following inputs are None: " +
+                     keys_to_string(missing) + ". The TensorDict has keys " +
+                     keys_to_string(tensordict.keys(/*include_nested=*/true)) +
+                     ". The module failed with: " + what);
+    }
+    detail::rethrow_with_context(describe());
   }
 
   const std::vector<NestedKey>& out_keys = out_keys_source();
@@ -293,46 +319,6 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
     detail::rethrow_with_context(describe() + ": writing the outputs failed");
   }
   return target;
-}
-
-at::Tensor TensorDictModuleImpl::read_input_by_rule(const TensorDict& tensordict, size_t index) const {
-  const NestedKey& key = in_keys()[index];
-  if (input_defaults_[index].defined()) return tensordict.get(key, input_defaults_[index]);
-  if (!tensordict.contains(key)) {
-    throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
-                   " (strict=True); it has keys " + keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
-  }
-  return tensordict.get(key);
-}
-
-TensorList TensorDictModuleImpl::call_by_name(const TensorList& inputs, const TensorKwargs& kwargs) {
-  // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
-  // method_kwargs, each overriding the one before.
-  TensorKwargs arguments = kwargs;
-  for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
-  for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
-  return kwargs_function_(arguments);
-}
-
-void TensorDictModuleImpl::rethrow_call_failure(const std::exception& error, const TensorDict& tensordict,
-                                                bool any_missing) const {
-  if (any_missing) {
-    const std::vector<NestedKey>& keys = in_keys();
-    std::vector<NestedKey> missing;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
-    }
-    const char* what = error.what();
-    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-      what = c10_error->what_without_backtrace();
-    }
-    throw KeyError(describe() +
-                   ": Some tensors that are necessary for the module call may not have not "
-                   "been found in the input tensordict: the following inputs are None: " +
-                   keys_to_string(missing) + ". The TensorDict has keys " +
-                   keys_to_string(tensordict.keys(/*include_nested=*/true)) + ". The module failed with: " + what);
-  }
-  detail::rethrow_with_context(describe());
 }
 
 }  // namespace tdp::nn
