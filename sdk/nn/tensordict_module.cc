@@ -236,52 +236,67 @@ TensorDict TensorDictModuleImpl::forward_with_kwargs(const TensorDict& tensordic
   return apply_selection(call(tensordict, tensordict_out, kwargs), tensordict, given);
 }
 
-namespace {
-
-const TensorKwargs kNoKwargs;
-
-// The list a call's inputs, then its outputs, are held in, kept by the thread from one call to
-// the next: a step then allocates no list (at batch 1 the allocation and its free were most of
-// a module call's own instructions and instruction-cache misses, malloc's slow path included).
-// A call made while another holds it (a wrapped callable calling a module) finds it empty and
-// allocates its own.
-thread_local TensorList reusable_list;
-
-}  // namespace
-
-TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
+TensorDict TensorDictModuleImpl::forward_impl(TensorDict tensordict,
+                                              const std::optional<TensorDict>& tensordict_out) {
+  static const TensorKwargs kNoKwargs;
   return call(std::move(tensordict), tensordict_out, kNoKwargs);
-}
-
-TensorDict TensorDictModuleImpl::step(TensorDict tensordict) {
-  if (has_out_keys_selection()) return forward_selected(tensordict, std::nullopt);
-  return call(std::move(tensordict), std::nullopt, kNoKwargs);
 }
 
 TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
                                       const TensorKwargs& kwargs) {
   const std::vector<NestedKey>& keys = in_keys();
-  TensorList inputs = std::move(reusable_list);  // empty: a moved-from vector is
+  TensorList inputs;
   // Room for the outputs too: a module's step writes them into this list (to_tensor_list()).
-  // The kept list has it from the second call on: checked here, as reserve()'s call is not free.
-  const size_t room = std::max(keys.size(), out_keys_source().size());
-  if (inputs.capacity() < room) inputs.reserve(room);
+  inputs.reserve(std::max(keys.size(), out_keys_source().size()));
   bool any_missing = false;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (input_defaults_[i].defined() || options_.strict()) {
-      inputs.push_back(read_input_by_rule(tensordict, i));
-      continue;
+    const NestedKey& key = keys[i];
+    if (input_defaults_[i].defined()) {
+      inputs.push_back(tensordict.get(key, input_defaults_[i]));
+    } else if (options_.strict()) {
+      if (!tensordict.contains(key)) {
+        throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
+                       " (strict=True); it has keys " +
+                       keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
+      }
+      inputs.push_back(tensordict.get(key));
+    } else {
+      static const at::Tensor kMissing;
+      inputs.push_back(tensordict.get(key, kMissing));
+      any_missing |= !inputs.back().defined();
     }
-    static const at::Tensor kMissing;
-    inputs.push_back(tensordict.get(keys[i], kMissing));
-    any_missing |= !inputs.back().defined();
   }
 
   TensorList outputs;
   try {
-    outputs = kwargs.empty() && options_.method_kwargs().empty() ? function_(inputs) : call_by_name(inputs, kwargs);
+    if (kwargs.empty() && options_.method_kwargs().empty()) {
+      outputs = function_(inputs);
+    } else {
+      // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
+      // method_kwargs, each overriding the one before.
+      TensorKwargs arguments = kwargs;
+      for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
+      for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
+      outputs = kwargs_function_(arguments);
+    }
   } catch (const std::exception& error) {
-    rethrow_call_failure(error, tensordict, any_missing);
+    if (any_missing) {
+      std::vector<NestedKey> missing;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
+      }
+      const char* what = error.what();
+      if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+        what = c10_error->what_without_backtrace();
+      }
+      throw KeyError(describe() +
+                     ": Some tensors that are necessary for the module call may not have not "
+                     "been found in the input tensordict: the following inputs are None: " +
+                     keys_to_string(missing) + ". The TensorDict has keys " +
+                     keys_to_string(tensordict.keys(/*include_nested=*/true)) +
+                     ". The module failed with: " + what);
+    }
+    detail::rethrow_with_context(describe());
   }
 
   const std::vector<NestedKey>& out_keys = out_keys_source();
@@ -303,51 +318,7 @@ TensorDict TensorDictModuleImpl::call(TensorDict tensordict, const std::optional
   } catch (const std::exception&) {
     detail::rethrow_with_context(describe() + ": writing the outputs failed");
   }
-  // The outputs are usually in the inputs' list (moved there); keep whichever list is larger.
-  TensorList& kept = outputs.capacity() >= inputs.capacity() ? outputs : inputs;
-  kept.clear();
-  reusable_list = std::move(kept);
   return target;
-}
-
-at::Tensor TensorDictModuleImpl::read_input_by_rule(const TensorDict& tensordict, size_t index) const {
-  const NestedKey& key = in_keys()[index];
-  if (input_defaults_[index].defined()) return tensordict.get(key, input_defaults_[index]);
-  if (!tensordict.contains(key)) {
-    throw KeyError(describe() + ": the input TensorDict has no entry " + key.to_string() +
-                   " (strict=True); it has keys " + keys_to_string(tensordict.keys(/*include_nested=*/true)) + ".");
-  }
-  return tensordict.get(key);
-}
-
-TensorList TensorDictModuleImpl::call_by_name(const TensorList& inputs, const TensorKwargs& kwargs) {
-  // tensordict's order: the call's kwargs, then the inputs read from the TensorDict, then
-  // method_kwargs, each overriding the one before.
-  TensorKwargs arguments = kwargs;
-  for (size_t i = 0; i < inputs.size(); ++i) arguments[arg_names_[i]] = inputs[i];
-  for (const auto& [name, value] : options_.method_kwargs()) arguments[name] = value;
-  return kwargs_function_(arguments);
-}
-
-void TensorDictModuleImpl::rethrow_call_failure(const std::exception& error, const TensorDict& tensordict,
-                                                bool any_missing) const {
-  if (any_missing) {
-    const std::vector<NestedKey>& keys = in_keys();
-    std::vector<NestedKey> missing;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!tensordict.contains(keys[i]) && !input_defaults_[i].defined()) missing.push_back(keys[i]);
-    }
-    const char* what = error.what();
-    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-      what = c10_error->what_without_backtrace();
-    }
-    throw KeyError(describe() +
-                   ": Some tensors that are necessary for the module call may not have not "
-                   "been found in the input tensordict: the following inputs are None: " +
-                   keys_to_string(missing) + ". The TensorDict has keys " +
-                   keys_to_string(tensordict.keys(/*include_nested=*/true)) + ". The module failed with: " + what);
-  }
-  detail::rethrow_with_context(describe());
 }
 
 }  // namespace tdp::nn

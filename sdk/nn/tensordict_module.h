@@ -41,7 +41,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
@@ -177,12 +176,6 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
                                  const std::optional<TensorDict>& tensordict_out = std::nullopt);
 
   const TensorDictModuleOptions& options() const { return options_; }
-  // This module as one step of a sequence's call (TensorDictSequential's flat call):
-  // forward(tensordict) for a caller that has already found skip-existing off. It takes the
-  // TensorDict by value and, writing in place (the default), hands the same one back, so that a
-  // sequence passes one TensorDict from module to module without copying it.
-  TensorDict step(TensorDict tensordict);
-
   // The wrapped module, or nullptr when a plain function is wrapped.
   const std::shared_ptr<torch::nn::Module>& module() const { return module_; }
   // Argument names, in in_keys order, when the inputs are taken by name.
@@ -209,17 +202,6 @@ class TensorDictModuleImpl : public TensorDictModuleBase {
   }
   // method_kwargs need a callable that takes its arguments by name.
   void check_method_kwargs() const;
-  // Input `index` read under its rule: its in_key_default when missing, or a KeyError naming the
-  // module and the key (strict); call() reads the other inputs itself, leaving this out of line.
-  ABSL_ATTRIBUTE_NOINLINE at::Tensor read_input_by_rule(const TensorDict& tensordict, size_t index) const;
-  // A callable taking its arguments by name, with per-call kwargs and method_kwargs merged in;
-  // out of call()'s body, which a positional step runs without it.
-  ABSL_ATTRIBUTE_NOINLINE TensorList call_by_name(const TensorList& inputs, const TensorKwargs& kwargs);
-  // Rethrows `error`, thrown by the wrapped callable, as a KeyError naming the inputs that were
-  // missing (any_missing), else with this module named. Cold: out of the step's code.
-  [[noreturn]] ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE void rethrow_call_failure(const std::exception& error,
-                                                                                     const TensorDict& tensordict,
-                                                                                     bool any_missing) const;
   TensorDict call(TensorDict tensordict, const std::optional<TensorDict>& tensordict_out,
                   const TensorKwargs& kwargs);
 

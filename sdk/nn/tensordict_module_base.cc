@@ -93,11 +93,6 @@ TensorDict TensorDictModuleBase::forward(const TensorDict& tensordict,
   if (handles_forward_itself_) return forward_impl(tensordict, tensordict_out);
   if (skips(tensordict)) return tensordict;
   if (!selected_) return forward_impl(tensordict, tensordict_out);
-  return forward_selected(tensordict, tensordict_out);
-}
-
-TensorDict TensorDictModuleBase::forward_selected(const TensorDict& tensordict,
-                                                  const std::optional<TensorDict>& tensordict_out) {
   const std::vector<bool> given = dropped_keys_given(tensordict);
   return apply_selection(forward_impl(tensordict, tensordict_out), tensordict, given);
 }

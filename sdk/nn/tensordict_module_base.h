@@ -18,7 +18,6 @@
 // wrapper always runs (a subclass opts in with honor_skip_existing()).
 #pragma once
 
-#include <absl/base/attributes.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -124,10 +123,6 @@ class TensorDictModuleBase : public torch::nn::Module {
   TensorDict apply_selection(TensorDict result, const TensorDict& input, const std::vector<bool>& given) const;
   // Whether select_out_keys() narrowed the outputs (apply_selection() then has work to do).
   bool has_out_keys_selection() const { return selected_; }
-  // forward() with select_out_keys() in force, skip-existing aside; out of forward()'s body,
-  // which a module without a selection runs without it.
-  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_selected(const TensorDict& tensordict,
-                                                      const std::optional<TensorDict>& tensordict_out);
   // For a subclass whose forward_impl() calls its own entry point, which does the handling
   // above: forward() then calls forward_impl() directly, so that the handling runs once.
   void handle_forward_in_entry_point() { handles_forward_itself_ = true; }

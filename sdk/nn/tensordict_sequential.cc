@@ -9,7 +9,6 @@
 #include <unordered_set>
 
 #include "sdk/nn/errors.h"
-#include "sdk/nn/tensordict_module.h"
 
 namespace tdp::nn {
 namespace {
@@ -111,12 +110,6 @@ void TensorDictSequentialImpl::rebuild() {
   set_out_keys(out_keys);
   complete_out_keys_ = std::move(out_keys);
   if (had_selection) select_out_keys(selection);
-
-  flat_steps_.clear();
-  for (const auto& module : modules_) {
-    if (typeid(*module) != typeid(TensorDictModuleImpl)) break;
-    flat_steps_.push_back(static_cast<TensorDictModuleImpl*>(module.get()));
-  }
 
   std::shared_ptr<torch::nn::Module> container;
   if (named_) {
@@ -288,9 +281,6 @@ TensorDictSequentialImpl& TensorDictSequentialImpl::reset_out_keys() {
 
 TensorDict TensorDictSequentialImpl::forward_impl(
     TensorDict tensordict, const std::optional<TensorDict>& tensordict_out) {
-  if (flat_steps_.size() == modules_.size() && flat_call_allowed(tensordict_out)) {
-    return run_flat_steps(std::move(tensordict));
-  }
   return run_modules(tensordict, tensordict_out,
                      [this](size_t index, const TensorDict& td) { return modules_[index]->forward(td); });
 }
@@ -315,20 +305,6 @@ TensorDictSequentialImpl::Run TensorDictSequentialImpl::begin_run(
     }
   }
   return run;
-}
-
-TensorDict TensorDictSequentialImpl::run_flat_steps(TensorDict tensordict) const {
-  size_t i = 0;
-  try {
-    for (; i < flat_steps_.size(); ++i) tensordict = flat_steps_[i]->step(std::move(tensordict));
-  } catch (const std::exception&) {
-    rethrow_from_module(i);
-  }
-  return tensordict;
-}
-
-bool TensorDictSequentialImpl::runs_on_input() const {
-  return !options_.partial_tolerant() && !options_.inplace().has_value() && !select_before_return_;
 }
 
 bool TensorDictSequentialImpl::has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict) {

@@ -20,7 +20,6 @@
 // function in a WrapModule (Python does that implicitly).
 #pragma once
 
-#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -33,14 +32,11 @@
 #include <utility>
 #include <vector>
 
-#include "sdk/nn/skip_existing.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn {
-
-class TensorDictModuleImpl;
 
 struct TensorDictSequentialOptions {
   // Skip the modules whose in_keys are not all in the TensorDict.
@@ -122,12 +118,10 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   // and returning what the next one reads, then applies the options and the selection: the
   // one loop of forward_impl() (step: the module's forward()) and of a subclass entry point
   // that passes per-call arguments to its modules. A template, so that the call from the
-  // sequence to its modules is a plain loop, with no callback in between; always inlined, so that
-  // the loop is part of its caller's frame (an actor call is act -> sequence -> module ->
-  // sampler): GCC leaves it out of line otherwise, judging the call cold.
+  // sequence to its modules is a plain loop, with no callback in between.
   template <typename Step>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_modules(const TensorDict& tensordict,
-                                                      const std::optional<TensorDict>& tensordict_out, Step&& step) {
+  TensorDict run_modules(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out,
+                         Step&& step) {
     Run run = begin_run(tensordict, tensordict_out);
     for (size_t i = 0; i < modules_.size(); ++i) {
       if (options_.partial_tolerant() && !has_inputs(*modules_[i], run.exec)) continue;
@@ -139,24 +133,6 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
     }
     return end_run(tensordict, std::move(run));
   }
-  // Whether a call without tensordict_out runs each module on what the one before returned,
-  // starting from the caller's TensorDict, and returns what the last one returned: no
-  // partial_tolerant, no inplace option, no select_out_keys(). run_modules() then neither copies
-  // nor selects, and a subclass may run its modules in a loop of its own.
-  bool runs_on_input() const;
-  // The flat call, for a call that may take it (flat_call_allowed()): the leading modules that
-  // are exactly TensorDictModules (flat_steps(); a subclass of one keeps its own forward), run
-  // as one loop over TensorDictModule::step() passing one TensorDict along. That is what
-  // run_modules() does for them, without each module's forward() dispatch and its handling,
-  // which such a call has no use for. A plain sequence of TensorDictModules runs all of its
-  // modules this way; ProbabilisticTensorDictSequential runs them and then its draw.
-  bool flat_call_allowed(const std::optional<TensorDict>& tensordict_out) const {
-    return !tensordict_out.has_value() && runs_on_input() && !skip_existing_enabled();
-  }
-  const std::vector<TensorDictModuleImpl*>& flat_steps() const { return flat_steps_; }
-  TensorDict run_flat_steps(TensorDict tensordict) const;
-  // Rethrows the exception in flight with this sequence and module `index` named.
-  [[noreturn]] void rethrow_from_module(size_t index) const;
   // Called after append()/insert() changed modules(), for subclasses that derive state from them.
   virtual void modules_changed() {}
 
@@ -172,6 +148,8 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   Run begin_run(const TensorDict& tensordict, const std::optional<TensorDict>& tensordict_out) const;
   TensorDict end_run(TensorDict tensordict, Run run) const;
   static bool has_inputs(const TensorDictModuleBase& module, const TensorDict& tensordict);
+  // Rethrows the exception in flight with this sequence and module `index` named.
+  [[noreturn]] void rethrow_from_module(size_t index) const;
   void rebuild();
   [[noreturn]] void throw_wrong_type(int64_t index) const;
   size_t normalize_index(int64_t index, size_t size, bool allow_end) const;
@@ -182,7 +160,6 @@ class TensorDictSequentialImpl : public TensorDictModuleBase {
   bool named_ = false;
   bool select_before_return_ = false;
   std::vector<NestedKey> complete_out_keys_;
-  std::vector<TensorDictModuleImpl*> flat_steps_;  // owned through modules_
 };
 
 class TensorDictSequential : public torch::nn::ModuleHolder<TensorDictSequentialImpl> {

@@ -283,16 +283,14 @@ dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_single(const Tens
   for (size_t i = 0; i < keys.size(); ++i) {
     // One lookup per key: this runs on every forward.
     tensors.push_back(tensordict.get(keys[i], kMissing));
-    if (!tensors.back().defined()) throw_missing_param(tensordict, i);
+    if (!tensors.back().defined()) {
+      throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[i] + "' is read from " +
+                     keys[i].to_string() + ", which is not in the TensorDict; its keys are " +
+                     keys_to_string(tensordict.keys(true)) + ".");
+    }
   }
   if (bound_.has_value()) return bound_->make(tensors);
   return build_with_constant_params(tensors);
-}
-
-void ProbabilisticTensorDictModuleImpl::throw_missing_param(const TensorDict& tensordict, size_t index) const {
-  throw KeyError(describe() + ": distribution parameter '" + options_.dist_keys()[index] + "' is read from " +
-                 options_.in_keys()[index].to_string() + ", which is not in the TensorDict; its keys are " +
-                 keys_to_string(tensordict.keys(true)) + ".");
 }
 
 dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_with_constant_params(dist::ParamTensors tensors) const {
@@ -358,20 +356,11 @@ std::variant<at::Tensor, TensorDict> ProbabilisticTensorDictModuleImpl::dist_sam
   return value_of(*dist.distribution(), *type, gen);
 }
 
-// `inline`: a shared-library build may not inline a function that could be interposed at load time.
-inline at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
+at::Tensor ProbabilisticTensorDictModuleImpl::value_of(const dist::Distribution& d, InteractionType type,
                                                        const dist::GeneratorOpt& generator) const {
-  if (type == InteractionType::kRandom) {
-    return d.has_rsample() ? d.rsample(options_.num_samples(), generator) : d.sample(options_.num_samples(), generator);
-  }
-  return value_not_drawn(d, type, generator);
-}
-
-at::Tensor ProbabilisticTensorDictModuleImpl::value_not_drawn(const dist::Distribution& d, InteractionType type,
-                                                              const dist::GeneratorOpt& generator) const {
   switch (type) {
     case InteractionType::kRandom:
-      return value_of(d, type, generator);
+      return d.has_rsample() ? d.rsample(options_.num_samples(), generator) : d.sample(options_.num_samples(), generator);
     case InteractionType::kDeterministic:
       return d.deterministic_sample();
     case InteractionType::kMode:
@@ -523,7 +512,8 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
   return apply_selection(std::move(out), tensordict, given);
 }
 
-TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(TensorDict tensordict, const SampleRequest& request) const {
+TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& tensordict,
+                                                            const SampleRequest& request) const {
   // Everything that can fail runs before the first write, so that a failure leaves the
   // TensorDict as it was.
   const NestedKey* log_prob_at = options_.return_log_prob() ? &log_prob_key() : nullptr;
@@ -533,9 +523,10 @@ TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(TensorDict tensordic
   at::Tensor value = value_of(*dist, request.type.value_or(options_.default_interaction_type()), generator);
   at::Tensor log_prob;
   if (log_prob_at != nullptr) log_prob = dist->log_prob(value);  // score() for one distribution
-  tensordict.set(sample_keys_[0], std::move(value));
-  if (log_prob_at != nullptr) tensordict.set(*log_prob_at, std::move(log_prob));
-  return tensordict;
+  TensorDict out = tensordict;
+  out.set(sample_keys_[0], std::move(value));
+  if (log_prob_at != nullptr) out.set(*log_prob_at, std::move(log_prob));
+  return out;
 }
 
 std::vector<std::string> ProbabilisticTensorDictModuleImpl::repr_fields() const {

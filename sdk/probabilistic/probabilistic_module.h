@@ -44,7 +44,6 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
-#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -203,8 +202,6 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   std::vector<std::string> repr_fields() const override;
 
  private:
-  // A sequence's flat call draws through draws_in_place() / draw_in_place() directly.
-  friend class ProbabilisticTensorDictSequentialImpl;
   // Throws std::invalid_argument naming the module when this module scores its values
   // (return_log_prob) and `mean` is no action of `dist` (a discrete distribution with an
   // undefined, NaN mean: Categorical).
@@ -224,29 +221,17 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // AnyDistribution around it.
   dist::DistributionPtr build_single(const TensorDict& tensordict) const;
   // build_single() when distribution_kwargs name parameters (Normal's scale=1): those become
-  // constant tensors shaped like the first parameter. Out of line, as is value_not_drawn():
-  // a policy step's code stays to what it runs.
-  ABSL_ATTRIBUTE_NOINLINE dist::DistributionPtr build_with_constant_params(dist::ParamTensors tensors) const;
-  // The KeyError for distribution parameter `index` missing from `tensordict`.
-  [[noreturn]] ABSL_ATTRIBUTE_COLD ABSL_ATTRIBUTE_NOINLINE void throw_missing_param(const TensorDict& tensordict,
-                                                                                    size_t index) const;
+  // constant tensors shaped like the first parameter.
+  dist::DistributionPtr build_with_constant_params(dist::ParamTensors tensors) const;
   // The value a single distribution gives under `type`: dist_sample() for one distribution.
-  // Always inlined (two lines): no frame between a draw and its sampler.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE at::Tensor value_of(const dist::Distribution& dist, InteractionType type,
-                                                   const dist::GeneratorOpt& generator) const;
-  // value_of() for every type but RANDOM (MEAN's empirical estimate still draws).
-  ABSL_ATTRIBUTE_NOINLINE at::Tensor value_not_drawn(const dist::Distribution& dist, InteractionType type,
-                                                     const dist::GeneratorOpt& generator) const;
-  // The common step, written for the code it touches per call (at batch 1 an actor step is
-  // bound by instruction fetch): one distribution, drawn and scored into the caller's
-  // TensorDict. forward_with_request() takes it when draws_in_place() holds; everything else
-  // goes the general way, through the same build_single() and value_of().
+  at::Tensor value_of(const dist::Distribution& dist, InteractionType type, const dist::GeneratorOpt& generator) const;
+  // The common step: one distribution, drawn and scored into the caller's TensorDict.
+  // forward_with_request() takes it when draws_in_place() holds; everything else goes the
+  // general way, through the same build_single() and value_of().
   bool draws_in_place(const SampleRequest& request, const std::optional<TensorDict>& tensordict_out) const {
     return single_in_place_ && request.requires_sample && !tensordict_out.has_value() && !has_out_keys_selection();
   }
-  // Takes the TensorDict handle by value so that a caller that is done with its own (the
-  // sequence's flat call) moves it in and no reference count is raised for the returned one.
-  TensorDict draw_in_place(TensorDict tensordict, const SampleRequest& request) const;
+  TensorDict draw_in_place(const TensorDict& tensordict, const SampleRequest& request) const;
   // The one log-prob path. A single distribution: the log-prob of the tensor `sample`. A
   // composite: each part's log-prob of its entry of the TensorDict `sample`, written into
   // `parts_out` (a new TensorDict when null and not aggregating) at `<part>_log_prob` when

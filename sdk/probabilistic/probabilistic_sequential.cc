@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <typeinfo>
 
-#include "sdk/nn/skip_existing.h"
-#include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 
 namespace tdp::nn {
@@ -110,7 +107,6 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
   needs_scopes_.clear();
   last_prob_module_ = nullptr;
   det_part_ = nullptr;
-  flat_last_ = nullptr;
   for (const auto& m : mods) {
     ProbabilisticModuleInterface* child = nullptr;
     bool holds_probabilistic = false;
@@ -157,18 +153,6 @@ void ProbabilisticTensorDictSequentialImpl::configure() {
       });
   std::vector<TensorDictModuleRef> det(mods.begin(), mods.end() - 1);
   det_part_ = std::make_shared<TensorDictSequentialImpl>(std::move(det));
-  configure_flat_call();
-}
-
-void ProbabilisticTensorDictSequentialImpl::configure_flat_call() {
-  const auto& mods = modules();
-  // Exactly these classes (flat_steps() are exactly TensorDictModules): a subclass may run
-  // differently from what step() and the draw do.
-  if (flat_steps().size() + 1 != mods.size() || typeid(*mods.back()) != typeid(ProbabilisticTensorDictModuleImpl)) {
-    return;
-  }
-  if (std::any_of(needs_scopes_.begin(), needs_scopes_.end() - 1, [](bool needs) { return needs; })) return;
-  flat_last_ = prob_modules_.back();
 }
 
 std::optional<InteractionType> ProbabilisticTensorDictSequentialImpl::default_interaction_type() const {
@@ -190,11 +174,6 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     const std::optional<TensorDict>& tensordict_out) {
   // Of forward()'s handling only skip-existing is left: a sequence applies its own
   // select_out_keys() (run_modules()).
-  if (flat_last_ != nullptr && flat_call_allowed(tensordict_out)) {
-    SampleRequest last = request;
-    last.requires_sample = requires_sample_;
-    if (flat_last_->draws_in_place(last, std::nullopt)) return run_flat(tensordict, last);
-  }
   if (skips(tensordict)) return tensordict;
   // Without return_composite the modules before the last run under the interaction type the
   // last one will use, so that probabilistic modules among them agree with it
@@ -215,28 +194,13 @@ TensorDict ProbabilisticTensorDictSequentialImpl::forward_with_request(
     // A module draws as this sequence says; a sequence decides for itself.
     child.requires_sample = prob_modules_[index] != nullptr && (return_composite_ || last) ? requires_sample_ : true;
     if (p != nullptr) return p->forward_with_request(td, child);
-    return forward_in_scopes(*modules()[index], td, child);
+    const auto& module = modules()[index];
+    // Probabilistic modules inside a plain module can only read the scopes.
+    InteractionTypeGuard type_scope(child.type, /*thread_local_only=*/true);
+    std::optional<GeneratorGuard> generator_scope;
+    if (child.generator.has_value()) generator_scope.emplace(*child.generator);
+    return module->forward(td);
   });
-}
-
-// `inline`: a shared-library build may not inline a function that could be interposed at load time.
-inline TensorDict ProbabilisticTensorDictSequentialImpl::run_flat(const TensorDict& tensordict, const SampleRequest& last) {
-  TensorDict td = run_flat_steps(tensordict);
-  try {
-    return flat_last_->draw_in_place(std::move(td), last);
-  } catch (const std::exception&) {
-    rethrow_from_module(flat_steps().size());
-  }
-}
-
-TensorDict ProbabilisticTensorDictSequentialImpl::forward_in_scopes(TensorDictModuleBase& module,
-                                                                    const TensorDict& tensordict,
-                                                                    const SampleRequest& request) {
-  // Probabilistic modules inside a plain module can only read the scopes.
-  InteractionTypeGuard type_scope(request.type, /*thread_local_only=*/true);
-  std::optional<GeneratorGuard> generator_scope;
-  if (request.generator.has_value()) generator_scope.emplace(*request.generator);
-  return module.forward(tensordict);
 }
 
 TensorDict ProbabilisticTensorDictSequentialImpl::get_dist_params(const TensorDict& tensordict) const {

@@ -20,7 +20,6 @@
 // contains) a probabilistic module, else a plain TensorDictSequential.
 #pragma once
 
-#include <absl/base/attributes.h>
 #include <torch/arg.h>
 #include <torch/nn/pimpl.h>
 
@@ -39,8 +38,6 @@
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn {
-
-class TensorDictModuleImpl;
 
 struct ProbabilisticTensorDictSequentialOptions {
   // Unset: the reference's default (see the header comment).
@@ -134,20 +131,10 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   // Derives return_composite, the sampling rule, det_part() and each module's interface
   // (one cast per module) from modules().
   void configure();
-  // Sets flat_last_ from modules() (at the end of configure(), which clears it).
-  void configure_flat_call();
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module() const;
   // get_dist() with return_composite; keep_given: a module whose samples are all present
   // keeps them instead of drawing (get_dist_given_samples()).
   AnyDistribution composite_dist(const TensorDict& tensordict, bool keep_given) const;
-  // A plain module holding probabilistic ones, run with `request` as the scopes they read; out
-  // of the step's code, which plain modules and probabilistic ones go through without it.
-  ABSL_ATTRIBUTE_NOINLINE TensorDict forward_in_scopes(TensorDictModuleBase& module, const TensorDict& tensordict,
-                                                       const SampleRequest& request);
-  // The flat call (see flat_last_), with `last` the request of the last module. Always inlined
-  // into forward_with_request(), as run_modules() is: an actor call reaches the sampler in
-  // act -> sequence -> module's draw -> sampler.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE TensorDict run_flat(const TensorDict& tensordict, const SampleRequest& last);
 
   ProbabilisticTensorDictSequentialOptions prob_options_;
   bool return_composite_ = true;
@@ -163,12 +150,6 @@ class ProbabilisticTensorDictSequentialImpl : public TensorDictSequentialImpl,
   std::vector<bool> needs_scopes_;
   // The last ProbabilisticTensorDictModule, depth first (found at configuration).
   std::shared_ptr<ProbabilisticTensorDictModuleImpl> last_prob_module_;
-  // The common actor, found at configuration: TensorDictModules followed by one
-  // ProbabilisticTensorDictModule (exactly those classes, holding no probabilistic modules).
-  // A call that needs nothing else (flat_call_allowed(), the last module drawing in place) runs
-  // the TensorDictModules as the sequence's flat steps (run_flat_steps()) and then the draw,
-  // passing one TensorDict along. Null when the sequence is not of that form.
-  ProbabilisticTensorDictModuleImpl* flat_last_ = nullptr;
 };
 
 class ProbabilisticTensorDictSequential

@@ -15,7 +15,10 @@ std::string shape_to_string(c10::IntArrayRef shape) { return absl::StrCat("[", a
 
 // ---- Entry -------------------------------------------------------------------------------------
 
-void Entry::throw_not_a_tensor() { throw std::invalid_argument("Entry holds a TensorDict, not a tensor"); }
+const at::Tensor& Entry::tensor() const {
+  if (!is_tensor()) throw std::invalid_argument("Entry holds a TensorDict, not a tensor");
+  return tensor_;
+}
 
 TensorDict Entry::tensordict() const {
   if (!is_tensordict()) throw std::invalid_argument("Entry holds a tensor, not a TensorDict");

@@ -224,15 +224,11 @@ class Entry {
   bool is_tensor() const { return tensordict_ == nullptr; }
   bool is_tensordict() const { return tensordict_ != nullptr; }
   // Throw std::invalid_argument when the entry holds the other kind.
-  const at::Tensor& tensor() const {
-    if (!is_tensor()) throw_not_a_tensor();
-    return tensor_;
-  }
+  const at::Tensor& tensor() const;
   TensorDict tensordict() const;
 
  private:
   friend struct TensorDictImpl;
-  [[noreturn]] static void throw_not_a_tensor();
   at::Tensor tensor_;
   std::shared_ptr<TensorDictImpl> tensordict_;
 };

@@ -77,8 +77,8 @@ TEST(TensorDictModuleTest, VariadicFunctionTakesAllInputs) {
   EXPECT_EQ(td.get("f").item<float>(), 2.0f);
 }
 
-// A call keeps its input list for the thread's next call; a module called from inside another
-// module's callable, and a list of another length on the next call, still get their own inputs.
+// A module called from inside another module's callable, and a list of another length on the
+// next call, get their own inputs.
 TEST(TensorDictModuleTest, AModuleCalledInsideAnotherModulesCallableGetsItsOwnInputs) {
   TensorDictModule inner([](const at::Tensor& x) { return x * 10; }, keys({"x"}, {"y"}));
   TensorDictModule outer(

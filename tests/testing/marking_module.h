@@ -1,7 +1,6 @@
 // MarkingModuleImpl: a TensorDictModule subclass that runs the class's own forward and then adds
-// one to the entry "marked" (0 when absent). A sequence may run a module that is exactly a
-// TensorDictModule through its step() instead of its forward(); with this subclass a test sees
-// that the sequence called forward() after all, and how many times.
+// one to the entry "marked" (0 when absent): a test sees that a sequence called the subclass's
+// forward(), and how many times.
 //
 //   auto marking = std::make_shared<tdp::test_util::MarkingModuleImpl>(fn, keys({"x"}, {"y"}));
 //   TensorDictSequential seq({marking});
