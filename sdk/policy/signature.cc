@@ -83,19 +83,24 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
   for (const TensorSignature& input : inputs) {
     const bool present = observation.contains(input.key) && !observation.is_tensordict(input.key);
     if (!present && state_optional && input.state) continue;
-    std::vector<int64_t> expected(batch.begin(), batch.end());
-    expected.insert(expected.end(), input.shape.begin(), input.shape.end());
-    const std::string declared = absl::StrCat(c10::toString(input.dtype), " ", shape_string(input.shape),
-                                              " per environment, batch_size ", shape_string(batch));
+    // Every call checks: the messages are built only for an error.
+    auto declared = [&] {
+      return absl::StrCat(c10::toString(input.dtype), " ", shape_string(input.shape), " per environment, batch_size ",
+                          shape_string(batch));
+    };
     if (!present) {
-      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" is missing (declared ", declared,
+      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" is missing (declared ", declared(),
                                                ")"));
     }
     const at::Tensor& value = observation.get(input.key);
-    if (value.sizes() != c10::IntArrayRef(expected)) {
-      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has shape ",
-                                               shape_string(value.sizes()), ", expected ", shape_string(expected),
-                                               " (", declared, ")"));
+    const c10::IntArrayRef sizes = value.sizes();
+    const c10::IntArrayRef shape(input.shape);
+    if (sizes.size() != batch.size() + shape.size() || sizes.slice(0, batch.size()) != batch ||
+        sizes.slice(batch.size()) != shape) {
+      std::vector<int64_t> expected(batch.begin(), batch.end());
+      expected.insert(expected.end(), input.shape.begin(), input.shape.end());
+      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has shape ", shape_string(sizes),
+                                               ", expected ", shape_string(expected), " (", declared(), ")"));
     }
     if (value.scalar_type() != input.dtype) {
       throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has dtype ",
