@@ -80,11 +80,12 @@ bool FusedBackend::accepts(const ActCall& call) const {
   // observation lacks comes from the kept state.
   for (int s : plan_->input_slots()) {
     const fused::FusedPlan::Slot& slot = plan_->slot(s);
-    if (!call.observation.contains(slot.key)) {
+    // One lookup: an absent key gives an undefined tensor.
+    const at::Tensor x = call.observation.get(slot.key, at::Tensor());
+    if (!x.defined()) {
       if (core_.state.empty() || !core_.policy.signature.is_state(slot.key)) return false;
       continue;
     }
-    const at::Tensor& x = call.observation.get(slot.key);
     if (x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) return false;
   }
   return true;
@@ -105,8 +106,8 @@ TensorDict FusedBackend::act(const ActCall& call) {
   input_data.clear();
   for (int s : plan.input_slots()) {
     const NestedKey& key = plan.slot(s).key;
-    if (observation.contains(key)) {
-      inputs.push_back(observation.get(key).contiguous());
+    if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
+      inputs.push_back(given.contiguous());
     } else {
       const std::vector<NestedKey>& keys = core_.state.keys();
       inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());
