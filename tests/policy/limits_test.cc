@@ -1,4 +1,4 @@
-// Hostile specs and parameter files (issue 16): each case ends in a Status that names the file,
+// Hostile specs and parameter files: each case ends in a Status that names the file,
 // the field or the limit, and how to raise it, before anything large is allocated: no crash, no
 // hang, no unbounded allocation.
 #include <absl/strings/str_cat.h>
