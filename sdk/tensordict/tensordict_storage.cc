@@ -1,57 +1,24 @@
 // TensorDictImpl: lookup, validated writes and recursive copies of the entry tree.
 #include <absl/strings/str_cat.h>
 
-#include <cstring>
-
 #include "sdk/tensordict/tensordict_internal.h"
 
 namespace tdp {
+
+std::vector<NestedKey> TensorDictImpl::level_keys(const NestedKey& prefix) const {
+  std::vector<NestedKey> keys;
+  keys.reserve(entries.size());
+  for (const auto& [name, entry] : entries) keys.push_back(prefix + NestedKey(name));
+  return keys;
+}
+
 namespace {
 
-template <typename Word>
-Word load(const char* bytes) {
-  Word word;
-  std::memcpy(&word, bytes, sizeof(Word));
-  return word;
-}
-
-// a == b. A policy's names are short: up to 16 bytes compare as two overlapping words each.
-bool same_name(const std::string& a, const std::string& b) {
-  const size_t size = a.size();
-  if (size != b.size()) return false;
-  const char* x = a.data();
-  const char* y = b.data();
-  if (size >= 8 && size <= 16) {
-    return load<uint64_t>(x) == load<uint64_t>(y) && load<uint64_t>(x + size - 8) == load<uint64_t>(y + size - 8);
-  }
-  if (size >= 4 && size < 8) {
-    return load<uint32_t>(x) == load<uint32_t>(y) && load<uint32_t>(x + size - 4) == load<uint32_t>(y + size - 4);
-  }
-  return std::memcmp(x, y, size) == 0;
-}
-
-// Whether `shape` starts with `prefix`.
-bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
-  if (shape.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (shape[i] != prefix[i]) return false;
-  }
-  return true;
-}
-
-// The two rules a tensor write obeys, shared by the validating write (check_fits(), placed())
-// and set()'s in-place overwrite: a defined tensor whose leading dims are `batch`, and a tensor
-// that stays where it is (the TensorDict has no device, or the tensor is on it).
-bool fits(const at::Tensor& tensor, c10::IntArrayRef batch) {
-  return tensor.defined() && has_prefix(tensor.sizes(), batch);
-}
-bool stays_on_device(const std::optional<c10::Device>& device, const at::Tensor& tensor) {
-  return !device || tensor.device() == *device;
-}
-
 // Why `key` names no entry: its path broke at index `depth`, on `level` (the TensorDict reached
-// so far), which has no entry there or (`blocked`) holds a tensor there.
-std::string describe_miss(const NestedKey& key, size_t depth, const TensorDictImpl& level, bool blocked) {
+// so far), which has no entry there or (`blocked`) holds a tensor there. Out of line and cold: a
+// lookup that succeeds, which is every lookup of a policy step, runs none of it.
+std::string describe_miss(const NestedKey& key, size_t depth,
+                                                                      const TensorDictImpl& level, bool blocked) {
   const NestedKey prefix(std::vector<std::string>(key.path().begin(), key.path().begin() + depth));
   if (blocked) {
     return absl::StrCat("key ", key.to_string(), " not found: ", (prefix + NestedKey(key.path()[depth])).to_string(),
@@ -63,21 +30,7 @@ std::string describe_miss(const NestedKey& key, size_t depth, const TensorDictIm
 
 }  // namespace
 
-Entry* TensorDictImpl::find(const std::string& name) {
-  for (auto& [entry_name, entry] : entries) {
-    if (same_name(entry_name, name)) return &entry;
-  }
-  return nullptr;
-}
-
-std::vector<NestedKey> TensorDictImpl::level_keys(const NestedKey& prefix) const {
-  std::vector<NestedKey> keys;
-  keys.reserve(entries.size());
-  for (const auto& [name, entry] : entries) keys.push_back(prefix + NestedKey(name));
-  return keys;
-}
-
-const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) const {
+const Entry* TensorDictImpl::lookup_path(const NestedKey& key, std::string* error) const {
   if (key.empty()) {
     if (error) *error = "the empty key names no entry";
     return nullptr;
@@ -99,10 +52,9 @@ const Entry* TensorDictImpl::lookup(const NestedKey& key, std::string* error) co
   return nullptr;
 }
 
-const Entry& TensorDictImpl::lookup_or_throw(const NestedKey& key) const {
-  if (const Entry* entry = lookup(key, nullptr)) return *entry;
+void TensorDictImpl::throw_missing(const NestedKey& key) const {
   std::string error;
-  lookup(key, &error);
+  lookup_path(key, &error);
   throw KeyError(error);
 }
 
@@ -123,7 +75,7 @@ void TensorDictImpl::check_fits(const NestedKey& key, const Entry& value, c10::I
       throw std::invalid_argument(absl::StrCat("TensorDict.set: key ", key.to_string(),
                                                ": a TensorDict cannot contain itself"));
     }
-    if (!has_prefix(nested.batch_size, batch)) {
+    if (!internal::has_prefix(nested.batch_size, batch)) {
       throw std::invalid_argument(absl::StrCat(
           "TensorDict.set: key ", key.to_string(), " is a TensorDict with batch_size ",
           shape_to_string(nested.batch_size), ", which does not start with batch_size ",
@@ -149,35 +101,33 @@ void TensorDictImpl::set(const NestedKey& key, Entry value) {
   // Intermediate TensorDicts created below inherit the batch_size of the deepest existing one.
   level->check_fits(key, value, level->batch_size);
   Entry stored = level->placed(std::move(value));
+  if (depth + 1 < key.size()) level = level->create_parents(key, depth);
+  if (Entry* existing = level->find(key.leaf())) {
+    *existing = std::move(stored);
+  } else {
+    level->add(key.leaf(), std::move(stored));
+  }
+}
+
+// Out of line, as the rest of a write's rarer work: a step that overwrites its entries runs
+// none of it, and its code stays out of the cache lines a write touches.
+TensorDictImpl* TensorDictImpl::create_parents(const NestedKey& key, size_t depth) {
+  TensorDictImpl* level = this;
   for (; depth + 1 < key.size(); ++depth) {
     auto created = make(level->batch_size, level->device);
     TensorDictImpl* next = created.get();
     level->entries.emplace_back(key.path()[depth], Entry(wrap(std::move(created))));
     level = next;
   }
-  if (Entry* existing = level->find(key.leaf())) {
-    *existing = std::move(stored);
-  } else {
-    level->entries.emplace_back(key.leaf(), std::move(stored));
-  }
+  return level;
 }
 
-void TensorDictImpl::set(const NestedKey& key, at::Tensor value) {
-  if (key.size() == 1) {
-    Entry* existing = find(key.leaf());
-    if (existing != nullptr && existing->is_tensor() && fits(value, batch_size) && stays_on_device(device, value)) {
-      existing->tensor_ = std::move(value);
-      return;
-    }
-  }
-  set(key, Entry(std::move(value)));
-}
+void TensorDictImpl::add(const std::string& name, Entry value) { entries.emplace_back(name, std::move(value)); }
 
-Entry TensorDictImpl::placed(Entry value) const {
-  if (!device) return value;
+Entry TensorDictImpl::moved_to_device(Entry value) const {
   if (value.is_tensor()) {
     const at::Tensor& tensor = value.tensor();
-    return stays_on_device(device, tensor) ? value : Entry(tensor.to(*device));
+    return stays_on_device(tensor) ? value : Entry(tensor.to(*device));
   }
   const TensorDictImpl& nested = *sub(value);
   return nested.device == device ? value : Entry(value.tensordict().to(*device));
