@@ -185,8 +185,8 @@ void FusedBackend::describe(ActorInfo& info) const {
   info.flat_status = flat_status();
   if (!plan_) return;
   info.modules = plan_->description();
-  for (nn::InteractionType type : {nn::InteractionType::kMode, nn::InteractionType::kMedian, nn::InteractionType::kMean,
-                                   nn::InteractionType::kRandom, nn::InteractionType::kDeterministic}) {
+  // Of the types the policy runs (its signature's), those the plan computes.
+  for (nn::InteractionType type : core_.policy.signature.interaction_types) {
     if (plan_->check(type).ok()) info.fused_interaction_types.push_back(type);
   }
   info.fused_max_batch = core_.options.backend() == Backend::kAuto ? core_.options.fused_max_batch()
