@@ -64,7 +64,11 @@ class BatchingActor::Impl {
     if (actor == nullptr) throw std::invalid_argument("BatchingActor: the actor is null");
     check_options(options);
     for (const policy::TensorSignature& input : actor->signature().inputs) {
-      if (input.state) state_inputs.push_back(input);
+      if (!input.state) continue;
+      state_inputs.push_back(input);
+      const std::vector<NestedKey>& keys = actor->signature().state_keys;
+      next_state_keys.push_back(
+          actor->signature().next_state_keys[std::find(keys.begin(), keys.end(), input.key) - keys.begin()]);
     }
     for (const policy::TensorSignature& input : state_inputs) state_names.push_back(input.name);
     worker = std::thread([this] { run(); });
@@ -73,6 +77,8 @@ class BatchingActor::Impl {
   std::shared_ptr<Actor> actor;
   BatchingActorOptions options;
   std::vector<policy::TensorSignature> state_inputs;
+  // Where a call writes each state input's next value (the key itself, or ("next", key)).
+  std::vector<NestedKey> next_state_keys;
   std::vector<std::string> state_names;
 
   // ---- the queue (guarded by mutex) ----
@@ -123,6 +129,13 @@ class BatchingActor::Impl {
     TensorDict selected({rows});
     for (const policy::TensorSignature& input : actor->signature().inputs) {
       if (input.state && !stateless_form) continue;
+      if (input.optional && !observation.contains(input.key)) {
+        // Every request of a merged call carries the same keys: a missing is_init is false.
+        std::vector<int64_t> shape{rows};
+        shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+        selected.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype)));
+        continue;
+      }
       selected.set(input.key, observation.get(input.key));
     }
     Pending pending{std::move(selected), rows, std::nullopt, -1, {}, Clock::now(), {}};
@@ -283,7 +296,7 @@ class BatchingActor::Impl {
       if (!slots.empty()) {
         const at::Tensor row_index = all_kept ? at::Tensor() : at::tensor(at_row, at::kLong).to(device);
         for (size_t k = 0; k < state_inputs.size(); ++k) {
-          const at::Tensor written = out.get(state_inputs[k].key);
+          const at::Tensor written = out.get(next_state_keys[k]);
           tables[k].index_copy_(0, slot_index, all_kept ? written : written.index_select(0, row_index));
         }
       }

@@ -77,16 +77,21 @@ bool FusedBackend::accepts(const ActCall& call) const {
   if (!plan_ || call.generator || call.observation.batch_size().size() != 1) return false;
   if (!runs(call.observation.batch_size()[0], call.type)) return false;
   // Well-formed inputs only (else LibTorch's path says what is wrong); a state key the
-  // observation lacks comes from the kept state.
-  for (int s : plan_->input_slots()) {
-    const fused::FusedPlan::Slot& slot = plan_->slot(s);
+  // observation lacks comes from the kept state, a missing is_init is false.
+  const std::vector<int>& slots = plan_->input_slots();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const fused::FusedPlan::Slot& slot = plan_->slot(slots[i]);
+    const policy::TensorSignature& input = core_.policy.signature.inputs[i];
     // One lookup: an absent key gives an undefined tensor.
     const at::Tensor x = call.observation.get(slot.key, at::Tensor());
     if (!x.defined()) {
-      if (core_.state.empty() || !core_.policy.signature.is_state(slot.key)) return false;
+      if (!input.optional && (core_.state.empty() || !input.state)) return false;
       continue;
     }
-    if (x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) return false;
+    if (x.scalar_type() != input.dtype || !x.device().is_cpu() ||
+        x.dim() != 1 + static_cast<int64_t>(slot.shape.size()) || x.sizes().slice(1) != c10::IntArrayRef(slot.shape)) {
+      return false;
+    }
   }
   return true;
 }
@@ -107,10 +112,13 @@ TensorDict FusedBackend::act(const ActCall& call) {
   for (int s : plan.input_slots()) {
     const NestedKey& key = plan.slot(s).key;
     if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
-      inputs.push_back(given.contiguous());
-    } else {
-      const std::vector<NestedKey>& keys = core_.state.keys();
+      // An is_init (bool) goes in as 0 / 1 floats.
+      inputs.push_back(given.scalar_type() == at::kFloat ? given.contiguous() : given.to(at::kFloat).contiguous());
+    } else if (const std::vector<NestedKey>& keys = core_.state.keys();
+               kept && std::find(keys.begin(), keys.end(), key) != keys.end()) {
       inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());
+    } else {
+      inputs.push_back(at::zeros({batch, plan.slot(s).width}));  // a missing is_init: false
     }
     input_data.push_back(inputs.back().data_ptr<float>());
   }

@@ -17,6 +17,7 @@ TensorDict LibTorchBackend::act(const ActCall& call) {
   const c10::Device& device = core_.options.device();
   TensorDict td = call.observation.device() == device ? call.observation.clone(/*deep=*/false)
                                                       : call.observation.to(device);
+  core_.state.fill_optional(td);
   const bool kept = core_.state.uses_kept(td);
   if (kept) core_.state.supply(td);
   TensorDict out = run_module(std::move(td), call);

@@ -12,11 +12,20 @@
 
 namespace tdp::actor {
 
-RecurrentState::RecurrentState(const policy::Signature& signature, c10::Device device) : device_(device) {
+RecurrentState::RecurrentState(const policy::Signature& signature, c10::Device device)
+    : keys_(signature.state_keys), next_keys_(signature.next_state_keys), device_(device) {
+  for (const NestedKey& key : keys_) shapes_.push_back(signature.find_input(key)->shape);
   for (const policy::TensorSignature& input : signature.inputs) {
-    if (!input.state) continue;
-    keys_.push_back(input.key);
-    shapes_.push_back(input.shape);
+    if (input.optional) optional_.push_back(input);
+  }
+}
+
+void RecurrentState::fill_optional(TensorDict& td) const {
+  for (const policy::TensorSignature& input : optional_) {
+    if (td.contains(input.key)) continue;
+    std::vector<int64_t> shape = td.batch_size().vec();
+    shape.insert(shape.end(), input.shape.begin(), input.shape.end());
+    td.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype).device(device_)));
   }
 }
 
@@ -56,7 +65,7 @@ void RecurrentState::supply(TensorDict& td) {
 void RecurrentState::keep(const TensorDict& out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!kept_) return;  // reset() while the call ran: the next call starts from zeros
-  for (const NestedKey& key : keys_) kept_->set(key, out.get(key));
+  for (size_t i = 0; i < keys_.size(); ++i) kept_->set(keys_[i], out.get(next_keys_[i]));
 }
 
 void RecurrentState::reset(const at::Tensor& env_mask) {

@@ -43,7 +43,9 @@ struct tdp_actor {
     at::ScalarType scalar;
     std::vector<int64_t> shape;  // per environment
     size_t per_env = 1;          // product of shape
-    bool state = false;          // a recurrent state the actor keeps when the caller leaves it out
+    // An input the caller may leave out: a recurrent state the actor keeps, or an is_init
+    // (false when absent).
+    bool may_omit = false;
   };
   std::unique_ptr<tdp::actor::Actor> actor;
   std::string name;
@@ -242,7 +244,7 @@ absl::StatusOr<tdp_actor::Slot> slot_of(const tdp::policy::TensorSignature& entr
   slot.scalar = entry.dtype;
   slot.shape = entry.shape;
   slot.per_env = static_cast<size_t>(entry.numel_per_env());
-  slot.state = entry.state;
+  slot.may_omit = entry.state || entry.optional;
   return slot;
 }
 
@@ -317,7 +319,7 @@ absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t
                     at::from_blob(const_cast<void*>(input.data), batched(batch, slot->shape), at::TensorOptions().dtype(slot->scalar)));
   }
   for (const auto& slot : self->inputs) {
-    if (!slot.state && std::find(given.begin(), given.end(), &slot) == given.end()) {
+    if (!slot.may_omit && std::find(given.begin(), given.end(), &slot) == given.end()) {
       fail(TDP_INVALID_ARGUMENT, absl::StrCat("missing input \"", slot.name, "\" (", describe(slot), ")"));
     }
   }

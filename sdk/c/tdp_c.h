@@ -157,7 +157,9 @@ TDP_C_EXPORT tdp_status tdp_actor_load(const char* spec_path, const tdp_actor_op
 TDP_C_EXPORT void tdp_actor_free(tdp_actor* actor);
 
 /* Inputs are the spec's declared inputs (a recurrent state among them may be left out: the actor
- * then keeps it per environment). Outputs are the spec's output keys and the recurrent state. */
+ * then keeps it per environment; so may a recurrent module's is_init: false when absent).
+ * Outputs are the spec's output keys and the recurrent state's next value (the state key
+ * itself, or "next/<key>" for TorchRL's LSTMModule / GRUModule). */
 TDP_C_EXPORT tdp_status tdp_actor_num_inputs(const tdp_actor* actor, size_t* count);
 TDP_C_EXPORT tdp_status tdp_actor_num_outputs(const tdp_actor* actor, size_t* count);
 /* Key, dtype and per-environment shape (without the batch dim) of input or output `index`. Any of
@@ -173,7 +175,7 @@ TDP_C_EXPORT const char* tdp_actor_name(const tdp_actor* actor);
 TDP_C_EXPORT const char* tdp_actor_spec_version(const tdp_actor* actor);
 
 /* Runs the policy on `batch` environments. Every declared input must be in `inputs` (a recurrent
- * state may be left out), with its declared dtype and batch * per-env elements. `outputs` names
+ * state or an is_init may be left out), with its declared dtype and batch * per-env elements. `outputs` names
  * any of the actor's outputs (not necessarily all), each with the output's dtype and
  * batch * per-env elements; the others are computed and dropped. On failure the output arrays
  * may be partly written. */

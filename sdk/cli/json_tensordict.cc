@@ -219,7 +219,7 @@ struct Declared {
   std::vector<std::string> path;
   std::vector<int64_t> shape;
   const DTypeInfo* dtype;
-  bool optional;  // a recurrent state the caller may leave out
+  bool optional;  // a recurrent state or an is_init the caller may leave out
 };
 
 std::string declared_list(const std::vector<Declared>& declared) {
@@ -377,7 +377,7 @@ absl::StatusOr<TensorDict> tensordict_from_json(const std::string& json,
   std::set<std::vector<std::string>> leaves;
   std::set<std::vector<std::string>> parents;
   for (const policy::TensorSignature& input : inputs) {
-    Declared entry{input.name, input.key.path(), input.shape, dtype_info(input.dtype), state_optional && input.state};
+    Declared entry{input.name, input.key.path(), input.shape, dtype_info(input.dtype), (state_optional && input.state) || input.optional};
     if (entry.dtype == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("declared input \"", input.name, "\" has dtype ",
                                                      c10::toString(input.dtype), ", which JSON input cannot hold"));

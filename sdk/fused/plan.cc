@@ -19,6 +19,7 @@
 #include "sdk/fused/philox.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/recurrent_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -42,12 +43,19 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm } kind;
+  enum Kind {
+    kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm,
+    // A recurrent module's state, layer by layer: columns [in_off, in_off + out_w) of each row of
+    // `in` (in_w wide) copied to columns [out_off, ...) of `out` (width out_stride); rows whose
+    // `in` (is_init) is nonzero zeroed in `out`; `out` zeroed.
+    kCopyColumns, kResetRows, kZero
+  } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
   int state = -1, cell = -1, gates_in = -1, gates_state = -1;
   int64_t in_w = 0, out_w = 0;
+  int64_t in_off = 0, out_off = 0, out_stride = 0;  // kCopyColumns
   int64_t w = -1, b = -1;    // arena offsets
   int64_t w2 = -1, b2 = -1;  // the recurrent cells' hidden-state projection
   Activation activation = Activation::kIdentity;
@@ -347,7 +355,8 @@ struct FusedPlan::Impl {
     const auto& gru = network_as<nn::GruCellImpl>(module, path);
     need(module, 2, 1, "GruCell", path);
     const auto& o = gru.options();
-    Op op = recurrent_cell(Op::kGru, gru, o.input_size(), o.hidden_size(), 3, module.in_keys(), path);
+    Op op = recurrent_cell(Op::kGru, gru.named_parameters(), "cell.", "", o.input_size(), o.hidden_size(), 3,
+                           find(module.in_keys()[0], path), find(module.in_keys()[1], path), path);
     output(op.out, module.out_keys_source()[0]);
     ops.push_back(op);
     description.push_back(absl::StrCat(path, ": fused (GruCell ", o.input_size(), "->", o.hidden_size(), ")"));
@@ -357,7 +366,8 @@ struct FusedPlan::Impl {
     const auto& lstm = network_as<nn::LstmCellImpl>(module, path);
     need(module, 3, 2, "LstmCell", path);
     const auto& o = lstm.options();
-    Op op = recurrent_cell(Op::kLstm, lstm, o.input_size(), o.hidden_size(), 4, module.in_keys(), path);
+    Op op = recurrent_cell(Op::kLstm, lstm.named_parameters(), "cell.", "", o.input_size(), o.hidden_size(), 4,
+                           find(module.in_keys()[0], path), find(module.in_keys()[1], path), path);
     op.cell = find(module.in_keys()[2], path);
     if (slots[op.cell].width != o.hidden_size()) {
       throw NotLowerable(absl::StrCat(path, ": an LstmCell of hidden_size ", o.hidden_size(),
@@ -368,6 +378,95 @@ struct FusedPlan::Impl {
     output(op.out2, module.out_keys_source()[1]);
     ops.push_back(op);
     description.push_back(absl::StrCat(path, ": fused (LstmCell ", o.input_size(), "->", o.hidden_size(), ")"));
+  }
+
+  // Columns [from, from + width) of every row of `in` into columns [to, ...) of `out`.
+  void copy_columns(int in, int64_t from, int64_t width, int out, int64_t to) {
+    Op op{Op::kCopyColumns};
+    op.in = in;
+    op.out = out;
+    op.in_w = slots[in].width;
+    op.in_off = from;
+    op.out_off = to;
+    op.out_w = width;
+    op.out_stride = slots[out].width;
+    ops.push_back(op);
+  }
+
+  // An lstm / gru module (TorchRL's LSTMModule / GRUModule, one step): each layer's state is
+  // taken out of the [num_layers * hidden_size] state slot, reset where is_init is set, stepped
+  // by the layer's cell, and put back into a new next-state slot; the last layer's state is the
+  // output. A state that no input or earlier module provides is zeros; a missing is_init resets
+  // nothing.
+  void recurrent_module(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& rnn = built_as<nn::RecurrentModuleImpl>(m, path);
+    if ((spec.has_lstm() ? rnn.states() != 2 : rnn.states() != 1)) throw SpecMismatch(path);
+    if (!heads.empty()) {
+      throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one (not lowered)"));
+    }
+    const nn::RecurrentModuleOptions& o = rnn.options();
+    const int64_t hidden = o.hidden_size(), layers = o.num_layers();
+    const bool lstm = rnn.states() == 2;
+    const std::vector<NestedKey>& in_keys = o.in_keys();
+    const std::vector<NestedKey>& out_keys = o.out_keys();
+    int x = find(in_keys[0], path);
+    if (slots[x].width != o.input_size()) {
+      throw NotLowerable(absl::StrCat(path, ": input_size ", o.input_size(), " reads a value of width ", slots[x].width));
+    }
+    std::vector<int> state(rnn.states()), next(rnn.states());
+    for (int s = 0; s < rnn.states(); ++s) {
+      state[s] = find_or_none(in_keys[1 + s]);
+      if (state[s] >= 0 && slots[state[s]].width != layers * hidden) {
+        throw NotLowerable(absl::StrCat(path, ": a state of width ", slots[state[s]].width, ", expected num_layers x ",
+                                        "hidden_size = ", layers * hidden));
+      }
+    }
+    const int is_init = find_or_none(in_keys.back());
+    if (is_init >= 0 && slots[is_init].width != 1) {
+      throw NotLowerable(absl::StrCat(path, ": an is_init of width ", slots[is_init].width));
+    }
+    const auto params = rnn.network().named_parameters(/*recurse=*/true);
+    for (int64_t l = 0; l < layers; ++l) {
+      std::vector<int> layer(rnn.states());
+      for (int s = 0; s < rnn.states(); ++s) {
+        layer[s] = add_temp(hidden);
+        if (state[s] < 0) {
+          Op zero{Op::kZero};
+          zero.out = layer[s];
+          zero.out_w = hidden;
+          ops.push_back(zero);
+          continue;
+        }
+        copy_columns(state[s], l * hidden, hidden, layer[s], 0);
+        if (is_init >= 0) {
+          Op reset{Op::kResetRows};
+          reset.in = is_init;
+          reset.out = layer[s];
+          reset.out_w = hidden;
+          ops.push_back(reset);
+        }
+      }
+      const int64_t in_size = l == 0 ? o.input_size() : hidden;
+      Op op = recurrent_cell(lstm ? Op::kLstm : Op::kGru, params, "", absl::StrCat("_l", l), in_size, hidden,
+                             lstm ? 4 : 3, x, layer[0], path);
+      if (lstm) {
+        op.cell = layer[1];
+        op.out2 = add_temp(hidden);
+      }
+      ops.push_back(op);
+      if (l == 0) {
+        for (int s = 0; s < rnn.states(); ++s) {
+          next[s] = add_slot(NestedKey("_"), layers * hidden, {layers, hidden});
+        }
+      }
+      copy_columns(op.out, 0, hidden, next[0], l * hidden);
+      if (lstm) copy_columns(op.out2, 0, hidden, next[1], l * hidden);
+      x = op.out;
+    }
+    output(x, out_keys[0]);
+    for (int s = 0; s < rnn.states(); ++s) output(next[s], out_keys[1 + s]);
+    description.push_back(absl::StrCat(path, ": fused (", m.type_name(), " ", o.input_size(), "->", hidden, ", ", layers,
+                                       layers == 1 ? " layer)" : " layers)"));
   }
 
   // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot, cat)
@@ -392,23 +491,24 @@ struct FusedPlan::Impl {
     throw NotLowerable(absl::StrCat(path, ": a TensorDictModule around ", what, " (no fused kernel for it)"));
   }
 
-  // A GRU (3 gates) or LSTM (4 gates) cell reading (input, hidden state, ...): its torch.nn cell's
-  // weights transposed into the arena, the next hidden state in a new slot (so the modules after
-  // it, and the outputs, read the new state while the input slot keeps the old one).
-  Op recurrent_cell(Op::Kind kind, const torch::nn::Module& cell, int64_t input_size, int64_t hidden_size,
-                    int64_t gates, const std::vector<NestedKey>& in_keys, const std::string& path) {
+  // A GRU (3 gates) or LSTM (4 gates) cell reading slots `in` and `state`: the weights
+  // <prefix>weight_ih<suffix>, ... of `params` transposed into the arena, the next hidden state
+  // in a new slot (so the modules after it, and the outputs, read the new state while the input
+  // slot keeps the old one).
+  Op recurrent_cell(Op::Kind kind, const torch::OrderedDict<std::string, at::Tensor>& params, const std::string& prefix,
+                    const std::string& suffix, int64_t input_size, int64_t hidden_size, int64_t gates, int in,
+                    int state, const std::string& path) {
     Op op{kind};
-    op.in = find(in_keys[0], path);
-    op.state = find(in_keys[1], path);
+    op.in = in;
+    op.state = state;
     if (slots[op.in].width != input_size || slots[op.state].width != hidden_size) {
       throw NotLowerable(absl::StrCat(path, ": a cell of input_size ", input_size, " and hidden_size ", hidden_size,
                                       " reads values of widths ", slots[op.in].width, " and ", slots[op.state].width));
     }
     op.in_w = input_size;
     op.out_w = hidden_size;
-    const auto params = cell.named_parameters(/*recurse=*/true);
     auto weight = [&](const char* name) -> int64_t {
-      const at::Tensor* t = params.find(absl::StrCat("cell.", name));
+      const at::Tensor* t = params.find(absl::StrCat(prefix, name, suffix));
       return t != nullptr && t->defined() ? put(name[0] == 'w' ? t->t() : *t) : -1;
     };
     op.w = weight("weight_ih");
@@ -670,6 +770,8 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
         {tdpolicy::Module::kNetwork, &Impl::network_module},
         {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+        {tdpolicy::Module::kLstm, &Impl::recurrent_module},
+        {tdpolicy::Module::kGru, &Impl::recurrent_module},
     };
     if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
     for (const auto& [kind, lowering] : kLowerings) {
@@ -684,11 +786,16 @@ struct FusedPlan::Impl {
     std::string input_problem;
     for (size_t i = 0; i < signature.inputs.size(); ++i) {
       const policy::TensorSignature& in = signature.inputs[i];
-      if (in.shape.size() != 1 || in.dtype != at::kFloat) {
+      // Besides float32 vectors: a recurrent state [num_layers, hidden_size] and an is_init
+      // (bool, passed in as 0 / 1 floats), which only the recurrent lowerings read.
+      const bool vector = in.shape.size() == 1 && in.dtype == at::kFloat;
+      const bool state = in.state && in.dtype == at::kFloat;
+      const bool is_init = in.optional && in.dtype == at::kBool && in.numel_per_env() == 1;
+      if (!vector && !state && !is_init) {
         input_problem = absl::StrCat("inputs[", i, "] (", in.name, "): the plan takes float32 vectors");
         continue;
       }
-      inputs.push_back(add_slot(in.key, in.shape[0], in.shape));
+      inputs.push_back(add_slot(in.key, in.numel_per_env(), in.shape));
     }
     module(policy.spec.module(), *policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
@@ -769,6 +876,25 @@ struct FusedPlan::Impl {
           }
           break;
         }
+        case Op::kCopyColumns: {
+          const float* x = at(op.in) + op.in_off;
+          float* y = at(op.out) + op.out_off;
+          for (int64_t r = 0; r < rows; ++r) {
+            std::copy(x + r * op.in_w, x + r * op.in_w + op.out_w, y + r * op.out_stride);
+          }
+          break;
+        }
+        case Op::kResetRows: {
+          const float* is_init = at(op.in);
+          float* y = at(op.out);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (is_init[r] != 0.0f) std::fill(y + r * op.out_w, y + (r + 1) * op.out_w, 0.0f);
+          }
+          break;
+        }
+        case Op::kZero:
+          std::fill(at(op.out), at(op.out) + rows * op.out_w, 0.0f);
+          break;
       }
     }
   }

@@ -13,7 +13,9 @@
 // (nested) TensorDictSequential / ProbabilisticTensorDictSequential; TensorDictModules around
 // Mlp (every activation, layer_norm), torch::nn::Linear, MappingModule (the built-in mappings),
 // NormalParamExtractor, AddStateIndependentNormalScale, GruCell (in_keys input, hidden; out_keys
-// hidden) and LstmCell (input, h, c; h, c) with torch.nn.GRUCell / LSTMCell's equations; at most
+// hidden) and LstmCell (input, h, c; h, c) with torch.nn.GRUCell / LSTMCell's equations; lstm
+// and gru modules (TorchRL's LSTMModule / GRUModule, any number of layers: the state inputs
+// [num_layers, hidden_size], the is_init input, bool, passed to run() as 0 / 1 floats); at most
 // one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical, bernoulli,
 // normal, independent_normal, tanh_normal or delta, or a CompositeDistribution of those parts
 // (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the

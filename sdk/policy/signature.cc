@@ -82,7 +82,7 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
   const c10::IntArrayRef batch = observation.batch_size();
   for (const TensorSignature& input : inputs) {
     const bool present = observation.contains(input.key) && !observation.is_tensordict(input.key);
-    if (!present && state_optional && input.state) continue;
+    if (!present && ((state_optional && input.state) || input.optional)) continue;
     // Every call checks: the messages are built only for an error.
     auto declared = [&] {
       return absl::StrCat(c10::toString(input.dtype), " ", shape_string(input.shape), " per environment, batch_size ",
@@ -112,6 +112,7 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
 
 absl::StatusOr<std::vector<TensorSignature>> declared_inputs(const tdpolicy::PolicySpec& spec) {
   const std::vector<NestedKey> state = state_keys(spec);
+  const std::vector<NestedKey> optional = optional_inputs(spec);
   std::vector<TensorSignature> inputs;
   for (int i = 0; i < spec.inputs_size(); ++i) {
     const tdpolicy::InputSpec& input = spec.inputs(i);
@@ -123,7 +124,8 @@ absl::StatusOr<std::vector<TensorSignature>> declared_inputs(const tdpolicy::Pol
       return absl::InvalidArgumentError(
           absl::StrCat("inputs[", i, "].dtype: unknown dtype ", static_cast<int>(input.dtype())));
     }
-    inputs.push_back({*key, input.key(), *dtype, {input.shape().begin(), input.shape().end()}, contains(state, *key)});
+    inputs.push_back({*key, input.key(), *dtype, {input.shape().begin(), input.shape().end()}, contains(state, *key),
+                      contains(optional, *key) && !contains(state, *key)});
   }
   return inputs;
 }
@@ -131,7 +133,10 @@ absl::StatusOr<std::vector<TensorSignature>> declared_inputs(const tdpolicy::Pol
 absl::StatusOr<Signature> compute_signature(const tdpolicy::PolicySpec& spec, nn::TensorDictModuleBase& module) {
   Signature signature;
   signature.composite_lp_aggregate = nn::composite_lp_aggregate();
-  signature.state_keys = state_keys(spec);
+  for (const StateKey& state : recurrent_state(spec)) {
+    signature.state_keys.push_back(state.key);
+    signature.next_state_keys.push_back(state.next);
+  }
   absl::StatusOr<std::vector<TensorSignature>> inputs = declared_inputs(spec);
   if (!inputs.ok()) return inputs.status();
   signature.inputs = *std::move(inputs);
@@ -149,7 +154,7 @@ absl::StatusOr<Signature> compute_signature(const tdpolicy::PolicySpec& spec, nn
       if (!contains(returned, key)) returned.push_back(key);
     }
   }
-  for (const NestedKey& key : signature.state_keys) {
+  for (const NestedKey& key : signature.next_state_keys) {
     if (!contains(returned, key)) returned.push_back(key);
   }
 
@@ -189,7 +194,7 @@ absl::StatusOr<Signature> compute_signature(const tdpolicy::PolicySpec& spec, nn
     const at::Tensor value = probed->get(key);
     signature.outputs.push_back({key, key_string(key), value.scalar_type(),
                                  std::vector<int64_t>(value.sizes().begin() + 1, value.sizes().end()),
-                                 signature.is_state(key)});
+                                 contains(signature.next_state_keys, key)});
   }
   return signature;
 }

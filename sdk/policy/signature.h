@@ -12,10 +12,11 @@
 // Inputs are the spec's declared inputs (key, dtype, per-environment shape), in its order.
 // Outputs are the entries a call returns: the spec's output keys that the module writes, then,
 // when the policy was built with composite_lp_aggregate on, the root's aggregated log-prob keys
-// ("sample_log_prob") the spec does not list, then the recurrent state keys (the declared inputs
-// some module overwrites on purpose). Their dtypes and shapes come from one call at batch 1 on
-// zeros, made when the signature is computed, under each interaction type: the types that run
-// are the ones the policy supports.
+// ("sample_log_prob") the spec does not list, then where the recurrent state's next values go
+// (keys.h, recurrent_state: the state key itself, or ("next", key) for TorchRL's recurrent
+// modules). Their dtypes and shapes come from one call at batch 1 on zeros, made when the
+// signature is computed, under each interaction type: the types that run are the ones the
+// policy supports.
 #pragma once
 
 #include <absl/status/statusor.h>
@@ -45,7 +46,12 @@ struct TensorSignature {
   std::string name;            // the key as a spec writes it: "goal/position"
   at::ScalarType dtype = at::kFloat;
   std::vector<int64_t> shape;  // per environment, after the batch dims
-  bool state = false;          // a recurrent state key (read and written back)
+  // A recurrent state key (an input read and written back), or where a call writes its next
+  // value (an output: the key itself, or ("next", key)).
+  bool state = false;
+  // An input a call may leave out without being state: a recurrent module's is_init (missing:
+  // false, no row starts over).
+  bool optional = false;
 
   int64_t numel_per_env() const;
 };
@@ -53,8 +59,11 @@ struct TensorSignature {
 struct Signature {
   std::vector<TensorSignature> inputs;
   std::vector<TensorSignature> outputs;
-  // The recurrent state, in the order of the spec's inputs.
+  // The recurrent state, in the order of the spec's inputs (keys.h, recurrent_state): what a
+  // call reads, and, at the same index, where it writes the next call's value (the key itself,
+  // or ("next", key) as TorchRL's recurrent modules write it).
   std::vector<NestedKey> state_keys;
+  std::vector<NestedKey> next_state_keys;
   // The interaction types a call can use, in InteractionType's order.
   std::vector<nn::InteractionType> interaction_types;
   // The composite_lp_aggregate mode the policy was built under (it fixed the log-prob keys).
@@ -69,7 +78,8 @@ struct Signature {
 
   // Throws std::invalid_argument, prefixed by `who`, unless every declared input is an entry of
   // `observation` (a tensor, not a nested TensorDict) of shape batch_size + declared shape and of
-  // the declared dtype; with `state_optional`, state keys may be absent (checked when present).
+  // the declared dtype; with `state_optional`, state keys may be absent (checked when present);
+  // optional inputs (is_init) always may.
   // Entries the spec does not declare are allowed.
   void check_observation(const TensorDict& observation, const std::string& who, bool state_optional) const;
 };

@@ -527,14 +527,6 @@ class ExporterTest(unittest.TestCase):
             TensorDictModule(nn.Linear(4, 4), in_keys=["observation"], out_keys=["p"], inplace=False))
         self.assert_export_error(actor, td, "actor.module.0", "TensorDictModule", "inplace=False")
 
-    def test_torchrl_gru_module_is_refused_with_the_alternative(self):
-        from torchrl.modules import GRUModule
-        gru = GRUModule(input_size=3, hidden_size=4, in_key="observation", out_key="features")
-        actor = TensorDictSequential(gru, TensorDictModule(nn.Linear(4, 2), in_keys=["features"], out_keys=["action"]))
-        td = TensorDict({"observation": torch.randn(BATCH, 3), "recurrent_state": torch.zeros(BATCH, 1, 4),
-                         "is_init": torch.zeros(BATCH, 1, dtype=torch.bool)}, [BATCH])
-        self.assert_export_error(actor, td, "actor.module.0", "GRUModule", "nn.GRUCell")
-
     def test_subclass_overriding_forward_is_refused(self):
         class Doubling(TensorDictModule):
             def forward(self, tensordict, *args, **kwargs):

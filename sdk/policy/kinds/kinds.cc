@@ -6,12 +6,14 @@
 namespace tdp::policy::kinds {
 
 extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble;
+extern const ModuleKind kLstm, kGru;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
     kAddStateIndependentNormalScale, kOneHot, kCat;
 
 const std::vector<const ModuleKind*>& module_kinds() {
   static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork,
-                                                       &kProbabilistic, &kEnsemble};
+                                                       &kProbabilistic, &kEnsemble,   &kLstm,
+                                                       &kGru};
   return kinds;
 }
 

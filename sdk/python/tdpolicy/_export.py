@@ -2,7 +2,8 @@
 
 The walk maps each tensordict object to its tdpolicy.Module (TensorDictSequential -> sequential,
 ProbabilisticTensorDictSequential / ProbabilisticActor -> probabilistic_sequential,
-TensorDictModule / Actor -> network, ProbabilisticTensorDictModule -> probabilistic) and each
+TensorDictModule / Actor -> network, ProbabilisticTensorDictModule -> probabilistic, TorchRL's
+LSTMModule / GRUModule -> lstm / gru, their keys unchanged) and each
 network to its tdpolicy.Network (an nn.Sequential of Linear / LayerNorm / activation layers, such
 as TorchRL's MLP -> mlp; nn.Linear -> linear; nn.GRUCell -> gru_cell; tdpolicy.LSTMCell ->
 lstm_cell; a ScriptModule -> torchscript; NormalParamExtractor; AddStateIndependentNormalScale;
@@ -59,10 +60,13 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
         TanhNormal,
     )
     from torchrl.modules.distributions import TruncatedNormal as TorchRLTruncatedNormal
+    from torchrl.modules import GRUModule, LSTMModule
+    from torchrl.modules.tensordict_module.rnn import GRU as TorchRLGRU, LSTM as TorchRLLSTM
 except ImportError:  # pragma: no cover
     torchrl = None
     TorchRLMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
+    GRUModule = LSTMModule = TorchRLGRU = TorchRLLSTM = None
 
 # File extensions, as sdk/policy/spec_io.cc reads them.
 _FORMATS = {".pbtxt": "text", ".textproto": "text", ".txtpb": "text", ".txt": "text",
@@ -232,17 +236,57 @@ class _Walker:
         elif isinstance(obj, TensorDictModule):
             self.check_forward(obj, path, TensorDictModule)
             self.network_module(obj, path, overwrites, msg.network)
-        elif type(obj).__name__ in ("GRUModule", "LSTMModule") and type(obj).__module__.startswith("torchrl."):
-            raise ExportError(path, obj, "TorchRL's recurrent modules reset their state at is_init and write it "
-                              "under ('next', ...), which the spec has no field for; tdpolicy's recurrent "
-                              "networks are nn.GRUCell / tdpolicy.LSTMCell in a TensorDictModule that reads "
-                              "and writes the state keys")
+        elif _recurrent_kind(obj) is not None:
+            self.recurrent_module(obj, path, overwrites, msg)
         else:
             raise ExportError(path, obj, "not a TensorDictModule, TensorDictSequential, "
                               "ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential "
                               "(or a TorchRL Actor / ProbabilisticActor built on them)")
         msg.overwrite_keys.extend(overwrites)
         return msg
+
+    # TorchRL's LSTMModule / GRUModule -> tdpolicy.RecurrentModule (Module.lstm / Module.gru): one
+    # step per call, TorchRL's keys as they are (the state read at K, written at ("next", K)).
+    def recurrent_module(self, obj, path, overwrites, msg):
+        cls, attribute, network_classes, states = _recurrent_kind(obj)
+        self.check_forward(obj, path, cls)
+        net = getattr(obj, attribute)
+        name = cls.__name__
+        if obj.recurrent_mode:
+            raise ExportError(path, obj, "recurrent mode is on (default_recurrent_mode=True, or inside "
+                              "set_recurrent_mode(True)): it runs over a time dim, which training uses; the "
+                              "exported actor steps once per call, as %s does outside recurrent mode: export "
+                              "the acting policy, built without default_recurrent_mode" % name)
+        if type(net) not in network_classes:
+            raise ExportError(path + "." + attribute, net, "%s wraps %s; tdpolicy's %s runs torch's %s (or "
+                              "TorchRL's python_based one)" % (name, type(net).__name__, attribute,
+                                                                network_classes[0].__name__))
+        if net.bidirectional:
+            raise ExportError(path + "." + attribute, net, "bidirectional=True has no spec field (a policy "
+                              "stepping once per call runs forward only); use bidirectional=False")
+        if getattr(net, "proj_size", 0):
+            raise ExportError(path + "." + attribute, net, "proj_size=%d has no spec field; use proj_size=0"
+                              % net.proj_size)
+        if not net.batch_first:
+            raise ExportError(path + "." + attribute, net, "batch_first=False: %s needs batch_first=True" % name)
+        # dropout acts only in training; the exported policy is the module in eval mode.
+        kind = msg.lstm if attribute == "lstm" else msg.gru
+        kind.input_size = net.input_size
+        kind.hidden_size = net.hidden_size
+        kind.num_layers = net.num_layers
+        kind.no_bias = not net.bias
+        in_keys, out_keys = list(obj.in_keys), list(obj.out_keys)
+        if len(in_keys) != states + 2 or unravel_key(in_keys[-1]) != "is_init" or len(out_keys) != states + 1:
+            raise ExportError(path, obj, "in_keys %r / out_keys %r are not %s's (input, %d state(s), is_init) / "
+                              "(output, %d next state(s))" % (in_keys, out_keys, name, states, states))
+        # The input must exist; the states and is_init are declared by the example (export adds
+        # zeros / false where it lacks them), or written by an earlier module.
+        kind.in_keys.append(self.read(in_keys[0], path, obj))
+        for key in in_keys[1:]:
+            kind.in_keys.append(self.read(key, path, obj))
+        for key in out_keys:
+            kind.out_keys.append(self.write(key, overwrites, path))
+        self.add_parameters(obj, self.python_prefix, self.cpp_prefix)
 
     # EnsembleModule -> tdpolicy.Ensemble. tdpolicy names the copies' stacked parameters
     # "params.<module's names>" where tensordict has "params_td.<...>"; the template's are
@@ -671,6 +715,42 @@ class _Walker:
         return msg
 
 
+def _recurrent_kind(obj):
+    """(class, network attribute, accepted network classes, number of states) of a TorchRL
+    LSTMModule / GRUModule, else None."""
+    if LSTMModule is not None and isinstance(obj, LSTMModule):
+        return LSTMModule, "lstm", (nn.LSTM, TorchRLLSTM), 2
+    if GRUModule is not None and isinstance(obj, GRUModule):
+        return GRUModule, "gru", (nn.GRU, TorchRLGRU), 1
+    return None
+
+
+def _with_recurrent_inputs(module, example):
+    """The example, with zeros at the recurrent states and False at is_init of every LSTMModule /
+    GRUModule it lacks (what those modules assume when the keys are missing, and what the actor
+    then supplies): the states are declared inputs, so that the C++ actor keeps them."""
+    added = example
+    for sub in module.modules():
+        kind = _recurrent_kind(sub)
+        if kind is None:
+            continue
+        net = getattr(sub, kind[1])
+        keys = [unravel_key(k) for k in sub.in_keys]
+        have = set(k for k, _ in leaves(example))
+        weight = next(net.parameters(), None)
+        dtype = weight.dtype if weight is not None else torch.get_default_dtype()
+        if net.bidirectional or getattr(net, "proj_size", 0):
+            continue  # refused by the walk, which names the setting
+        for key in keys[1:-1]:
+            if key not in have:
+                added = added.clone(False) if added is example else added
+                added.set(key, torch.zeros(*example.batch_size, net.num_layers, net.hidden_size, dtype=dtype))
+        if keys[-1] not in have:
+            added = added.clone(False) if added is example else added
+            added.set(keys[-1], torch.zeros(*example.batch_size, 1, dtype=torch.bool))
+    return added
+
+
 def _ensemble_expands_input(obj, path):
     """tensordict's EnsembleModule keeps expand_input only in the in_dims of its torch.vmap
     wrapper ((None, 0): every copy reads the same input; 0: the input has the copies dim). Read
@@ -807,7 +887,7 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
     if not isinstance(module, TensorDictModuleBase):
         raise ExportError("actor", module, "expected a tensordict.nn module (TensorDictModule, "
                           "TensorDictSequential, ProbabilisticTensorDictModule/Sequential, TorchRL Actor)")
-    example = _example_td(example)
+    example = _with_recurrent_inputs(module, _example_td(example))
     folder = os.path.dirname(os.path.abspath(path))
     stem = os.path.basename(path)
     stem = stem[:stem.rfind(".")] if "." in stem else stem
