@@ -54,7 +54,8 @@ at::Tensor y_input() { return torch::linspace(0.5, -0.5, 10).reshape({5, 2}); }
 
 tdpolicy::PolicySpec spec_with(const std::string& package_fields, const std::string& in_keys = "\"x\", \"y\"") {
   return parse_text_or_fail(
-      "inputs { key: \"x\" shape: 4 } inputs { key: \"y\" shape: 2 } output_keys: \"a\" output_keys: \"b\" "
+      "parameters {} inputs { key: \"x\" shape: 4 } inputs { key: \"y\" shape: 2 } output_keys: \"a\" "
+      "output_keys: \"b\" "
       "module { network { in_keys: [" +
       in_keys + "] out_keys: [\"a\", \"b\"] network { aoti_package { file: \"tiny.pt2\" " + package_fields +
       " } } } }");
