@@ -34,7 +34,7 @@ def _maybe(rule, name, **kwargs):
 
 def tdpolicy_dependencies():
     """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, Debian's
-    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog, Eigen and cairo, and the offline
+    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog, Eigen, OpenSSL's libcrypto and cairo, and the offline
     Bazel stand-ins. Repositories are fetched only when a target being built uses them, so a
     workspace that builds only the SDK never needs cairo (only the sample agents' plots use it)."""
     for name in ["rules_cc", "rules_java", "rules_proto", "remote_coverage_tools"]:
@@ -71,4 +71,5 @@ def tdpolicy_dependencies():
     _maybe(pkg_config_library, "zlib", package = "zlib1g-dev", targets = {"zlib": ["zlib"]})
     _maybe(pkg_config_library, "spdlog", package = "libspdlog-dev", targets = {"spdlog": ["spdlog", "fmt"]})
     _maybe(pkg_config_library, "eigen", package = "libeigen3-dev", targets = {"eigen": ["eigen3"]})
+    _maybe(pkg_config_library, "openssl", package = "libssl-dev", targets = {"crypto": ["libcrypto"]})
     _maybe(pkg_config_library, "cairo", package = "libcairo2-dev", targets = {"cairo": ["cairo"]})

@@ -483,6 +483,9 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
     };
     if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
+    if (spec.kind_case() == tdpolicy::Network::kAotiPackage) {
+      throw NotLowerable(absl::StrCat(path, ": an AOTInductor package runs on LibTorch"));
+    }
     for (const auto& [kind, lowering] : kLowerings) {
       if (kind == spec.kind_case()) return (this->*lowering)(module, path);
     }

@@ -58,7 +58,7 @@ struct LoadOptions {
   bool run_self_tests = false;
   // File sizes, nesting and element counts, checked before anything is allocated (limits.h).
   Limits limits;
-  // parameters_file and torchscript.file name files inside the spec's folder: an absolute path
+  // parameters_file, torchscript.file and aoti_package.file name files inside the spec's folder: an absolute path
   // or a ".." level is an error unless this is set (`tdp --allow_outside_files`).
   bool allow_outside_files = false;
   // A NaN or infinite parameter value is an error naming the parameter unless this is set; then

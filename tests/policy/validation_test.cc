@@ -2,6 +2,7 @@
 // file, the field path and a hint, before any tensor runs. Messages are compared exactly.
 #include <absl/strings/str_join.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -338,6 +339,70 @@ TEST(Validation, EveryKeyFieldMustParseEvenWhenUnused) {
   entry->set_name("");
   EXPECT_EQ(error_of(spec), "t.pbtxt: self_tests[0].inputs[0].name: key \"\" is empty or has an empty level "
                             "(levels are separated by \"/\")");
+}
+
+// ---- aoti_package -------------------------------------------------------------------------------
+
+// The first module reads the observation through an AOTInductor package instead of the mlp.
+tdpolicy::PolicySpec with_aoti_package(const std::string& fields) {
+  tdpolicy::PolicySpec spec = valid();
+  auto* network = module_at(spec, 0).mutable_network()->mutable_network();
+  network->Clear();
+  if (!google::protobuf::TextFormat::ParseFromString(fields, network->mutable_aoti_package())) {
+    ADD_FAILURE() << "cannot parse " << fields;
+  }
+  return spec;
+}
+
+constexpr char kDigest[] = "sha256: \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"";
+
+TEST(Validation, AotiPackageFields) {
+  const std::string at = "t.pbtxt: module.sequential.modules[0].network.network.aoti_package";
+  EXPECT_EQ(error_of(with_aoti_package(kDigest)),
+            at + ".file: no file given (hint: a .pt2 file written by torch._inductor.aoti_compile_and_package, "
+                 "next to the spec)");
+  EXPECT_EQ(error_of(with_aoti_package("file: \"actor.0.pt2\" sha256: \"abc\"")),
+            at + ".sha256: expected the file's SHA-256 as 64 hex digits, got \"abc\" (hint: sha256sum actor.0.pt2)");
+  EXPECT_EQ(error_of(with_aoti_package("file: \"actor.0.pt2\"")),
+            at + ".sha256: expected the file's SHA-256 as 64 hex digits, got \"\" (hint: sha256sum actor.0.pt2)");
+  EXPECT_EQ(error_of(with_aoti_package(std::string("file: \"actor.0.pt2\" device: \"gpu\" ") + kDigest)),
+            at + ".device: unknown device \"gpu\" (hint: cpu (the default) or cuda: what the package was "
+                 "compiled for)");
+  EXPECT_EQ(error_of(with_aoti_package(std::string("file: \"../actor.0.pt2\" ") + kDigest)),
+            at + ".file: \"../actor.0.pt2\" leaves the spec's folder (\"..\") (hint: name a file in the spec's "
+                 "folder, or allow outside files with LoadOptions.allow_outside_files or the tdp flag "
+                 "--allow_outside_files)");
+  EXPECT_OK(
+      validate_spec(with_aoti_package(std::string("file: \"actor.0.pt2\" device: \"cuda\" ") + kDigest), "t.pbtxt"));
+}
+
+TEST(Validation, AotiPackageFileErrorsAreLoadErrors) {
+  const std::string folder = temp_path("");
+  const tdpolicy::PolicySpec missing = with_aoti_package(std::string("file: \"no_such_package.pt2\" ") + kDigest);
+  auto policy = build_policy(missing, "t.pbtxt", folder);
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().message(),
+            "t.pbtxt: module: cannot build the policy: " + folder +
+                "/no_such_package.pt2: cannot open the AOTInductor package (aoti_package.file): no such file");
+
+  write_file(folder + "/not_a_package.pt2", "not a zip");
+  policy = build_policy(with_aoti_package(std::string("file: \"not_a_package.pt2\" ") + kDigest), "t.pbtxt", folder);
+  ASSERT_FALSE(policy.ok());
+  EXPECT_EQ(policy.status().message(),
+            "t.pbtxt: module: cannot build the policy: " + folder +
+                "/not_a_package.pt2: the file's SHA-256 is "
+                "a3989126344744ef800dbc88bf7e744853f3f2eac75c9ab3301f4e845ef22078, not the aoti_package.sha256 "
+                "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef of the spec (hint: "
+                "tdpolicy.export(..., fallback=\"aoti\") writes the package and its digest)");
+
+  // The right digest of a file that is no package.
+  policy =
+      build_policy(with_aoti_package("file: \"not_a_package.pt2\" "
+                                     "sha256: \"a3989126344744ef800dbc88bf7e744853f3f2eac75c9ab3301f4e845ef22078\""),
+                   "t.pbtxt", folder);
+  ASSERT_FALSE(policy.ok());
+  EXPECT_THAT(std::string(policy.status().message()),
+              ::testing::HasSubstr(folder + "/not_a_package.pt2: not an AOTInductor package: "));
 }
 
 }  // namespace

@@ -8,7 +8,9 @@ network to its tdpolicy.Network (an nn.Sequential of Linear / LayerNorm / activa
 as TorchRL's MLP -> mlp; nn.Linear -> linear; nn.GRUCell -> gru_cell; tdpolicy.LSTMCell ->
 lstm_cell; a ScriptModule -> torchscript; NormalParamExtractor; AddStateIndependentNormalScale;
 a tensordict mapping or softplus/ReLU/Identity module -> mapping). Anything the spec cannot express
-raises ExportError naming the submodule's path and type: nothing is approximated.
+raises ExportError naming the submodule's path and type: nothing is approximated. With
+fallback="aoti", a network no kind expresses is compiled instead (torch.export + AOTInductor, a .pt2
+file next to the spec: _aoti.py); TorchScript modules still export as torchscript.
 
 Parameters are written under the names the C++ loader's named_parameters() gives the same tree
 (an Mlp keeps its layers in `layers`, a GruCell its torch cell in `cell`, a
@@ -45,6 +47,7 @@ from tensordict.nn.probabilistic import composite_lp_aggregate
 from tensordict.nn.utils import _MAPPINGS, biased_softplus, mappings
 from tensordict.utils import unravel_key
 
+from tdpolicy import _aoti
 from tdpolicy._errors import ExportError
 from tdpolicy._modules import LSTMCell
 from tdpolicy._proto import json_format, spec_pb2, text_format
@@ -146,8 +149,13 @@ def _inherits_forward(obj, base):
 # ---- the walk ----------------------------------------------------------------------------------
 
 class _Walker:
-    def __init__(self, root, example, name):
+    def __init__(self, root, example, name, packager=None, recorded=None):
         self.root = root
+        # fallback="aoti": what compiles the networks no kind expresses, and the inputs each
+        # TensorDictModule received on the example (by id); None without the fallback.
+        self.packager = packager
+        self.recorded = recorded or {}
+        self.packaged = []  # Python names of the parameters and buffers inside AOTInductor packages
         self.example = example
         self.example_keys = {k for k, _ in leaves(example)}
         self.name = name
@@ -350,8 +358,19 @@ class _Walker:
             raise ExportError(path, obj, "inplace=%r has no spec field (only the default, True)" % (obj.inplace,))
         for key in obj.in_keys:
             msg.in_keys.append(self.read(key, path, obj))
-        self.network(obj.module, path + ".module", getattr(obj, "method", None), len(obj.in_keys),
-                     len(obj.out_keys), msg.network)
+        first = len(self.parameters)
+        method = getattr(obj, "method", None)
+        try:
+            self.network(obj.module, path + ".module", method, len(obj.in_keys), len(obj.out_keys), msg.network)
+        except ExportError as error:
+            if self.packager is None:
+                raise _aoti.with_fallback_hint(error)
+            del self.parameters[first:]
+            msg.network.Clear()
+            self.packager.package(obj, obj.module, path + ".module", method, self.recorded.get(id(obj)), msg.network)
+            python = self.python_prefix + "module."
+            self.packaged.extend(python + name for name, _ in
+                                 list(obj.module.named_parameters()) + list(obj.module.named_buffers()))
         for key in obj.out_keys:
             msg.out_keys.append("_" if key == "_" else self.write(key, overwrites, path))
         return msg
@@ -429,7 +448,7 @@ class _Walker:
             return
         raise ExportError(path, net, "no tdpolicy.Network counterpart (mlp: an nn.Sequential of Linear, "
                           "LayerNorm and activation layers such as TorchRL's MLP; linear; nn.GRUCell; "
-                          "tdpolicy.LSTMCell; a TorchScript module; NormalParamExtractor; "
+                          "tdpolicy.LSTMCell; NormalParamExtractor; "
                           "AddStateIndependentNormalScale; a tensordict mapping)")
 
     def mlp(self, seq, path, n_in, n_out, python, cpp, msg):
@@ -864,7 +883,7 @@ def _actions_for(module, inputs, example, sample_keys, seed):
 # ---- export ---------------------------------------------------------------------------------
 
 def export(module, path, example, *, parameters="embedded", self_test=True, name=None, version="1",
-           description=None, atol=1e-6, rtol=1e-6, action_seed=0):
+           description=None, atol=1e-6, rtol=1e-6, action_seed=0, fallback=None, aoti_device="cpu"):
     """Writes `module` as a tdpolicy.PolicySpec at `path` and returns the PolicySpec message.
 
     module: a TensorDictModule / TensorDictSequential / ProbabilisticTensorDictModule /
@@ -879,11 +898,26 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
     self_test: record what Python computes on `example` (deterministic outputs, log-probs of the
         given actions) with tolerances atol / rtol, so `tdp validate` and load_policy(...,
         run_self_tests) prove the C++ side computes the same.
+    fallback: None, or "aoti": a network (a TensorDictModule's module) that no tdpolicy.Network
+        kind expresses, such as a custom nn.Module, is traced by torch.export with a dynamic batch
+        dim on the inputs it received when the policy ran on `example`, and compiled by
+        AOTInductor into `<stem>.<n>.pt2` next to the spec (its SHA-256 in the spec; its weights
+        inside it). Compiling takes tens of seconds per network; C++ runs it on LibTorch.
+    aoti_device: "cpu", or "cuda" to compile the packages for a GPU (needs a GPU and nvcc here;
+        the policy then loads on a CUDA actor only, so self_test must be False: the self tests
+        run on the CPU when a policy loads).
     Raises ExportError naming the submodule's path and type for anything the spec cannot express.
     """
     fmt = spec_format(path)
     if parameters not in ("embedded", "file"):
         raise ValueError("parameters=%r: expected \"embedded\" or \"file\"" % (parameters,))
+    if fallback not in (None, "aoti"):
+        raise ValueError("fallback=%r: expected None or \"aoti\"" % (fallback,))
+    if aoti_device not in ("cpu", "cuda"):
+        raise ValueError("aoti_device=%r: expected \"cpu\" or \"cuda\"" % (aoti_device,))
+    if aoti_device == "cuda" and self_test:
+        raise ValueError("aoti_device=\"cuda\" needs self_test=False: a CUDA package runs on a CUDA actor only, "
+                         "and the self tests run on the CPU when the policy loads")
     if not isinstance(module, TensorDictModuleBase):
         raise ExportError("actor", module, "expected a tensordict.nn module (TensorDictModule, "
                           "TensorDictSequential, ProbabilisticTensorDictModule/Sequential, TorchRL Actor)")
@@ -896,18 +930,25 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
 
     was_training = module.training
     module.eval()
+    packager = _aoti.AotiPackager(stem, example.batch_dims, aoti_device) if fallback == "aoti" else None
     try:
         # Run first: lazy layers materialize, and a module that cannot run on the example fails
-        # here with Python's own error rather than later in C++.
-        _python_outputs(module, example)
-        walker = _Walker(module, example, stem)
+        # here with Python's own error rather than later in C++. With the fallback, the inputs
+        # each TensorDictModule receives are recorded: a package is traced on them.
+        recorder = _aoti.InputRecorder(module, TensorDictModule) if packager is not None else None
+        try:
+            _python_outputs(module, example)
+        finally:
+            if recorder is not None:
+                recorder.remove()
+        walker = _Walker(module, example, stem, packager, recorder.inputs if recorder is not None else None)
         spec = spec_pb2.PolicySpec()
         spec.name = name if name is not None else stem
         spec.version = version
         walker.module(module, "actor", out=spec.module)
         python = dict(module.named_parameters())
         python.update(dict(module.named_buffers()))
-        mapped = [p for _, p, _ in walker.parameters]
+        mapped = [p for _, p, _ in walker.parameters] + walker.packaged
         missing = sorted(set(python) - set(mapped))
         if missing:
             raise ExportError("actor", module, "parameters or buffers the spec does not hold: %s" % ", ".join(missing))
@@ -945,12 +986,21 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
         if self_test:
             actions = _actions_for(module, inputs, example, sample_keys_of(walker), action_seed)
             make_self_test(module, inputs, actions, out_keys, atol, rtol, spec.self_tests.add())
+    except BaseException:
+        if packager is not None:
+            packager.close()
+        raise
     finally:
         module.train(was_training)
 
     os.makedirs(folder, exist_ok=True)
     for filename, script in walker.scripts:
         torch.jit.save(script, os.path.join(folder, filename))
+    if packager is not None:
+        try:
+            packager.write(folder)
+        finally:
+            packager.close()
     if parameters_file is not None:
         _write_atomic(os.path.join(folder, parameters_file), params.SerializeToString(deterministic=True))
     _write_atomic(path, serialize(spec, fmt))
