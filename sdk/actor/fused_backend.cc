@@ -86,7 +86,8 @@ bool FusedBackend::accepts(const ActCall& call) const {
       if (core_.state.empty() || !core_.policy.signature.is_state(slot.key)) return false;
       continue;
     }
-    if (x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) return false;
+    const at::ScalarType dtype = slot.float64 ? at::kDouble : at::kFloat;
+    if (x.scalar_type() != dtype || !x.device().is_cpu() || x.dim() != 2 || x.size(1) != slot.width) return false;
   }
   return true;
 }
@@ -107,7 +108,8 @@ TensorDict FusedBackend::act(const ActCall& call) {
   for (int s : plan.input_slots()) {
     const NestedKey& key = plan.slot(s).key;
     if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
-      inputs.push_back(given.contiguous());
+      // A float64 input's cast to float32 is the to_dtype the plan lowered to a copy.
+      inputs.push_back(plan.slot(s).float64 ? given.to(at::kFloat).contiguous() : given.contiguous());
     } else {
       const std::vector<NestedKey>& keys = core_.state.keys();
       inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());

@@ -21,6 +21,7 @@
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
+#include "sdk/nn/transforms.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
@@ -42,7 +43,7 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm } kind;
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
@@ -53,6 +54,9 @@ struct Op {
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
+  bool standard_normal = false;
+  float clip = std::numeric_limits<float>::infinity();
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -189,6 +193,11 @@ struct FusedPlan::Impl {
   int find(const NestedKey& key, const std::string& path) const {
     const int s = find_or_none(key);
     if (s < 0) throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
+    if (slots[s].float64) {
+      throw NotLowerable(absl::StrCat(path, ": reads the float64 input ", key.to_string(),
+                                      "; the plan computes in float32 and reads a float64 input only through a "
+                                      "to_dtype to float32 (DoubleToFloat)"));
+    }
     return s;
   }
   int add_slot(NestedKey key, int64_t width, std::vector<int64_t> shape, bool integer = false) {
@@ -370,6 +379,55 @@ struct FusedPlan::Impl {
     description.push_back(absl::StrCat(path, ": fused (LstmCell ", o.input_size(), "->", o.hidden_size(), ")"));
   }
 
+  void lower_observation_norm(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& norm = network_as<nn::ObservationNormImpl>(module, path);
+    need(module, 1, 1, "ObservationNorm", path);
+    Op op{Op::kObservationNorm};
+    op.in = find(module.in_keys()[0], path);
+    op.out_w = slots[op.in].width;
+    if (norm.loc.dim() > 1) throw NotLowerable(absl::StrCat(path, ": loc and scale of more than one dim"));
+    op.w = put(norm.loc.expand({op.out_w}));
+    op.b = put(norm.scale.expand({op.out_w}));
+    op.standard_normal = norm.options().standard_normal();
+    if (norm.options().clip()) op.clip = static_cast<float>(*norm.options().clip());
+    op.out = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (ObservationNorm", norm.options().clip() ? ", clip" : "", ")"));
+  }
+
+  // A cast to float32 is a copy in the plan (its values are float32 already, a float64 input's
+  // cast by the caller: FusedPlan::Slot::float64).
+  void lower_to_dtype(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& cast = network_as<nn::ToDtypeImpl>(module, path);
+    need(module, 1, 1, "ToDtype", path);
+    if (cast.dtype() != at::kFloat) {
+      throw NotLowerable(absl::StrCat(path, ": casts to ", c10::toString(cast.dtype()),
+                                      "; the plan computes in float32 only"));
+    }
+    Op op{Op::kMapping};
+    op.in = find_or_none(module.in_keys()[0]);
+    if (op.in < 0) op.in = find(module.in_keys()[0], path);  // the error naming the key
+    op.out_w = slots[op.in].width;
+    op.out = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (ToDtype float32)"));
+  }
+
+  void lower_to_tensor_image(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path,
+                                    ": a ToTensorImage reads an image [H, W, C]; the plan's values are vectors "
+                                    "(an image policy runs on LibTorch)"));
+  }
+
+  void lower_multi_agent_mlp(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path,
+                                    ": a MultiAgentMlp reads and writes [n_agents, features] per row; the plan's "
+                                    "values are vectors and its heads have no agent dim (a multi-agent policy "
+                                    "runs on LibTorch)"));
+  }
+
   // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot, cat)
   // is not lowerable.
   void network(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path) {
@@ -382,6 +440,10 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kMapping, &Impl::lower_mapping},
         {tdpolicy::Network::kNormalParamExtractor, &Impl::lower_normal_param_extractor},
         {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
+        {tdpolicy::Network::kMultiAgentMlp, &Impl::lower_multi_agent_mlp},
+        {tdpolicy::Network::kObservationNorm, &Impl::lower_observation_norm},
+        {tdpolicy::Network::kToDtype, &Impl::lower_to_dtype},
+        {tdpolicy::Network::kToTensorImage, &Impl::lower_to_tensor_image},
     };
     if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
     for (const auto& [kind, lowering] : kLowerings) {
@@ -684,11 +746,12 @@ struct FusedPlan::Impl {
     std::string input_problem;
     for (size_t i = 0; i < signature.inputs.size(); ++i) {
       const policy::TensorSignature& in = signature.inputs[i];
-      if (in.shape.size() != 1 || in.dtype != at::kFloat) {
+      if (in.shape.size() != 1 || (in.dtype != at::kFloat && in.dtype != at::kDouble)) {
         input_problem = absl::StrCat("inputs[", i, "] (", in.name, "): the plan takes float32 vectors");
         continue;
       }
       inputs.push_back(add_slot(in.key, in.shape[0], in.shape));
+      slots.back().float64 = in.dtype == at::kDouble;
     }
     module(policy.spec.module(), *policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
@@ -697,6 +760,7 @@ struct FusedPlan::Impl {
     for (const policy::TensorSignature& out : signature.outputs) {
       const int s = find_or_none(out.key);
       if (s < 0) throw NotLowerable(absl::StrCat("outputs: the plan does not compute \"", out.name, "\""));
+      if (slots[s].float64) throw NotLowerable(absl::StrCat("outputs: \"", out.name, "\" is a float64 input"));
       outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
@@ -752,6 +816,22 @@ struct FusedPlan::Impl {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * d + j];
               scale[r * d + j] = arena[op.w + j];
+            }
+          }
+          break;
+        }
+        case Op::kObservationNorm: {
+          const float* x = at(op.in);
+          float* y = at(op.out);
+          const float* loc = arena.data() + op.w;
+          const float* scale = arena.data() + op.b;
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              // TorchRL's expressions: (x - loc) / scale, or x * scale + loc (two roundings).
+              const float v = x[r * d + j];
+              float out = op.standard_normal ? (v - loc[j]) / scale[j] : v * scale[j] + loc[j];
+              y[r * d + j] = std::min(std::max(out, -op.clip), op.clip);
             }
           }
           break;
