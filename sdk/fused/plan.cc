@@ -43,7 +43,7 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm } kind;
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm, kCopyColumns } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
@@ -54,6 +54,8 @@ struct Op {
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  // kCopyColumns: in's rows (in_w wide) go to out's rows (out_w wide) from column `column`.
+  int64_t column = 0;
   // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
   bool standard_normal = false;
   float clip = std::numeric_limits<float>::infinity();
@@ -415,6 +417,36 @@ struct FusedPlan::Impl {
     description.push_back(absl::StrCat(path, ": fused (ToDtype float32)"));
   }
 
+  // A cat (TorchRL's CatTensors) of float vectors: each input's rows copied side by side.
+  void lower_cat(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    network_as<nn::CatImpl>(module, path);
+    need(module, module.in_keys().size(), 1, "Cat", path);
+    std::vector<int> sources;
+    int64_t width = 0;
+    for (const NestedKey& key : module.in_keys()) {
+      sources.push_back(find(key, path));
+      if (slots[sources.back()].integer) {
+        throw NotLowerable(absl::StrCat(path, ": joins the integer value ", key.to_string(),
+                                        " (torch.cat's dtype promotion is not the plan's)"));
+      }
+      width += slots[sources.back()].width;
+    }
+    const int out = add_temp(width);
+    int64_t column = 0;
+    for (int source : sources) {
+      Op op{Op::kCopyColumns};
+      op.in = source;
+      op.out = out;
+      op.in_w = slots[source].width;
+      op.out_w = width;
+      op.column = column;
+      column += op.in_w;
+      ops.push_back(op);
+    }
+    output(out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (Cat of ", sources.size(), ")"));
+  }
+
   void lower_to_tensor_image(const nn::TensorDictModuleImpl&, const std::string& path) {
     throw NotLowerable(absl::StrCat(path,
                                     ": a ToTensorImage reads an image [H, W, C]; the plan's values are vectors "
@@ -428,8 +460,8 @@ struct FusedPlan::Impl {
                                     "runs on LibTorch)"));
   }
 
-  // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot, cat)
-  // is not lowerable.
+  // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot) is
+  // not lowerable.
   void network(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path) {
     using Lowering = void (Impl::*)(const nn::TensorDictModuleImpl&, const std::string&);
     static const std::pair<tdpolicy::Network::KindCase, Lowering> kLowerings[] = {
@@ -440,6 +472,7 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kMapping, &Impl::lower_mapping},
         {tdpolicy::Network::kNormalParamExtractor, &Impl::lower_normal_param_extractor},
         {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
+        {tdpolicy::Network::kCat, &Impl::lower_cat},
         {tdpolicy::Network::kMultiAgentMlp, &Impl::lower_multi_agent_mlp},
         {tdpolicy::Network::kObservationNorm, &Impl::lower_observation_norm},
         {tdpolicy::Network::kToDtype, &Impl::lower_to_dtype},
@@ -834,6 +867,12 @@ struct FusedPlan::Impl {
               y[r * d + j] = std::min(std::max(out, -op.clip), op.clip);
             }
           }
+          break;
+        }
+        case Op::kCopyColumns: {
+          const float* x = at(op.in);
+          float* y = at(op.out) + op.column;
+          for (int64_t r = 0; r < rows; ++r) std::copy(x + r * op.in_w, x + (r + 1) * op.in_w, y + r * op.out_w);
           break;
         }
         case Op::kGru:
