@@ -43,7 +43,18 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm, kCopyColumns } kind;
+  enum Kind {
+    kLinear,
+    kLayerNorm,
+    kActivation,
+    kMapping,
+    kSplitNormal,
+    kAddScale,
+    kGru,
+    kLstm,
+    kObservationNorm,
+    kCopyColumns
+  } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.

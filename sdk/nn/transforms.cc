@@ -21,7 +21,8 @@ void ObservationNormImpl::reset() {
     }
   }
   if (options_.clip() && !(*options_.clip() > 0 && std::isfinite(*options_.clip()))) {
-    throw std::invalid_argument(absl::StrCat("ObservationNorm: clip must be positive and finite, got ", *options_.clip()));
+    throw std::invalid_argument(
+        absl::StrCat("ObservationNorm: clip must be positive and finite, got ", *options_.clip()));
   }
   loc = register_buffer("loc", at::zeros(options_.shape()));
   scale = register_buffer("scale", at::ones(options_.shape()));

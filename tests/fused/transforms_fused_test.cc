@@ -23,26 +23,36 @@ using actor::ActorOptions;
 using actor::Backend;
 using nn::InteractionType;
 
-// observation [3] (float64 when `float64`) -> [to_dtype] -> observation_norm -> Mlp -> a
-// TanhNormal head.
-std::string norm_spec(bool float64, bool standard_normal, const std::string& clip) {
-  return std::string("inputs { key: 'observation' shape: 3") + (float64 ? " dtype: FLOAT64" : "") +
+// Where a float64 observation is cast: not at all (a float32 input), before the
+// observation_norm (DoubleToFloat first), or after it (the norm computes in float64).
+enum class Cast { kNone, kFirst, kAfterNorm };
+
+// observation [3] -> the cast and an observation_norm -> Mlp -> a Normal head.
+std::string norm_spec(Cast cast, bool standard_normal, const std::string& clip) {
+  const std::string to_float = "network { to_dtype { dtype: FLOAT32 } }";
+  const std::string norm = std::string("network { observation_norm { shape: 3 standard_normal: ") +
+                           (standard_normal ? "true" : "false") + clip + " } }";
+  std::string modules;
+  if (cast == Cast::kFirst) {
+    modules += "modules { network { in_keys: 'observation' out_keys: 'observation' " + to_float +
+               " } overwrite_keys: 'observation' }\n";
+  }
+  modules += "modules { network { in_keys: 'observation' out_keys: 'normalized' " + norm + " } }\n";
+  if (cast == Cast::kAfterNorm) {
+    modules += "modules { network { in_keys: 'normalized' out_keys: 'normalized' " + to_float +
+               " } overwrite_keys: 'normalized' }\n";
+  }
+  return std::string("inputs { key: 'observation' shape: 3") + (cast == Cast::kNone ? "" : " dtype: FLOAT64") +
          " }\n"
          "output_keys: 'action' output_keys: 'action_log_prob'\n"
          "module { sequential {\n" +
-         (float64 ? "  modules { network { in_keys: 'observation' out_keys: 'observation' network { to_dtype { "
-                    "dtype: FLOAT32 } } } overwrite_keys: 'observation' }\n"
-                  : "") +
-         "  modules { network { in_keys: 'observation' out_keys: 'normalized' network { observation_norm { "
-         "shape: 3 standard_normal: " +
-         (standard_normal ? "true" : "false") + clip +
-         " } } } }\n"
+         modules +
          "  modules { probabilistic_sequential {\n"
          "    modules { network { in_keys: 'normalized' out_keys: 'params' network { mlp { in_features: 3 "
          "hidden_sizes: [16] out_features: 4 } } } }\n"
          "    modules { network { in_keys: 'params' out_keys: ['loc', 'scale'] network { normal_param_extractor { "
          "} } } }\n"
-         "    modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'tanh_normal' "
+         "    modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'normal' "
          "return_log_prob: true log_prob_key: 'action_log_prob' } }\n"
          "  } }\n"
          "} }\ninit_seed: 3";
@@ -71,10 +81,10 @@ void expect_parity(const std::string& text, at::ScalarType dtype, const std::str
   for (int64_t batch : {1, 7, 64, 300}) {
     at::manual_seed(batch);
     TensorDict obs({batch});
-    obs.set("observation", (at::randn({batch, 3}) * at::tensor({6.0f, 1.0f, 16.0f}) + at::tensor({5.0f, -1.0f, 2.0f}))
-                               .to(dtype));
-    for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode}) {
-      ASSERT_TRUE(fused->describe().runs_fused(batch, type)) << name;
+    obs.set("observation",
+            (at::randn({batch, 3}) * at::tensor({6.0f, 1.0f, 16.0f}) + at::tensor({5.0f, -1.0f, 2.0f})).to(dtype));
+    for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode, InteractionType::kMean}) {
+      ASSERT_TRUE(fused->describe().runs_fused(batch, type)) << name << " " << nn::to_string(type);
       TensorDict a = fused->act(obs, type);
       TensorDict b = reference->act(obs, type);
       for (const char* key : {"action", "action_log_prob"}) {
@@ -88,22 +98,21 @@ void expect_parity(const std::string& text, at::ScalarType dtype, const std::str
 }
 
 TEST(FusedTransforms, ObservationNormEqualsLibTorch) {
-  expect_parity(norm_spec(false, true, ""), at::kFloat, "standard_normal");
-  expect_parity(norm_spec(false, false, ""), at::kFloat, "affine");
-  expect_parity(norm_spec(false, true, " clip: 1.5"), at::kFloat, "clipped");
+  expect_parity(norm_spec(Cast::kNone, true, ""), at::kFloat, "standard_normal");
+  expect_parity(norm_spec(Cast::kNone, false, ""), at::kFloat, "affine");
+  expect_parity(norm_spec(Cast::kNone, true, " clip: 1.5"), at::kFloat, "clipped");
 }
 
 TEST(FusedTransforms, AFloat64InputThroughToDtypeLowersAndEqualsLibTorch) {
-  expect_parity(norm_spec(true, true, " clip: 10"), at::kDouble, "float64");
-  auto fused = actor_with_statistics(norm_spec(true, true, ""), Backend::kFused);
-  ASSERT_TRUE(fused);
-  // Any other reader of a float64 input keeps the policy on LibTorch.
-  std::string direct = norm_spec(true, true, "");
-  direct.replace(direct.find("to_dtype { dtype: FLOAT32 }"), 27, "to_dtype { dtype: FLOAT64 }");
-  auto refused = actor_with_statistics(direct, Backend::kAuto);
+  expect_parity(norm_spec(Cast::kFirst, true, " clip: 10"), at::kDouble, "float64");
+  // A float64 input that anything else reads keeps the policy on LibTorch, which normalizes in
+  // float64 there.
+  auto refused = actor_with_statistics(norm_spec(Cast::kAfterNorm, true, ""), Backend::kAuto);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->describe().fused_status.message(),
-            "not lowerable to the fused CPU plan: module.sequential.modules[0]: casts to Double; the plan computes in float32 only");
+            "not lowerable to the fused CPU plan: module.sequential.modules[0]: reads the float64 input 'observation'; "
+            "the plan computes in float32 and reads a float64 input only through a to_dtype to float32 "
+            "(DoubleToFloat)");
 }
 
 TEST(FusedTransforms, ImagesAndMultiAgentNetworksRunOnLibTorchAndSayWhy) {
@@ -114,7 +123,8 @@ TEST(FusedTransforms, ImagesAndMultiAgentNetworksRunOnLibTorchAndSayWhy) {
       Backend::kAuto);
   ASSERT_TRUE(image);
   EXPECT_EQ(image->describe().fused_status.message(),
-            "not lowerable to the fused CPU plan: module: a ToTensorImage reads an image [H, W, C]; the plan's values are vectors (an image policy runs "
+            "not lowerable to the fused CPU plan: module: a ToTensorImage reads an image [H, W, C]; the plan's values "
+            "are vectors (an image policy runs "
             "on LibTorch)");
   auto agents = actor_with_statistics(
       "inputs { key: 'observation' shape: [2, 4] } output_keys: 'out'\n"
@@ -124,7 +134,8 @@ TEST(FusedTransforms, ImagesAndMultiAgentNetworksRunOnLibTorchAndSayWhy) {
       Backend::kAuto);
   ASSERT_TRUE(agents);
   EXPECT_EQ(agents->describe().fused_status.message(),
-            "not lowerable to the fused CPU plan: module: a MultiAgentMlp reads and writes [n_agents, features] per row; the plan's values are vectors "
+            "not lowerable to the fused CPU plan: module: a MultiAgentMlp reads and writes [n_agents, features] per "
+            "row; the plan's values are vectors "
             "and its heads have no agent dim (a multi-agent policy runs on LibTorch)");
 }
 

@@ -75,7 +75,7 @@ TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
   EXPECT_EQ(spec.status().message(),
             "export_spec: module: a TensorDictModule around a function cannot be written to a spec (supported: Mlp, "
             "Linear, GruCell, LstmCell, MappingModule, NormalParamExtractor, AddStateIndependentNormalScale, OneHot, "
-            "Cat)");
+            "Cat, MultiAgentMlp, ObservationNorm, ToDtype, ToTensorImage)");
 }
 
 // One network module per kind a C++ tree exports to, every field given (export writes defaults

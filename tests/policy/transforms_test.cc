@@ -1,13 +1,15 @@
 // The observation transforms a policy runs in front of itself (observation_norm, to_dtype,
 // to_tensor_image) and TorchRL's MultiAgentMLP (multi_agent_mlp): what each computes, that
 // ObservationNorm's statistics are state that updates and saves, and their validation messages.
+#include "sdk/nn/transforms.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "sdk/nn/multi_agent_mlp.h"
-#include "sdk/nn/transforms.h"
+#include "sdk/nn/tensordict_module.h"
 #include "sdk/policy/policy.h"
 #include "tests/policy/policy_test_util.h"
 #include "tests/testing/status_matchers.h"
@@ -41,22 +43,30 @@ TEST(ObservationNorm, StandardNormalAffineAndClipAreTorchRLsExpressions) {
 }
 
 TEST(ObservationNorm, UpdatedStatisticsAreWhatExportAndSaveWrite) {
-  ASSERT_OK_AND_ASSIGN(Policy policy, build_policy(parse_text_or_fail(R"pb(
-    inputs { key: "observation" shape: 3 } output_keys: "normalized"
-    module { network { in_keys: "observation" out_keys: "normalized"
-                       network { observation_norm { shape: 3 standard_normal: true clip: 5 } } } }
-    init_seed: 1)pb"), "t.pbtxt", "."));
-  auto* norm = dynamic_cast<nn::ObservationNormImpl*>(
-      dynamic_cast<nn::TensorDictModuleImpl&>(*policy.module).module().get());
+  ASSERT_OK_AND_ASSIGN(Policy policy,
+                       build_policy(parse_text_or_fail(R"pb(
+                                      inputs { key: "observation" shape: 3 }
+                                      output_keys: "normalized"
+                                      module {
+                                        network {
+                                          in_keys: "observation"
+                                          out_keys: "normalized"
+                                          network { observation_norm { shape: 3 standard_normal: true clip: 5 } }
+                                        }
+                                      }
+                                      init_seed: 1)pb"),
+                                    "t.pbtxt", "."));
+  auto* norm =
+      dynamic_cast<nn::ObservationNormImpl*>(dynamic_cast<nn::TensorDictModuleImpl&>(*policy.module).module().get());
   ASSERT_NE(norm, nullptr);
   norm->set_statistics(at::tensor({1.0f, 2.0f, 3.0f}), at::tensor({2.0f, 4.0f, 8.0f}));
   const std::string path = testing::temp_path("observation_norm.pb");
   ASSERT_OK(save_policy(policy, path));
   ASSERT_OK_AND_ASSIGN(Policy loaded, load_policy(path));
   TensorDict td({1});
-  td.set("observation", at::tensor({{3.0f, 2.0f, 99.0f}}));
+  td.set("observation", at::tensor({3.0f, 2.0f, 99.0f}).reshape({1, 3}));
   const at::Tensor out = testing::run(loaded, td, nn::InteractionType::kDeterministic).get("normalized");
-  EXPECT_TRUE(out.equal(at::tensor({{1.0f, 0.0f, 5.0f}}))) << out;
+  EXPECT_TRUE(out.equal(at::tensor({1.0f, 0.0f, 5.0f}).reshape({1, 3}))) << out;
   ASSERT_OK_AND_ASSIGN(tdpolicy::PolicySpec exported, export_spec(*loaded.module, loaded.spec));
   const auto& n = exported.module().network().network().observation_norm();
   EXPECT_EQ(n.shape_size(), 1);
@@ -112,20 +122,60 @@ TEST(MultiAgentMlp, FourWaysAgainstEachAgentsMlp) {
 
 constexpr char kTransforms[] = R"pb(
   inputs { key: "observation" shape: 3 dtype: FLOAT64 }
-  inputs { key: "pixels" shape: [6, 5, 3] dtype: UINT8 }
-  inputs { key: "agents" shape: [2, 4] }
-  output_keys: "observation" output_keys: "image" output_keys: "agents_out"
-  module { sequential {
-    modules { network { in_keys: "observation" out_keys: "observation" network { to_dtype { dtype: FLOAT32 } } }
-              overwrite_keys: "observation" }
-    modules { network { in_keys: "observation" out_keys: "observation"
-                        network { observation_norm { shape: 3 standard_normal: true } } }
-              overwrite_keys: "observation" }
-    modules { network { in_keys: "pixels" out_keys: "image" network { to_tensor_image { from_int: true } } } }
-    modules { network { in_keys: "agents" out_keys: "agents_out" network { multi_agent_mlp {
-      n_agents: 2 n_agent_inputs: 4 n_agent_outputs: 3 centralized: true
-      mlp { in_features: 8 hidden_sizes: 16 out_features: 3 activation: "relu" } } } } }
-  } }
+  inputs {
+    key: "pixels"
+    shape: [ 6, 5, 3 ]
+    dtype: UINT8
+  }
+  inputs {
+    key: "agents"
+    shape: [ 2, 4 ]
+  }
+  output_keys: "observation"
+  output_keys: "image"
+  output_keys: "agents_out"
+  module {
+    sequential {
+      modules {
+        network {
+          in_keys: "observation"
+          out_keys: "observation"
+          network { to_dtype { dtype: FLOAT32 } }
+        }
+        overwrite_keys: "observation"
+      }
+      modules {
+        network {
+          in_keys: "observation"
+          out_keys: "observation"
+          network { observation_norm { shape: 3 standard_normal: true } }
+        }
+        overwrite_keys: "observation"
+      }
+      modules {
+        network {
+          in_keys: "pixels"
+          out_keys: "image"
+          network { to_tensor_image { from_int: true } }
+        }
+      }
+      modules {
+        network {
+          in_keys: "agents"
+          out_keys: "agents_out"
+          network {
+            multi_agent_mlp {
+              n_agents: 2
+              n_agent_inputs: 4
+              n_agent_outputs: 3
+              centralized: true
+              mlp { in_features: 8 hidden_sizes: 16 out_features: 3 activation: "relu" }
+            }
+          }
+        }
+      }
+    }
+  }
   init_seed: 1
 )pb";
 
@@ -152,28 +202,33 @@ TEST(TransformsValidation, ShapesFlowAndMistakesAreNamed) {
             "[4] do not broadcast to the input's per-environment shape [3] (in_keys[0])");
   network_at(spec, 1)->mutable_network()->mutable_observation_norm()->set_shape(0, 3);
   network_at(spec, 1)->mutable_network()->mutable_observation_norm()->set_clip(0);
-  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[1].network.network.observation_norm.clip: must be "
-                            "positive, got 0");
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[1].network.network.observation_norm.clip: must be "
+            "positive, got 0");
 
   spec = parse_text_or_fail(kTransforms);
   network_at(spec, 2)->set_in_keys(0, "observation");
-  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[2].network.in_keys[0]: a to_tensor_image reads an "
-                            "image [..., H, W, C], got shape [3]");
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[2].network.in_keys[0]: a to_tensor_image reads an "
+            "image [..., H, W, C], got shape [3]");
 
   spec = parse_text_or_fail(kTransforms);
   auto* multi = network_at(spec, 3)->mutable_network()->mutable_multi_agent_mlp();
   multi->mutable_mlp()->set_in_features(4);
-  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[3].network.network.multi_agent_mlp.mlp.in_features: "
-                            "is 4 but each agent's network reads 8 (n_agents * n_agent_inputs, centralized)");
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[3].network.network.multi_agent_mlp.mlp.in_features: "
+            "is 4 but each agent's network reads 8 (n_agents * n_agent_inputs, centralized)");
   multi->mutable_mlp()->set_in_features(8);
   multi->mutable_mlp()->set_layer_norm(true);
-  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[3].network.network.multi_agent_mlp.mlp.layer_norm: "
-                            "a multi_agent_mlp's agent networks have no LayerNorm");
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[3].network.network.multi_agent_mlp.mlp.layer_norm: "
+            "a multi_agent_mlp's agent networks have no LayerNorm");
   multi->mutable_mlp()->set_layer_norm(false);
   multi->set_n_agents(3);
   multi->mutable_mlp()->set_in_features(12);
-  EXPECT_EQ(error_of(spec), "t.pbtxt: module.sequential.modules[3].network.in_keys[0]: a multi_agent_mlp reads "
-                            "[..., n_agents=3, features], got shape [2, 4]");
+  EXPECT_EQ(error_of(spec),
+            "t.pbtxt: module.sequential.modules[3].network.in_keys[0]: a multi_agent_mlp reads "
+            "[..., n_agents=3, features], got shape [2, 4]");
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // multi_agent_mlp: TorchRL's MultiAgentMLP (tdp::nn::MultiAgentMlp), reading any number of keys
 // joined on the last dim ([..., n_agents, n_agent_inputs] in all) and writing
 // [..., n_agents, n_agent_outputs].
+#include "sdk/nn/multi_agent_mlp.h"
+
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
 
-#include "sdk/nn/multi_agent_mlp.h"
 #include "sdk/nn/networks.h"
 #include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/kinds/validation_context.h"
@@ -33,9 +34,10 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
   const auto& mlp = m.mlp();
   const int64_t in_features = m.n_agent_inputs() * (m.centralized() ? m.n_agents() : 1);
   if (mlp.in_features() != in_features) {
-    return context.fail(kind_path + ".mlp.in_features",
-                        absl::StrCat("is ", mlp.in_features(), " but each agent's network reads ", in_features,
-                                     m.centralized() ? " (n_agents * n_agent_inputs, centralized)" : " (n_agent_inputs)"));
+    return context.fail(
+        kind_path + ".mlp.in_features",
+        absl::StrCat("is ", mlp.in_features(), " but each agent's network reads ", in_features,
+                     m.centralized() ? " (n_agents * n_agent_inputs, centralized)" : " (n_agent_inputs)"));
   }
   if (mlp.out_features() != m.n_agent_outputs()) {
     return context.fail(kind_path + ".mlp.out_features",
@@ -86,7 +88,7 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
   }
   if (known && joined != m.n_agent_inputs()) {
     return context.fail(site.path + ".in_keys", absl::StrCat("the inputs' last dims add up to ", joined,
-                                                            " but n_agent_inputs is ", m.n_agent_inputs()));
+                                                             " but n_agent_inputs is ", m.n_agent_inputs()));
   }
   outputs.push_back(out ? with_last(out, m.n_agent_outputs())
                         : Shape(std::vector<int64_t>{m.n_agents(), m.n_agent_outputs()}));

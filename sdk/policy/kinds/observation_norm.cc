@@ -24,7 +24,8 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
   if (!context.allocatable(2 * elements, site.kind_path)) return false;
   if (norm.has_clip()) {
     if (!context.finite(norm.clip(), site.kind_path + ".clip")) return false;
-    if (norm.clip() <= 0) return context.fail(site.kind_path + ".clip", absl::StrCat("must be positive, got ", norm.clip()));
+    if (norm.clip() <= 0)
+      return context.fail(site.kind_path + ".clip", absl::StrCat("must be positive, got ", norm.clip()));
   }
   // loc and scale broadcast to the input: their trailing sizes are 1 or the input's.
   const Shape& in = site.inputs[0];
@@ -39,8 +40,8 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
     if (!fits) {
       return context.fail(site.kind_path + ".shape",
                           absl::StrCat("loc and scale of shape ", shape_to_string(shape),
-                                       " do not broadcast to the input's per-environment shape ",
-                                       shape_to_string(*in), " (in_keys[0])"));
+                                       " do not broadcast to the input's per-environment shape ", shape_to_string(*in),
+                                       " (in_keys[0])"));
     }
   }
   outputs.push_back(in);

@@ -14,10 +14,11 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
   const tdpolicy::DType dtype = site.module.network().to_dtype().dtype();
   const std::optional<at::ScalarType> scalar = scalar_type(dtype);
   if (!scalar || !at::isFloatingType(*scalar)) {
-    return context.fail(site.kind_path + ".dtype",
-                        absl::StrCat("a to_dtype casts to a floating dtype, got ",
-                                     tdpolicy::DType_IsValid(dtype) ? tdpolicy::DType_Name(dtype) : std::to_string(dtype)),
-                        "FLOAT32, FLOAT64, FLOAT16 or BFLOAT16");
+    return context.fail(
+        site.kind_path + ".dtype",
+        absl::StrCat("a to_dtype casts to a floating dtype, got ",
+                     tdpolicy::DType_IsValid(dtype) ? tdpolicy::DType_Name(dtype) : std::to_string(dtype)),
+        "FLOAT32, FLOAT64, FLOAT16 or BFLOAT16");
   }
   outputs.push_back(site.inputs[0]);
   return true;

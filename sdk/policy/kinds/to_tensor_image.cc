@@ -13,8 +13,8 @@ bool validate(const NetworkSite& site, ValidationContext& context, std::vector<S
   Shape out = site.inputs[0];
   if (out) {
     if (out->size() < 3) {
-      return context.fail(site.path + ".in_keys[0]", "a to_tensor_image reads an image [..., H, W, C], got shape " +
-                                                         shape_to_string(*out));
+      return context.fail(site.path + ".in_keys[0]",
+                          "a to_tensor_image reads an image [..., H, W, C], got shape " + shape_to_string(*out));
     }
     const size_t n = out->size();
     const int64_t h = (*out)[n - 3], w = (*out)[n - 2], c = (*out)[n - 1];
