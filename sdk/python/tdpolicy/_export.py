@@ -731,6 +731,10 @@ _TRANSFORMS_HINT = ("tdpolicy exports ObservationNorm, VecNorm / VecNormV2 (thei
 
 
 class _Step:
+    """One (in_keys -> out_key) computation of a transform at `path`; `fill` writes its network
+    kind; an opaque step (a transform tdpolicy has no kind for) may only write what the policy
+    does not read."""
+
     def __init__(self, path, transform, kind, in_keys, out_key, fill=None, opaque=False):
         self.path, self.transform, self.kind = path, transform, kind
         self.in_keys, self.out_key, self.fill, self.opaque = in_keys, out_key, fill, opaque
@@ -827,7 +831,7 @@ def _leaf_steps(t, path, td):
                               _stat_tensor(std.clamp_min(t.eps), path, t, "the std"), True)
             steps.append(_Step(path, t, "observation_norm", [i], o, fill))
         return steps
-    if isinstance(t, T.DTypeCastTransform) and type(t) in (T.DTypeCastTransform, T.DoubleToFloat):
+    if type(t) in (T.DTypeCastTransform, T.DoubleToFloat):
         _refuse_inverse(t, path)
         if not t.dtype_out.is_floating_point:
             raise ExportError(path, t, "dtype_out=%s: tdpolicy's to_dtype casts to a floating dtype" % t.dtype_out)
@@ -937,11 +941,11 @@ class TransformedPolicy(TensorDictModuleBase):
     spec computes, run by TorchRL's own transform code. Raw inputs the transforms replace stay
     in the output TensorDict under their own keys when a step writes elsewhere, as in C++."""
 
-    def __init__(self, policy, steps):
+    def __init__(self, policy, steps, in_keys):
         super().__init__()
         self.policy = policy
         self.steps = steps
-        self.in_keys = policy.in_keys
+        self.in_keys = in_keys  # the raw entries read
         self.out_keys = policy.out_keys
 
     def transform(self, td):
@@ -981,7 +985,7 @@ def _plan_transforms(transforms, policy, example):
         needed.update(step.in_keys)
         live.append(step)
     live.reverse()
-    runner = TransformedPolicy(policy, live)
+    runner = TransformedPolicy(policy, live, sorted(needed, key=key_text))
     for step in live:
         missing = [k for k in step.in_keys if k not in example.keys(True, True)
                    and not any(s.out_key == k for s in live[:live.index(step)])]
