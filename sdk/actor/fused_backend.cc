@@ -112,7 +112,8 @@ TensorDict FusedBackend::act(const ActCall& call) {
   for (int s : plan.input_slots()) {
     const NestedKey& key = plan.slot(s).key;
     if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
-      // An is_init (bool) goes in as 0 / 1 floats.
+      // An is_init (bool) goes in as 0 / 1 floats; a float64 input (which only a to_dtype reads) as
+      // its float32 cast, the to_dtype the plan lowered to a copy.
       inputs.push_back(given.scalar_type() == at::kFloat ? given.contiguous() : given.to(at::kFloat).contiguous());
     } else if (const std::vector<NestedKey>& keys = core_.state.keys();
                kept && std::find(keys.begin(), keys.end(), key) != keys.end()) {

@@ -22,6 +22,7 @@
 #include "sdk/nn/recurrent_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
+#include "sdk/nn/transforms.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
@@ -44,7 +45,7 @@ struct Mapping {
 
 struct Op {
   enum Kind {
-    kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm,
+    kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm,
     // A recurrent module's state, layer by layer: columns [in_off, in_off + out_w) of each row of
     // `in` (in_w wide) copied to columns [out_off, ...) of `out` (width out_stride); rows whose
     // `in` (is_init) is nonzero zeroed in `out`; `out` zeroed.
@@ -61,6 +62,9 @@ struct Op {
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
+  bool standard_normal = false;
+  float clip = std::numeric_limits<float>::infinity();
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -197,6 +201,11 @@ struct FusedPlan::Impl {
   int find(const NestedKey& key, const std::string& path) const {
     const int s = find_or_none(key);
     if (s < 0) throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
+    if (slots[s].float64) {
+      throw NotLowerable(absl::StrCat(path, ": reads the float64 input ", key.to_string(),
+                                      "; the plan computes in float32 and reads a float64 input only through a "
+                                      "to_dtype to float32 (DoubleToFloat)"));
+    }
     return s;
   }
   int add_slot(NestedKey key, int64_t width, std::vector<int64_t> shape, bool integer = false) {
@@ -469,8 +478,81 @@ struct FusedPlan::Impl {
                                        layers == 1 ? " layer)" : " layers)"));
   }
 
-  // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot, cat)
-  // is not lowerable.
+  void lower_observation_norm(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& norm = network_as<nn::ObservationNormImpl>(module, path);
+    need(module, 1, 1, "ObservationNorm", path);
+    Op op{Op::kObservationNorm};
+    op.in = find(module.in_keys()[0], path);
+    op.out_w = slots[op.in].width;
+    if (norm.loc.dim() > 1) throw NotLowerable(absl::StrCat(path, ": loc and scale of more than one dim"));
+    op.w = put(norm.loc.expand({op.out_w}));
+    op.b = put(norm.scale.expand({op.out_w}));
+    op.standard_normal = norm.options().standard_normal();
+    if (norm.options().clip()) op.clip = static_cast<float>(*norm.options().clip());
+    op.out = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (ObservationNorm", norm.options().clip() ? ", clip" : "", ")"));
+  }
+
+  // A cast to float32 is a copy in the plan (its values are float32 already, a float64 input's
+  // cast by the caller: FusedPlan::Slot::float64).
+  void lower_to_dtype(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& cast = network_as<nn::ToDtypeImpl>(module, path);
+    need(module, 1, 1, "ToDtype", path);
+    if (cast.dtype() != at::kFloat) {
+      throw NotLowerable(absl::StrCat(path, ": casts to ", c10::toString(cast.dtype()),
+                                      "; the plan computes in float32 only"));
+    }
+    Op op{Op::kMapping};
+    op.in = find_or_none(module.in_keys()[0]);
+    if (op.in < 0) op.in = find(module.in_keys()[0], path);  // the error naming the key
+    op.out_w = slots[op.in].width;
+    op.out = add_temp(op.out_w);
+    ops.push_back(op);
+    output(op.out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (ToDtype float32)"));
+  }
+
+  // A cat (TorchRL's CatTensors) of float vectors: each input's rows copied side by side.
+  void lower_cat(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    network_as<nn::CatImpl>(module, path);
+    need(module, module.in_keys().size(), 1, "Cat", path);
+    std::vector<int> sources;
+    int64_t width = 0;
+    for (const NestedKey& key : module.in_keys()) {
+      sources.push_back(find(key, path));
+      if (slots[sources.back()].integer) {
+        throw NotLowerable(absl::StrCat(path, ": joins the integer value ", key.to_string(),
+                                        " (torch.cat's dtype promotion is not the plan's)"));
+      }
+      width += slots[sources.back()].width;
+    }
+    const int out = add_temp(width);
+    int64_t column = 0;
+    for (int source : sources) {
+      copy_columns(source, 0, slots[source].width, out, column);
+      column += slots[source].width;
+    }
+    output(out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (Cat of ", sources.size(), ")"));
+  }
+
+  void lower_to_tensor_image(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path,
+                                    ": a ToTensorImage reads an image [H, W, C]; the plan's values are vectors "
+                                    "(an image policy runs on LibTorch)"));
+  }
+
+  void lower_multi_agent_mlp(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path,
+                                    ": a MultiAgentMlp reads and writes [n_agents, features] per row; the plan's "
+                                    "values are vectors and its heads have no agent dim (a multi-agent policy "
+                                    "runs on LibTorch)"));
+  }
+
+  // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot) is
+  // not lowerable.
   void network(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path) {
     using Lowering = void (Impl::*)(const nn::TensorDictModuleImpl&, const std::string&);
     static const std::pair<tdpolicy::Network::KindCase, Lowering> kLowerings[] = {
@@ -481,6 +563,11 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kMapping, &Impl::lower_mapping},
         {tdpolicy::Network::kNormalParamExtractor, &Impl::lower_normal_param_extractor},
         {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
+        {tdpolicy::Network::kCat, &Impl::lower_cat},
+        {tdpolicy::Network::kMultiAgentMlp, &Impl::lower_multi_agent_mlp},
+        {tdpolicy::Network::kObservationNorm, &Impl::lower_observation_norm},
+        {tdpolicy::Network::kToDtype, &Impl::lower_to_dtype},
+        {tdpolicy::Network::kToTensorImage, &Impl::lower_to_tensor_image},
     };
     if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
     if (spec.kind_case() == tdpolicy::Network::kAotiPackage) {
@@ -791,7 +878,7 @@ struct FusedPlan::Impl {
       const policy::TensorSignature& in = signature.inputs[i];
       // Besides float32 vectors: a recurrent state [num_layers, hidden_size] and an is_init
       // (bool, passed in as 0 / 1 floats), which only the recurrent lowerings read.
-      const bool vector = in.shape.size() == 1 && in.dtype == at::kFloat;
+      const bool vector = in.shape.size() == 1 && (in.dtype == at::kFloat || in.dtype == at::kDouble);
       const bool state = in.state && in.dtype == at::kFloat;
       const bool is_init = in.optional && in.dtype == at::kBool && in.numel_per_env() == 1;
       if (!vector && !state && !is_init) {
@@ -799,6 +886,7 @@ struct FusedPlan::Impl {
         continue;
       }
       inputs.push_back(add_slot(in.key, in.numel_per_env(), in.shape));
+      slots.back().float64 = in.dtype == at::kDouble;  // only a to_dtype may read it (find())
     }
     module(policy.spec.module(), *policy.module, "module");
     if (!input_problem.empty()) throw NotLowerable(input_problem);
@@ -807,6 +895,7 @@ struct FusedPlan::Impl {
     for (const policy::TensorSignature& out : signature.outputs) {
       const int s = find_or_none(out.key);
       if (s < 0) throw NotLowerable(absl::StrCat("outputs: the plan does not compute \"", out.name, "\""));
+      if (slots[s].float64) throw NotLowerable(absl::StrCat("outputs: \"", out.name, "\" is a float64 input"));
       outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
@@ -862,6 +951,22 @@ struct FusedPlan::Impl {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * d + j];
               scale[r * d + j] = arena[op.w + j];
+            }
+          }
+          break;
+        }
+        case Op::kObservationNorm: {
+          const float* x = at(op.in);
+          float* y = at(op.out);
+          const float* loc = arena.data() + op.w;
+          const float* scale = arena.data() + op.b;
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              // TorchRL's expressions: (x - loc) / scale, or x * scale + loc (two roundings).
+              const float v = x[r * d + j];
+              float out = op.standard_normal ? (v - loc[j]) / scale[j] : v * scale[j] + loc[j];
+              y[r * d + j] = std::min(std::max(out, -op.clip), op.clip);
             }
           }
           break;

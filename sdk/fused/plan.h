@@ -9,7 +9,9 @@
 //   tdp::fused::FlatOutputs out{action, log_prob};
 //   absl::Status s = (*plan)->run_flat(obs, /*batch=*/1, tdp::nn::InteractionType::kRandom, {seed, call}, out);
 //
-// What lowers: float32 inputs of one dim, any number (the observation, a recurrent state...);
+// What lowers: float32 inputs of one dim, any number (the observation, a recurrent state...),
+// and float64 ones that a to_dtype to float32 reads (TorchRL's DoubleToFloat: the caller's rows
+// are cast to float32, which is that cast); ObservationNorm (clip included) and ToDtype to float32;
 // (nested) TensorDictSequential / ProbabilisticTensorDictSequential; TensorDictModules around
 // Mlp (every activation, layer_norm), torch::nn::Linear, MappingModule (the built-in mappings),
 // NormalParamExtractor, AddStateIndependentNormalScale, GruCell (in_keys input, hidden; out_keys
@@ -93,6 +95,9 @@ class FusedPlan {
     int64_t width = 0;
     std::vector<int64_t> shape;
     bool integer = false;
+    // An input the policy declares float64, which only a to_dtype (DoubleToFloat) reads: the
+    // caller's rows are cast to float32 (that cast is the to_dtype) before run() reads them.
+    bool float64 = false;
   };
   // Where run() writes slot `slot`'s rows: [batch, width] contiguous floats.
   struct Destination {

@@ -75,7 +75,7 @@ TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
   EXPECT_EQ(spec.status().message(),
             "export_spec: module: a TensorDictModule around a function cannot be written to a spec (supported: Mlp, "
             "Linear, GruCell, LstmCell, MappingModule, NormalParamExtractor, AddStateIndependentNormalScale, OneHot, "
-            "Cat)");
+            "Cat, MultiAgentMlp, ObservationNorm, ToDtype, ToTensorImage)");
 }
 
 // One network module per kind a C++ tree exports to, every field given (export writes defaults
@@ -96,11 +96,19 @@ TEST(Kinds, EachNetworkKindExportsWhatItBuilds) {
                                                            init_value: 0.5 } })pb",
       R"pb(in_keys: "i" out_keys: "y" network { one_hot { num_classes: 3 } })pb",
       R"pb(in_keys: ["x", "h"] out_keys: "y" network { cat {} })pb",
+      R"pb(in_keys: "a" out_keys: "y"
+           network { multi_agent_mlp { n_agents: 2 n_agent_inputs: 2 n_agent_outputs: 3 centralized: true
+                                       mlp { in_features: 4 hidden_sizes: 5 out_features: 3 activation: "relu"
+                                             activate_last_layer: true } } })pb",
+      R"pb(in_keys: "x" out_keys: "y" network { observation_norm { shape: 4 standard_normal: true clip: 5 } })pb",
+      R"pb(in_keys: "x" out_keys: "y" network { to_dtype { dtype: FLOAT64 } })pb",
+      R"pb(in_keys: "p" out_keys: "y" network { to_tensor_image { from_int: true } })pb",
   };
   for (const char* text : kNetworks) {
     tdpolicy::PolicySpec spec = parse_text_or_fail(
         R"pb(inputs { key: "x" shape: 4 } inputs { key: "h" shape: 5 } inputs { key: "c" shape: 5 }
-             inputs { key: "i" dtype: INT64 } init_seed: 1)pb");
+             inputs { key: "i" dtype: INT64 } inputs { key: "a" shape: [2, 2] }
+             inputs { key: "p" shape: [2, 2, 3] dtype: UINT8 } init_seed: 1)pb");
     auto* network = spec.mutable_module()->mutable_network();
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, network)) << text;
     for (const std::string& key : network->out_keys()) {

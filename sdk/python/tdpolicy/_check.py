@@ -22,7 +22,7 @@ from tensordict.nn import InteractionType, ProbabilisticTensorDictModule, set_in
 from tensordict.utils import unravel_key
 
 from tdpolicy._errors import CheckError
-from tdpolicy._export import _example_td, make_self_test, spec_format
+from tdpolicy._export import _example_td, _plan_transforms, make_self_test, spec_format
 from tdpolicy._proto import json_format, spec_pb2, text_format
 from tdpolicy._tensors import key_text, leaves, parse_key
 
@@ -146,10 +146,14 @@ _INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": Interac
                  "mean": InteractionType.MEAN, "median": InteractionType.MEDIAN}
 
 
-def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch", interaction="deterministic",
-          raise_on_mismatch=True):
+def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch",
+          interaction="deterministic", raise_on_mismatch=True):
     """Compares the spec at `path`, run by the C++ `tdp`, with `module` run by Python on `td`.
 
+    transforms: the environment transforms the spec was exported with (export's `transforms`);
+        `td` then holds the raw environment output, and Python runs the transforms before the
+        module (the C++ output also holds the raw inputs a transform replaced elsewhere; they
+        are compared as given).
     tdp: the `tdp` binary (default: $TDP_BIN, else `tdp` on PATH).
     backend: tdp's --backend for the run: "libtorch" (default; the reference path, which computes
         what PyTorch does op for op), "auto" (what an Actor runs: the fused CPU plan at small
@@ -160,6 +164,8 @@ def check(path, module, td, *, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch
     Returns a CheckReport (per key: ok, or what differs); raises CheckError carrying it when
     anything differs, unless raise_on_mismatch=False."""
     td = _example_td(td, "td")
+    if transforms is not None:
+        module = _plan_transforms(transforms, module, td)
     if interaction is not None and interaction not in _INTERACTIONS:
         raise ValueError("interaction=%r: expected one of %s or None (random draws are not compared)"
                          % (interaction, ", ".join(_INTERACTIONS)))

@@ -56,6 +56,7 @@ from tdpolicy._tensors import dtype_enum, key_text, leaves, to_tensor_proto
 try:  # TorchRL is optional: without it, its classes are simply never met.
     import torchrl
     from torchrl.modules import MLP as TorchRLMLP
+    from torchrl.modules import MultiAgentMLP as TorchRLMultiAgentMLP
     from torchrl.modules.distributions import (
         Delta as TorchRLDelta,
         IndependentNormal,
@@ -67,7 +68,7 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
     from torchrl.modules.tensordict_module.rnn import GRU as TorchRLGRU, LSTM as TorchRLLSTM
 except ImportError:  # pragma: no cover
     torchrl = None
-    TorchRLMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
+    TorchRLMLP = TorchRLMultiAgentMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
     GRUModule = LSTMModule = TorchRLGRU = TorchRLLSTM = None
 
@@ -441,6 +442,9 @@ class _Walker:
         if type(net) is nn.Sequential or (TorchRLMLP is not None and type(net) is TorchRLMLP):
             self.mlp(net, path, n_in, n_out, python, cpp, msg.mlp)
             return
+        if TorchRLMultiAgentMLP is not None and type(net) is TorchRLMultiAgentMLP:
+            self.multi_agent_mlp(net, path, n_in, n_out, python, cpp, msg.multi_agent_mlp)
+            return
         mapping = self.mapping_of(net)
         if mapping is not None:
             self.arity(net, path, n_in, n_out, 1, 1, "a mapping")
@@ -448,7 +452,7 @@ class _Walker:
             return
         raise ExportError(path, net, "no tdpolicy.Network counterpart (mlp: an nn.Sequential of Linear, "
                           "LayerNorm and activation layers such as TorchRL's MLP; linear; nn.GRUCell; "
-                          "tdpolicy.LSTMCell; NormalParamExtractor; "
+                          "tdpolicy.LSTMCell; NormalParamExtractor; TorchRL's MultiAgentMLP; "
                           "AddStateIndependentNormalScale; a tensordict mapping)")
 
     def mlp(self, seq, path, n_in, n_out, python, cpp, msg):
@@ -534,6 +538,28 @@ class _Walker:
         msg.activation = act or "tanh"
         msg.layer_norm = bool(layer_norm)
         msg.activate_last_layer = activate_last
+
+    def multi_agent_mlp(self, net, path, n_in, n_out, python, cpp, msg):
+        """TorchRL's MultiAgentMLP: the agents' MLP read from its (parameter-less) template
+        `_empty_net` as an mlp; the parameters, TorchRL's vmapped TensorDict "params.<layer>.<name>"
+        ([n_agents, ...] unless share_params), under the same names in C++."""
+        self.arity(net, path, n_in, n_out, None, 1, "a multi_agent_mlp")
+        if not net.use_td_params:
+            raise ExportError(path, net, "use_td_params=False: tdpolicy reads the agents' parameters from the "
+                              "params TensorDict (the default, use_td_params=True)")
+        if net.n_agent_inputs is None:
+            raise ExportError(path, net, "n_agent_inputs=None (lazy): pass n_agent_inputs")
+        before = len(self.parameters)
+        self.mlp(net._empty_net, path + "._empty_net", 1, 1, "", "", msg.mlp)
+        del self.parameters[before:]  # the template holds no parameters of its own
+        if msg.mlp.layer_norm:
+            raise ExportError(path, net, "a norm_class in the agents' MLP: tdpolicy's multi_agent_mlp has none")
+        msg.n_agents = int(net.n_agents)
+        msg.n_agent_inputs = int(net.n_agent_inputs)
+        msg.n_agent_outputs = int(net.n_agent_outputs)
+        msg.centralized = bool(net.centralized)
+        msg.share_params = bool(net.share_params)
+        self.add_parameters(net, python, cpp)
 
     @staticmethod
     def scale_lb(net, path):
@@ -789,6 +815,304 @@ def _ensemble_expands_input(obj, path):
                       % (in_dims,))
 
 
+# ---- environment transforms: the observation transforms a policy depends on, in front of it ----
+#
+# TorchRL runs ObservationNorm, VecNorm, CatTensors, DoubleToFloat, ToTensorImage inside the
+# environment (a TransformedEnv); an exported spec runs them as modules in front of the policy, so
+# that a C++ simulator feeds the raw observation. Each leaf transform becomes steps, one per
+# (in_key, out_key): (path, transform, kind, in_keys, out_key, fill) where fill(network message,
+# parameters list, C++ prefix) writes the network kind. Steps whose outputs the policy never reads
+# (StepCounter, RewardSum, a normalization of the reward...) are left out.
+
+_TRANSFORMS_HINT = ("tdpolicy exports ObservationNorm, VecNorm / VecNormV2 (their statistics frozen), "
+                    "CatTensors, DoubleToFloat / DTypeCastTransform, ToTensorImage and a Compose of them; run "
+                    "other transforms in the simulator")
+
+
+class _Step:
+    """One (in_keys -> out_key) computation of a transform at `path`; `fill` writes its network
+    kind; an opaque step (a transform tdpolicy has no kind for) may only write what the policy
+    does not read."""
+
+    def __init__(self, path, transform, kind, in_keys, out_key, fill=None, opaque=False):
+        self.path, self.transform, self.kind = path, transform, kind
+        self.in_keys, self.out_key, self.fill, self.opaque = in_keys, out_key, fill, opaque
+
+
+def _torchrl_transforms():
+    from torchrl.envs import transforms as T
+    return T
+
+
+def _refuse_inverse(t, path):
+    keys = [k for k in (getattr(t, "in_keys_inv", None) or [])]
+    if keys:
+        raise ExportError(path, t, "in_keys_inv=%s transforms what the env receives (after the policy), which "
+                          "the spec does not hold: the spec's outputs are the policy's; build the transform "
+                          "with in_keys_inv=[] and convert the action in the simulator"
+                          % [key_text(k) for k in keys])
+
+
+def _stat_tensor(value, path, t, what):
+    value = value.detach()
+    if value.dtype not in (torch.float32, torch.float64):
+        raise ExportError(path, t, "%s has dtype %s; tdpolicy's observation_norm holds float32 statistics"
+                          % (what, value.dtype))
+    return value
+
+
+def _per_env_stats(value, td, key, path, t, what):
+    """Statistics one environment's observation broadcasts against (not one per env of a batch)."""
+    observation = td.get(key, None)
+    if observation is not None:
+        per_env = list(observation.shape[td.batch_dims:])
+        shape = list(value.shape)
+        fits = len(shape) <= len(per_env) and all(s in (1, p) for s, p in zip(reversed(shape), reversed(per_env)))
+        if not fits:
+            raise ExportError(path, t, "%s has shape %s but the observation %r is %s per environment: the "
+                              "statistics must be one environment's (reduce the batch dims: init_stats' "
+                              "reduce_dim, VecNormV2's reduce_batch_dims=True)" % (what, shape, key, per_env))
+    return value
+
+
+def _norm_fill(loc, scale, standard_normal):
+    def fill(msg, parameters, cpp):
+        msg.observation_norm.shape.extend(int(s) for s in loc.shape)
+        msg.observation_norm.standard_normal = standard_normal
+        # The C++ buffers are float32 (the spec has no dtype field for them).
+        parameters.append((cpp + "loc", None, loc.to(torch.float32)))
+        parameters.append((cpp + "scale", None, scale.to(torch.float32)))
+    return fill
+
+
+def _leaf_steps(t, path, td):
+    """The steps of one leaf transform, reading the keys of `td` (the example as the transforms
+    before this one leave it) where the transform takes its keys from what it meets."""
+    T = _torchrl_transforms()
+    keys = lambda ks: [unravel_key(k) for k in (ks or [])]  # noqa: E731
+    if type(t) is T.ObservationNorm:
+        _refuse_inverse(t, path)
+        if not t.initialized:
+            raise ExportError(path, t, "loc and scale are not initialized: call init_stats() (or pass loc and scale)")
+        loc = _stat_tensor(t.loc, path, t, "loc")
+        scale = _stat_tensor(t.scale, path, t, "scale")
+        steps = []
+        for i, o in zip(keys(t.in_keys), keys(t.out_keys)):
+            _per_env_stats(loc, td, i, path, t, "loc")
+            _per_env_stats(scale, td, i, path, t, "scale")
+            steps.append(_Step(path, t, "observation_norm", [i], o, _norm_fill(loc, scale, bool(t.standard_normal))))
+        return steps
+    if type(t) is T.VecNormV2:
+        if not t.stateful:
+            raise ExportError(path, t, "stateful=False keeps the statistics in the TensorDict, not in the "
+                              "transform; use a stateful VecNormV2, whose statistics are frozen at export")
+        if t._loc is None:
+            raise ExportError(path, t, "has no statistics yet: run the environment (or load its state) first")
+        loc, scale = t._get_loc_scale()
+        steps = []
+        for i, o in zip(keys(t._in_keys_safe), keys(t.out_keys)):
+            fill = _norm_fill(_per_env_stats(_stat_tensor(loc.get(i), path, t, "loc"), td, i, path, t, "loc"),
+                              _per_env_stats(_stat_tensor(scale.get(i), path, t, "scale"), td, i, path, t, "scale"),
+                              True)
+            steps.append(_Step(path, t, "observation_norm", [i], o, fill))
+        return steps
+    if type(t) is T.VecNorm:
+        steps = []
+        for i, o in zip(keys(t.in_keys), keys(t.out_keys)):
+            suffix = lambda s: _append_key(i, s)  # noqa: E731
+            if t._td is None or suffix("_sum") not in t._td.keys(True):
+                raise ExportError(path, t, "has no statistics for %r yet: run the environment first" % (i,))
+            # VecNorm's own expressions (torchrl/envs/transforms/_normalization.py, _update).
+            total, ssq, count = t._td.get(suffix("_sum")), t._td.get(suffix("_ssq")), t._td.get(suffix("_count"))
+            mean = total / count
+            std = (ssq / count - mean.pow(2)).clamp_min(t.eps).sqrt()
+            fill = _norm_fill(_per_env_stats(_stat_tensor(mean, path, t, "the mean"), td, i, path, t, "the mean"),
+                              _stat_tensor(std.clamp_min(t.eps), path, t, "the std"), True)
+            steps.append(_Step(path, t, "observation_norm", [i], o, fill))
+        return steps
+    if type(t) in (T.DTypeCastTransform, T.DoubleToFloat):
+        _refuse_inverse(t, path)
+        if not t.dtype_out.is_floating_point:
+            raise ExportError(path, t, "dtype_out=%s: tdpolicy's to_dtype casts to a floating dtype" % t.dtype_out)
+        dtype = dtype_enum(t.dtype_out, path + " dtype_out")
+        in_keys = t.in_keys
+        if in_keys is None:  # stand-alone: every entry of dtype_in it meets
+            pairs = [(k, k) for k, v in leaves(td) if v.dtype == t.dtype_in]
+        else:
+            pairs = list(zip(keys(in_keys), keys(t.out_keys)))
+
+        def fill(msg, parameters, cpp):
+            msg.to_dtype.dtype = dtype
+        return [_Step(path, t, "to_dtype", [i], o, fill) for i, o in pairs]
+    if type(t) is T.CatTensors:
+        if not t._initialized:
+            raise ExportError(path, t, "in_keys=None takes its keys from the parent env on first use: pass "
+                              "in_keys, or run the env once before exporting")
+        if t.dim != -1:
+            raise ExportError(path, t, "dim=%r: tdpolicy's cat joins on the last dim (dim=-1)" % t.dim)
+        if t.unsqueeze_if_oor:
+            raise ExportError(path, t, "unsqueeze_if_oor=True has no spec field (only the default, False)")
+
+        def fill(msg, parameters, cpp):
+            msg.cat.SetInParent()
+        return [_Step(path, t, "cat", keys(t.in_keys), unravel_key(t.out_keys[0]), fill)]
+    if type(t) is T.ToTensorImage:
+        if t.unsqueeze:
+            raise ExportError(path, t, "unsqueeze=True has no spec field (only the default, False)")
+        if t.shape_tolerant:
+            raise ExportError(path, t, "shape_tolerant=True has no spec field: tdpolicy's to_tensor_image always "
+                              "permutes [..., H, W, C]")
+        if t.dtype != torch.float32:
+            raise ExportError(path, t, "dtype=%s: tdpolicy's to_tensor_image writes float32" % t.dtype)
+        steps = []
+        for i, o in zip(keys(t.in_keys), keys(t.out_keys)):
+            value = td.get(i, None)
+            from_int = t.from_int if t.from_int is not None else (
+                value is not None and not torch.is_floating_point(value))
+
+            def fill(msg, parameters, cpp, from_int=bool(from_int)):
+                msg.to_tensor_image.from_int = from_int
+            steps.append(_Step(path, t, "to_tensor_image", [i], o, fill))
+        return steps
+    # Any other transform: harmless when the policy reads nothing it writes.
+    return [_Step(path, t, None, keys(getattr(t, "in_keys", None)), k, opaque=True)
+            for k in keys(getattr(t, "out_keys", None))] or [_Step(path, t, None, [], None, opaque=True)]
+
+
+def _append_key(key, suffix):
+    return key + suffix if isinstance(key, str) else key[:-1] + (key[-1] + suffix,)
+
+
+def _transform_leaves(t, path):
+    T = _torchrl_transforms()
+    if type(t) is T.Compose:
+        out = []
+        for i, child in enumerate(t.transforms):
+            out.extend(_transform_leaves(child, "%s.transforms[%d]" % (path, i)))
+        return out
+    if not isinstance(t, T.Transform):
+        raise ExportError(path, t, "not a TorchRL Transform; " + _TRANSFORMS_HINT)
+    return [(path, t)]
+
+
+class _frozen_vecnorms:
+    """Freezes every VecNorm of the transforms while the exporter runs them, so that running them
+    on the example does not move their statistics."""
+
+    def __init__(self, leaves_):
+        T = _torchrl_transforms()
+        self.norms = [t for _, t in leaves_ if isinstance(t, (T.VecNorm, T.VecNormV2)) and not t.frozen]
+
+    def __enter__(self):
+        for t in self.norms:
+            t.frozen = True
+
+    def __exit__(self, *exc):
+        for t in self.norms:
+            t.frozen = False
+
+
+def _run_step(step, td):
+    """Runs one step's transform on td as TransformedEnv.step does (Transform._step), for its
+    (in_key, out_key) pair only."""
+    t = step.transform
+    T = _torchrl_transforms()
+    if step.kind == "cat":
+        # On a shallow copy: with del_keys, CatTensors drops its inputs, which the C++ side keeps.
+        td.set(step.out_key, t._call(td.clone(False)).get(step.out_key))
+        return td
+    if type(t) is T.VecNormV2:
+        from torchrl.envs.transforms.utils import _set_missing_tolerance
+        with _set_missing_tolerance(t, True):  # this step's key alone
+            normalized = t._stateful_norm(td.select(step.in_keys[0]))
+        td.set(step.out_key, normalized.get(step.out_key if step.out_key in normalized.keys(True)
+                                            else step.in_keys[0]))
+        return td
+    if type(t) is T.VecNorm:
+        td.set(step.out_key, t._update(step.in_keys[0], td.get(step.in_keys[0]), N=max(1, td.numel())))
+        return td
+    td.set(step.out_key, t._apply_transform(td.get(step.in_keys[0])))
+    return td
+
+
+class TransformedPolicy(TensorDictModuleBase):
+    """The policy with the exported steps of the environment's transforms in front: what the
+    spec computes, run by TorchRL's own transform code. Raw inputs the transforms replace stay
+    in the output TensorDict under their own keys when a step writes elsewhere, as in C++."""
+
+    def __init__(self, policy, steps, in_keys):
+        super().__init__()
+        self.policy = policy
+        self.steps = steps
+        self.in_keys = in_keys  # the raw entries read
+        self.out_keys = policy.out_keys
+
+    def transform(self, td):
+        with _frozen_vecnorms([(s.path, s.transform) for s in self.steps]):
+            for step in self.steps:
+                td = _run_step(step, td)
+        return td
+
+    def forward(self, td):
+        return self.policy(self.transform(td))
+
+
+def _plan_transforms(transforms, policy, example):
+    """The live steps of `transforms` for `policy`, and the example as they leave it."""
+    if torchrl is None:
+        raise ExportError("transforms", transforms, "TorchRL is not installed")
+    leaves_ = _transform_leaves(transforms, "transforms")
+    # Forward: the steps, resolving keys a transform takes from what it meets (DoubleToFloat alone).
+    steps = []
+    td = example.clone()
+    with _frozen_vecnorms(leaves_):
+        for path, t in leaves_:
+            for step in _leaf_steps(t, path, td):
+                steps.append(step)
+                if not step.opaque and all(k in td.keys(True, True) for k in step.in_keys):
+                    td = _run_step(step, td)
+    # Backward: what the policy reads, and the steps that write it.
+    needed = {unravel_key(k) for k in policy.in_keys}
+    live = []
+    for step in reversed(steps):
+        if step.out_key is None or step.out_key not in needed:
+            continue
+        if step.opaque:
+            raise ExportError(step.path, step.transform, "writes %r, which the policy reads; %s"
+                              % (step.out_key, _TRANSFORMS_HINT))
+        needed.discard(step.out_key)
+        needed.update(step.in_keys)
+        live.append(step)
+    live.reverse()
+    runner = TransformedPolicy(policy, live, sorted(needed, key=key_text))
+    for step in live:
+        missing = [k for k in step.in_keys if k not in example.keys(True, True)
+                   and not any(s.out_key == k for s in live[:live.index(step)])]
+        if missing:
+            raise ExportError(step.path, step.transform, "reads %s, which the example (the raw env output) does "
+                              "not hold" % ", ".join(repr(k) for k in missing))
+    return runner
+
+
+def _transform_modules(runner, walker, out_modules):
+    """Appends the runner's steps to a sequential's modules as network modules named
+    "transform<i>" (parameters under module.transform<i>.module.), marking overwrites."""
+    for index, step in enumerate(runner.steps):
+        name = "transform%d" % index
+        child = out_modules.add()
+        child.name = name
+        net = child.network
+        for key in step.in_keys:
+            net.in_keys.append(walker.read(key, step.path, step.transform))
+        before = len(walker.parameters)
+        step.fill(net.network, walker.parameters, "module.%s.module." % name)
+        walker.parameters[before:] = [(c, "%s.%s" % (step.path, c.rsplit(".", 1)[-1]), v)
+                                      for c, _, v in walker.parameters[before:]]
+        overwrites = []
+        net.out_keys.append(walker.write(step.out_key, overwrites, step.path))
+        child.overwrite_keys.extend(overwrites)
+
+
 # ---- running the module in Python ---------------------------------------------------------------
 
 def _python_outputs(module, inputs, interaction=InteractionType.DETERMINISTIC):
@@ -799,6 +1123,8 @@ def _python_outputs(module, inputs, interaction=InteractionType.DETERMINISTIC):
 def _score(module, td):
     """Like the C++ self test's forward_scoring: runs the tree on td, except that a probabilistic
     module whose samples td holds keeps them and writes their log-probs."""
+    if isinstance(module, TransformedPolicy):
+        return _score(module.policy, module.transform(td))
     if isinstance(module, TensorDictSequential):
         for child in (module.module.values() if isinstance(module.module, nn.ModuleDict) else module.module):
             td = _score(child, td)
@@ -882,8 +1208,8 @@ def _actions_for(module, inputs, example, sample_keys, seed):
 
 # ---- export ---------------------------------------------------------------------------------
 
-def export(module, path, example, *, parameters="embedded", self_test=True, name=None, version="1",
-           description=None, atol=1e-6, rtol=1e-6, action_seed=0, fallback=None, aoti_device="cpu"):
+def export(module, path, example, *, transforms=None, parameters="embedded", self_test=True, name=None,
+           version="1", description=None, atol=1e-6, rtol=1e-6, action_seed=0, fallback=None, aoti_device="cpu"):
     """Writes `module` as a tdpolicy.PolicySpec at `path` and returns the PolicySpec message.
 
     module: a TensorDictModule / TensorDictSequential / ProbabilisticTensorDictModule /
@@ -892,7 +1218,21 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
     example: a TensorDict holding every input the module reads (recurrent states included), with
         batch dims in front; it fixes the declared input shapes and dtypes and is the self test's
         input. Entries at the module's sample keys, if any, are the self test's given actions
-        (otherwise one seeded RANDOM draw of the module is).
+        (otherwise one seeded RANDOM draw of the module is). With `transforms`, the example is
+        the raw environment output (what `env.base_env` gives, before the transforms: float64
+        observations for DoubleToFloat, uint8 [H, W, C] pixels for ToTensorImage); the exporter
+        runs the transforms on it to feed the policy, and the spec declares those raw entries.
+    transforms: the environment's transforms the policy depends on (`env.transform` of a
+        TransformedEnv, a Compose, or one transform), exported as modules in front of the policy
+        ("transform0", "transform1", ... then "policy" in a sequential), so that a C++ simulator
+        feeding raw observations gets the actions Python gets from the transformed env.
+        ObservationNorm (after init_stats), VecNorm and VecNormV2 (their statistics frozen at
+        export, VecNorm's own loc and scale expressions, eps included), CatTensors (dim=-1),
+        DoubleToFloat / DTypeCastTransform (to a floating dtype) and ToTensorImage become
+        observation_norm, cat, to_dtype and to_tensor_image; a transform writing nothing the
+        policy reads (by its out_keys: StepCounter, RewardSum, a reward's normalization) is left
+        out; anything else the policy depends on, in_keys_inv, or an option without a spec
+        field raises ExportError. observation_norm keeps its statistics in float32.
     parameters: "embedded" (one self-contained file) or "file" (a binary tdpolicy.Parameters file
         next to the spec, `<stem>.parameters.pb`, named by the spec's parameters_file).
     self_test: record what Python computes on `example` (deterministic outputs, log-probs of the
@@ -932,12 +1272,14 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
     module.eval()
     packager = _aoti.AotiPackager(stem, example.batch_dims, aoti_device) if fallback == "aoti" else None
     try:
+        runner = _plan_transforms(transforms, module, example) if transforms is not None else None
+        computes = runner if runner is not None else module
         # Run first: lazy layers materialize, and a module that cannot run on the example fails
         # here with Python's own error rather than later in C++. With the fallback, the inputs
         # each TensorDictModule receives are recorded: a package is traced on them.
         recorder = _aoti.InputRecorder(module, TensorDictModule) if packager is not None else None
         try:
-            _python_outputs(module, example)
+            _python_outputs(computes, example)
         finally:
             if recorder is not None:
                 recorder.remove()
@@ -945,7 +1287,11 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
         spec = spec_pb2.PolicySpec()
         spec.name = name if name is not None else stem
         spec.version = version
-        walker.module(module, "actor", out=spec.module)
+        if runner is None:
+            walker.module(module, "actor", out=spec.module)
+        else:
+            _transform_modules(runner, walker, spec.module.sequential.modules)
+            walker.module_at(module, "actor", "policy", "module.policy.", "", spec.module.sequential.modules.add())
         python = dict(module.named_parameters())
         python.update(dict(module.named_buffers()))
         mapped = [p for _, p, _ in walker.parameters] + walker.packaged
@@ -984,8 +1330,8 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
             spec.parameters_file = parameters_file
 
         if self_test:
-            actions = _actions_for(module, inputs, example, sample_keys_of(walker), action_seed)
-            make_self_test(module, inputs, actions, out_keys, atol, rtol, spec.self_tests.add())
+            actions = _actions_for(computes, inputs, example, sample_keys_of(walker), action_seed)
+            make_self_test(computes, inputs, actions, out_keys, atol, rtol, spec.self_tests.add())
     except BaseException:
         if packager is not None:
             packager.close()

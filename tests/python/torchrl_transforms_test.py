@@ -1,0 +1,362 @@
+"""The environment transforms a policy depends on, and TorchRL's MultiAgentMLP, exported with
+tdpolicy.export and compared with the C++ `tdp`.
+
+Transforms: a TransformedEnv over a small batched env that gives what Gym/MuJoCo envs give (float64
+observations, uint8 [H, W, C] pixels) is built the way TorchRL users build one; the policy is
+exported with transforms=env.transform and the env's raw output as the example, and the C++ spec
+fed the raw observation must give what Python's policy gives on the transformed env's output
+(1e-6; the fused plan 1e-5 where it lowers). MultiAgentMLP: the four (centralized, share_params)
+combinations in a TensorDictModule, and under a ProbabilisticActor.
+
+Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+import torch
+from torch import nn
+
+from tensordict import TensorDict
+from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
+from torchrl.data import Bounded, Composite, Unbounded
+from torchrl.envs import (
+    CatTensors,
+    Compose,
+    DoubleToFloat,
+    DTypeCastTransform,
+    EnvBase,
+    ObservationNorm,
+    RenameTransform,
+    StepCounter,
+    ToTensorImage,
+    TransformedEnv,
+    VecNorm,
+    VecNormV2,
+)
+from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal
+
+import tdpolicy
+from tdpolicy import tensor_pb2
+from tdpolicy._check import _flatten, _from_json_value, _to_json_value
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=UserWarning)
+warnings.filterwarnings("ignore", category=FutureWarning)
+torch.set_num_threads(1)
+
+BATCH = 5
+
+
+class RawEnv(EnvBase):
+    """What a Gym / MuJoCo env gives: float64 "observation" [3] and "velocity" [2], and uint8
+    "pixels" [6, 5, 3] when asked; a Bounded float32 action [2]. Seeded draws."""
+
+    def __init__(self, pixels=False, observation_dtype=torch.float64):
+        super().__init__(batch_size=[BATCH])
+        self.pixels = pixels
+        self.observation_dtype = observation_dtype
+        specs = {"observation": Unbounded((BATCH, 3), dtype=observation_dtype),
+                 "velocity": Unbounded((BATCH, 2), dtype=observation_dtype)}
+        if pixels:
+            specs["pixels"] = Bounded(0, 255, (BATCH, 6, 5, 3), dtype=torch.uint8)
+        self.observation_spec = Composite(**specs, shape=(BATCH,))
+        self.action_spec = Bounded(-1.0, 1.0, (BATCH, 2))
+        self.reward_spec = Unbounded((BATCH, 1))
+
+    def _observation(self):
+        dtype = self.observation_dtype
+        td = TensorDict({"observation": torch.randn(BATCH, 3, dtype=dtype) * torch.tensor([3.0, 0.5, 8.0], dtype=dtype)
+                         + torch.tensor([5.0, -1.0, 2.0], dtype=dtype),
+                         "velocity": torch.randn(BATCH, 2, dtype=dtype)}, [BATCH])
+        if self.pixels:
+            td["pixels"] = torch.randint(0, 256, (BATCH, 6, 5, 3), dtype=torch.uint8)
+        td["done"] = torch.zeros(BATCH, 1, dtype=torch.bool)
+        td["terminated"] = torch.zeros(BATCH, 1, dtype=torch.bool)
+        return td
+
+    def _reset(self, td):
+        return self._observation()
+
+    def _step(self, td):
+        out = self._observation()
+        out["reward"] = torch.randn(BATCH, 1)
+        return out
+
+    def _set_seed(self, seed):
+        torch.manual_seed(seed)
+
+
+def gaussian_actor(in_key, in_features, cells=(16, 16)):
+    """The PPO tutorial's actor: MLP -> NormalParamExtractor -> TanhNormal, in modules."""
+    net = MLP(in_features=in_features, out_features=4, num_cells=list(cells), activation_class=nn.Tanh)
+    backbone = TensorDictSequential(
+        TensorDictModule(net, in_keys=[in_key], out_keys=["params"]),
+        TensorDictModule(NormalParamExtractor(), in_keys=["params"], out_keys=["loc", "scale"]))
+    return ProbabilisticActor(backbone, in_keys=["loc", "scale"], out_keys=["action"], distribution_class=TanhNormal,
+                              distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
+
+
+def cpp_run(path, td, backend="libtorch"):
+    """`tdp run` on td's entries: the C++ output TensorDict as {key: tensor}."""
+    document = {}
+    for key, value in td.items(include_nested=True, leaves_only=True):
+        parts = (key,) if isinstance(key, str) else key
+        level = document
+        for part in parts[:-1]:
+            level = level.setdefault(part, {})
+        level[parts[-1]] = _to_json_value(value)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(document, f)
+        name = f.name
+    try:
+        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + name, "--lp_aggregate=false",
+                                 "--interaction=deterministic", "--backend=" + backend],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.unlink(name)
+    if result.returncode != 0:
+        raise AssertionError("tdp run failed: " + result.stderr)
+    return {k: _from_json_value(v) for k, v in _flatten(json.loads(result.stdout)).items()}
+
+
+def max_diff(cpp, python):
+    return (cpp.to(torch.float64) - python.detach().to(torch.float64)).abs().max().item()
+
+
+class TransformsTest(unittest.TestCase):
+    largest = {}  # what -> the largest |C++ - Python| seen, printed at the end
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.dir = tempfile.mkdtemp(prefix="tdpolicy_transforms_", dir=os.environ.get("TEST_TMPDIR"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def record(self, what, diff):
+        self.largest[what] = max(self.largest.get(what, 0.0), diff)
+
+    def export_env_policy(self, env, actor, name, seed=3, backends=("libtorch",), atol=1e-6):
+        """Exports actor with env.transform, raw env output as the example; checks the spec
+        against Python on the transformed env's own output (same seed), and tdpolicy.check."""
+        env.base_env.set_seed(seed)
+        raw = env.base_env.reset()
+        env.set_seed(seed)
+        transformed = env.reset()
+        path = self.path(name)
+        spec = tdpolicy.export(actor, path, raw, transforms=env.transform)
+        with torch.no_grad():
+            from tensordict.nn import InteractionType, set_interaction_type
+            with set_interaction_type(InteractionType.DETERMINISTIC):
+                python = actor(transformed.clone())
+        inputs = raw.select(*[tuple(i.key.split("/")) if "/" in i.key else i.key for i in spec.inputs])
+        for backend in backends:
+            tol = 1e-6 if backend == "libtorch" else 1e-5
+            cpp = cpp_run(path, inputs, backend)
+            for key in actor.out_keys:
+                diff = max_diff(cpp[key], python.get(key))
+                self.record("%s %s" % (backend, name.split(".")[0]), diff)
+                self.assertLessEqual(diff, tol, "%s %s %s" % (name, backend, key))
+            report = tdpolicy.check(path, actor, raw, transforms=env.transform, backend=backend, atol=tol, rtol=tol)
+            self.assertTrue(report.ok, str(report))
+        return spec
+
+    # ---- transforms ----
+
+    def test_double_to_float_observation_norm_cat_compose_in_a_transformed_env(self):
+        env = TransformedEnv(RawEnv(), Compose(
+            DoubleToFloat(), ObservationNorm(in_keys=["observation"], standard_normal=True),
+            CatTensors(in_keys=["observation", "velocity"], out_key="observation_vector"), StepCounter()))
+        env.transform[1].init_stats(32, reduce_dim=(0, 1), cat_dim=0)
+        actor = gaussian_actor("observation_vector", 5)
+        for name in ("compose.pbtxt", "compose.pb", "compose.json"):
+            spec = self.export_env_policy(env, actor, name, backends=("libtorch", "fused"))
+        self.assertEqual([(i.key, list(i.shape), i.dtype) for i in spec.inputs],
+                         [("observation", [3], tensor_pb2.FLOAT64), ("velocity", [2], tensor_pb2.FLOAT64)])
+        modules = spec.module.sequential.modules
+        self.assertEqual([m.name for m in modules], ["transform0", "transform1", "transform2", "transform3", "policy"])
+        self.assertEqual([m.network.network.WhichOneof("kind") for m in modules[:4]],
+                         ["to_dtype", "to_dtype", "observation_norm", "cat"])
+        self.assertEqual(list(modules[0].overwrite_keys), ["observation"])
+        self.assertTrue(modules[2].network.network.observation_norm.standard_normal)
+
+    def test_observation_norm_affine_form_before_double_to_float(self):
+        # The tutorial's order: ObservationNorm on the raw float64 observation (float64 statistics,
+        # stored as float32 in the spec), then DoubleToFloat.
+        env = TransformedEnv(RawEnv(), Compose(ObservationNorm(in_keys=["observation"]), DoubleToFloat()))
+        env.transform[0].init_stats(32, reduce_dim=(0, 1), cat_dim=0)
+        self.assertEqual(env.transform[0].loc.dtype, torch.float64)
+        self.assertFalse(bool(env.transform[0].standard_normal))
+        actor = gaussian_actor("observation", 3)
+        spec = self.export_env_policy(env, actor, "affine.pbtxt")
+        self.assertFalse(spec.module.sequential.modules[0].network.network.observation_norm.standard_normal)
+
+    def test_float32_observation_norm_lowers_to_the_fused_plan(self):
+        env = TransformedEnv(RawEnv(observation_dtype=torch.float32),
+                             ObservationNorm(in_keys=["observation"], standard_normal=True))
+        env.transform.init_stats(32, reduce_dim=(0, 1), cat_dim=0)
+        self.export_env_policy(env, gaussian_actor("observation", 3), "norm32.pbtxt",
+                               backends=("libtorch", "auto", "fused"))
+
+    def test_vecnorm_and_vecnormv2_statistics_frozen_at_export(self):
+        for vecnorm in (VecNorm(in_keys=["observation"], decay=0.99),
+                        VecNormV2(in_keys=["observation"], decay=0.99, reduce_batch_dims=True)):
+            with self.subTest(type(vecnorm).__name__):
+                env = TransformedEnv(RawEnv(), Compose(DoubleToFloat(), vecnorm))
+                env.rollout(20)  # the running statistics
+                vecnorm.freeze()
+                spec = self.export_env_policy(env, gaussian_actor("observation", 3),
+                                              "%s.pbtxt" % type(vecnorm).__name__, backends=("libtorch", "fused"))
+                norm = spec.module.sequential.modules[1].network.network.observation_norm
+                self.assertTrue(norm.standard_normal)
+                self.assertEqual(list(norm.shape), [3])
+
+    def test_vecnorm_is_not_moved_by_export(self):
+        vecnorm = VecNormV2(in_keys=["observation"], decay=0.99, reduce_batch_dims=True)
+        env = TransformedEnv(RawEnv(), Compose(DoubleToFloat(), vecnorm))
+        env.rollout(10)
+        before = vecnorm._get_loc_scale()
+        env.base_env.set_seed(1)
+        tdpolicy.export(gaussian_actor("observation", 3), self.path("v.pbtxt"), env.base_env.reset(),
+                        transforms=env.transform)
+        after = vecnorm._get_loc_scale()
+        self.assertTrue((before[0] == after[0]).all() and (before[1] == after[1]).all())
+        self.assertFalse(vecnorm.frozen)
+
+    def test_to_tensor_image_uint8_pixels_runs_on_libtorch(self):
+        env = TransformedEnv(RawEnv(pixels=True), Compose(ToTensorImage(in_keys=["pixels"]), DoubleToFloat()))
+        policy = TensorDictModule(nn.Softplus(), in_keys=["pixels"], out_keys=["features"])
+        env.base_env.set_seed(0)
+        raw = env.base_env.reset()
+        env.set_seed(0)
+        transformed = env.reset()
+        spec = tdpolicy.export(policy, self.path("pixels.json"), raw, transforms=env.transform)
+        self.assertEqual([(i.key, list(i.shape)) for i in spec.inputs], [("pixels", [6, 5, 3])])
+        self.assertTrue(spec.module.sequential.modules[0].network.network.to_tensor_image.from_int)
+        cpp = cpp_run(self.path("pixels.json"), raw.select("pixels"))
+        expected = policy(transformed.clone())["features"]
+        self.assertEqual(list(cpp["features"].shape), [BATCH, 3, 6, 5])
+        diff = max_diff(cpp["features"], expected)
+        self.record("libtorch pixels", diff)
+        self.assertLessEqual(diff, 1e-6)
+        report = tdpolicy.check(self.path("pixels.json"), policy, raw, transforms=env.transform)
+        self.assertTrue(report.ok, str(report))
+        # auto runs it on LibTorch; fused refuses, naming the module and why.
+        self.assertTrue(tdpolicy.check(self.path("pixels.json"), policy, raw, transforms=env.transform,
+                                       backend="auto").ok)
+        with self.assertRaisesRegex(tdpolicy.CheckError, r"module.sequential.modules\[0\]: a ToTensorImage reads "
+                                    r"an image \[H, W, C\]; the plan's values are vectors"):
+            tdpolicy.check(self.path("pixels.json"), policy, raw, transforms=env.transform, backend="fused")
+
+    # ---- what cannot be exported ----
+
+    def test_unsupported_transforms_are_export_errors(self):
+        actor = gaussian_actor("observation", 3)
+        cases = [
+            (Compose(DoubleToFloat(in_keys=["observation"], in_keys_inv=["action"])),
+             r"transforms.transforms\[0\] \(torchrl.envs.transforms._device.DoubleToFloat\): in_keys_inv=\['action'\] "
+             r"transforms what the env receives"),
+            (Compose(RenameTransform(in_keys=["velocity"], out_keys=["observation"], create_copy=True)),
+             r"transforms.transforms\[0\] \(torchrl.envs.transforms._keys.RenameTransform\): writes 'observation', "
+             r"which the policy reads; tdpolicy exports ObservationNorm"),
+            (Compose(ObservationNorm(in_keys=["observation"])),
+             r"transforms.transforms\[0\] .*ObservationNorm\): loc and scale are not initialized: call init_stats"),
+            (Compose(DTypeCastTransform(torch.float64, torch.int64, in_keys=["observation"])),
+             r"DTypeCastTransform\): dtype_out=torch.int64: tdpolicy's to_dtype casts to a floating dtype"),
+        ]
+        raw = RawEnv()._observation()
+        for transforms, message in cases:
+            with self.subTest(message):
+                with self.assertRaisesRegex(tdpolicy.ExportError, message):
+                    tdpolicy.export(actor, self.path("bad.pbtxt"), raw, transforms=transforms)
+        image = TensorDictModule(nn.Softplus(), in_keys=["pixels"], out_keys=["features"])
+        pixels = RawEnv(pixels=True)._observation()
+        for transform, message in [
+                (ToTensorImage(in_keys=["pixels"], unsqueeze=True), r"unsqueeze=True has no spec field"),
+                (ToTensorImage(in_keys=["pixels"], dtype=torch.float64), r"dtype=torch.float64: tdpolicy's "
+                                                                         r"to_tensor_image writes float32")]:
+            with self.subTest(message):
+                with self.assertRaisesRegex(tdpolicy.ExportError, message):
+                    tdpolicy.export(image, self.path("bad.pbtxt"), pixels, transforms=transform)
+        cat = TensorDictModule(nn.Softplus(), in_keys=["joined"], out_keys=["features"])
+        with self.assertRaisesRegex(tdpolicy.ExportError, r"CatTensors\): dim=-2: tdpolicy's cat joins on the last"):
+            tdpolicy.export(cat, self.path("bad.pbtxt"), raw,
+                            transforms=CatTensors(in_keys=["observation", "velocity"], out_key="joined", dim=-2))
+        env = TransformedEnv(RawEnv(), VecNormV2(in_keys=["observation"], decay=0.99))
+        env.rollout(3)
+        with self.assertRaisesRegex(tdpolicy.ExportError, r"VecNormV2\): loc has shape \[5, 3\] but the "
+                                    r"observation 'observation' is \[3\] per environment"):
+            tdpolicy.export(actor, self.path("bad.pbtxt"), raw, transforms=env.transform)
+
+    # ---- MultiAgentMLP ----
+
+    def multi_agent_td(self, n_agents=3, n_inputs=4):
+        return TensorDict({"agents": TensorDict({"observation": torch.randn(BATCH, n_agents, n_inputs) * 2},
+                                                [BATCH, n_agents])}, [BATCH])
+
+    def test_multi_agent_mlp_four_ways(self):
+        formats = iter(["pbtxt", "pb", "json", "pbtxt"])
+        for centralized in (False, True):
+            for share_params in (False, True):
+                with self.subTest(centralized=centralized, share_params=share_params):
+                    net = MultiAgentMLP(n_agent_inputs=4, n_agent_outputs=6, n_agents=3, centralized=centralized,
+                                        share_params=share_params, depth=2, num_cells=16, activation_class=nn.Tanh)
+                    module = TensorDictModule(net, in_keys=[("agents", "observation")], out_keys=[("agents", "out")])
+                    td = self.multi_agent_td()
+                    name = "mappo_%d%d.%s" % (centralized, share_params, next(formats))
+                    spec = tdpolicy.export(module, self.path(name), td)
+                    m = spec.module.network.network.multi_agent_mlp
+                    self.assertEqual((m.n_agents, m.n_agent_inputs, m.n_agent_outputs, m.centralized, m.share_params),
+                                     (3, 4, 6, centralized, share_params))
+                    self.assertEqual((m.mlp.in_features, list(m.mlp.hidden_sizes), m.mlp.out_features),
+                                     (12 if centralized else 4, [16, 16], 6))
+                    report = tdpolicy.check(self.path(name), module, td)
+                    self.assertTrue(report.ok, str(report))
+                    cpp = cpp_run(self.path(name), td)
+                    self.record("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
+                        ("agents", "out")]))
+
+    def test_mappo_actor_with_a_separate_normal_param_extractor(self):
+        for centralized, share_params in ((False, True), (True, False)):
+            with self.subTest(centralized=centralized, share_params=share_params):
+                net = MultiAgentMLP(n_agent_inputs=4, n_agent_outputs=2 * 2, n_agents=3, centralized=centralized,
+                                    share_params=share_params, depth=2, num_cells=32, activation_class=nn.Tanh)
+                backbone = TensorDictSequential(
+                    TensorDictModule(net, in_keys=[("agents", "observation")], out_keys=[("agents", "params")]),
+                    TensorDictModule(NormalParamExtractor(), in_keys=[("agents", "params")],
+                                     out_keys=[("agents", "loc"), ("agents", "scale")]))
+                actor = ProbabilisticActor(backbone, in_keys=[("agents", "loc"), ("agents", "scale")],
+                                           out_keys=[("agents", "action")], distribution_class=TanhNormal,
+                                           distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
+                td = self.multi_agent_td()
+                td.set(("agents", "action"), torch.rand(BATCH, 3, 2) * 1.8 - 0.9)
+                path = self.path("mappo_actor_%d%d.pbtxt" % (centralized, share_params))
+                tdpolicy.export(actor, path, td)
+                report = tdpolicy.check(path, actor, td)
+                self.assertTrue(report.ok, str(report))
+                self.assertIn("agents/action_log_prob", {k for k, _, _ in report.entries})
+                # auto runs a multi-agent policy on LibTorch; fused refuses, naming the module.
+                self.assertTrue(tdpolicy.check(path, actor, td, backend="auto").ok)
+                with self.assertRaisesRegex(tdpolicy.CheckError, r"a MultiAgentMlp reads and writes \[n_agents, "
+                                            r"features\] per row"):
+                    tdpolicy.check(path, actor, td, backend="fused")
+
+    @classmethod
+    def tearDownClass(cls):
+        for what, diff in sorted(cls.largest.items()):
+            print("max |C++ - Python| %-40s %.3g" % (what, diff), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    program = unittest.main(verbosity=2, exit=False)
+    sys.exit(0 if program.result.wasSuccessful() and program.result.testsRun > 0 else 1)
