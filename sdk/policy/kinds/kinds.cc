@@ -7,7 +7,7 @@ namespace tdp::policy::kinds {
 
 extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
-    kAddStateIndependentNormalScale, kOneHot, kCat;
+    kAddStateIndependentNormalScale, kOneHot, kCat, kSequence, kActivation, kConv2d, kFlatten, kLayerNorm, kDueling;
 
 const std::vector<const ModuleKind*>& module_kinds() {
   static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork,
@@ -18,7 +18,8 @@ const std::vector<const ModuleKind*>& module_kinds() {
 const std::vector<const NetworkKind*>& network_kinds() {
   static const std::vector<const NetworkKind*> kinds = {
       &kMlp,     &kLinear,  &kGruCell, &kLstmCell, &kTorchScript, &kMapping, &kNormalParamExtractor,
-      &kAddStateIndependentNormalScale, &kOneHot, &kCat};
+      &kAddStateIndependentNormalScale, &kOneHot, &kCat, &kSequence, &kActivation, &kConv2d, &kFlatten,
+      &kLayerNorm, &kDueling};
   return kinds;
 }
 
