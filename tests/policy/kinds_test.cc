@@ -58,7 +58,7 @@ TEST(Kinds, EveryModuleAndNetworkKindOfTheProtoHasAnEntry) {
 TEST(Kinds, AMissingKindListsTheProtosKinds) {
   EXPECT_EQ(validate_spec(spec_around(tdpolicy::Module()), "t.pbtxt").message(),
             "t.pbtxt: module: no module kind is set (hint: one of sequential, probabilistic_sequential, network, "
-            "probabilistic, ensemble)");
+            "probabilistic, ensemble, q_value, egreedy, tanh, lstm, gru)");
   tdpolicy::Module network;
   network.mutable_network()->add_in_keys("observation");
   EXPECT_EQ(validate_spec(spec_around(network), "t.pbtxt").message(),

@@ -298,9 +298,6 @@ class TorchRLLayersTest(unittest.TestCase):
         net = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8, bias=False))
         self.assert_export_error(Actor(net, in_keys=["observation"]), td, "actor.module.1", "LayerNorm",
                                  "bias=False")
-        net = nn.Sequential(NormalParamExtractor(), nn.Linear(2, 2))
-        self.assert_export_error(Actor(net, in_keys=["observation"]), td, "actor.module.0", "NormalParamExtractor",
-                                 "writes 2")
         pixels = TensorDict({"pixels": torch.rand(BATCH, 3, 6, 6)}, [BATCH])
         net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), nn.Flatten())
         self.assert_export_error(Actor(net, in_keys=["pixels"]), pixels, "actor.module.0", "Conv2d",
