@@ -182,6 +182,7 @@ class _Walker:
         self.input_shapes = {}  # id(nn.Module) -> the shape of its first input on the example
         self.batch_dims = example.batch_dims
         self.layer_batch_dims = None  # the batch dims the layers being walked see, when not batch_dims
+        self.in_sequence = False  # walking the layers of an nn.Sequential (arity errors say so)
         self.cpp_prefix = ""
         self.python_prefix = ""
 
@@ -344,6 +345,10 @@ class _Walker:
 
     def arity(self, net, path, n_in, n_out, want_in, want_out, what):
         if (want_in is not None and n_in != want_in) or n_out != want_out:
+            if self.in_sequence:
+                raise ExportError(path, net, "%s reads %s tensor(s) and writes %d; this layer of an nn.Sequential "
+                                  "reads %d and must write %d (only the last layer writes several)"
+                                  % (what, want_in, want_out, n_in, n_out))
             raise ExportError(path, net, "%s reads %s key(s) and writes %d; the TensorDictModule has %d "
                               "in_keys and %d out_keys" % (what, want_in, want_out, n_in, n_out))
 
@@ -543,9 +548,10 @@ class _Walker:
                                   % n_in)
             msg.layers.add().cat.SetInParent()
             first = 1
-        saved = self.layer_batch_dims
+        saved = self.layer_batch_dims, self.in_sequence
         if batch_dims is not None:
             self.layer_batch_dims = batch_dims
+        self.in_sequence = True
         try:
             for i, (_, layer) in enumerate(layers):
                 last = i == len(layers) - 1
@@ -557,7 +563,7 @@ class _Walker:
                 if not self.layer(layer, layer_path, layer_in, layer_out, layer_msg, layer_python, layer_cpp):
                     self.network(layer, layer_path, None, layer_in, layer_out, layer_msg, layer_python, layer_cpp)
         finally:
-            self.layer_batch_dims = saved
+            self.layer_batch_dims, self.in_sequence = saved
 
     def torchrl_network(self, net, path, n_in, n_out, python, cpp, msg):
         """TorchRL's models that are sequences or compositions of exportable networks; False for
