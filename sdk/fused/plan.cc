@@ -17,6 +17,7 @@
 
 #include "sdk/fused/math.h"
 #include "sdk/fused/philox.h"
+#include "sdk/nn/layers.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/recurrent_module.h"
@@ -43,9 +44,17 @@ struct Mapping {
   float shift = 0, min_val = 0;
 };
 
+// An activation layer with torch's arguments (tdp::nn::Activation); `kernel` is set when
+// kernels.h's activate() computes it (torch's default arguments).
+struct LayerActivation {
+  enum Kind { kKernel, kElu, kLeakyRelu, kGeluTanh, kSoftplus, kSilu } kind = kKernel;
+  Activation kernel = Activation::kIdentity;
+  float alpha = 1.0f, beta = 1.0f, threshold = 20.0f;
+};
+
 struct Op {
   enum Kind {
-    kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm,
+    kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kObservationNorm, kLayerActivation,
     // A recurrent module's state, layer by layer: columns [in_off, in_off + out_w) of each row of
     // `in` (in_w wide) copied to columns [out_off, ...) of `out` (width out_stride); rows whose
     // `in` (is_init) is nonzero zeroed in `out`; `out` zeroed.
@@ -60,6 +69,7 @@ struct Op {
   int64_t w = -1, b = -1;    // arena offsets
   int64_t w2 = -1, b2 = -1;  // the recurrent cells' hidden-state projection
   Activation activation = Activation::kIdentity;
+  LayerActivation layer_activation;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
   // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
@@ -102,6 +112,35 @@ float apply_mapping(const Mapping& m, float x) {
   return x;
 }
 
+// In place over n floats, torch.nn's formulas with the layer's arguments.
+void activate_layer(const LayerActivation& a, float* x, int64_t n) {
+  switch (a.kind) {
+    case LayerActivation::kKernel:
+      return activate(a.kernel, x, n);
+    case LayerActivation::kElu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : a.alpha * std::expm1(x[i]);
+      return;
+    case LayerActivation::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : a.alpha * x[i];
+      return;
+    case LayerActivation::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+      }
+      return;
+    case LayerActivation::kSoftplus:
+      for (int64_t i = 0; i < n; ++i) {
+        const float bx = x[i] * a.beta;
+        x[i] = bx > a.threshold ? x[i] : std::log1p(std::exp(bx)) / a.beta;
+      }
+      return;
+    case LayerActivation::kSilu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+      return;
+  }
+}
+
 // The built-in mappings of sdk/nn/mappings.cc, by name; false for a custom one.
 bool parse_mapping(const std::string& name, Mapping& m) {
   static const std::pair<const char*, Mapping::Kind> simple[] = {
@@ -139,6 +178,12 @@ Activation parse_activation(const std::string& name) {
   if (name == "softplus") return Activation::kSoftplus;
   if (name == "identity") return Activation::kIdentity;
   throw std::invalid_argument("unknown activation " + name);
+}
+
+// The spec's name of a network kind ("conv2d").
+std::string network_kind_name(tdpolicy::Network::KindCase kind) {
+  const auto* field = tdpolicy::Network::descriptor()->FindFieldByNumber(kind);
+  return field == nullptr ? std::to_string(kind) : field->name();
 }
 
 struct NotLowerable : std::runtime_error {
@@ -188,6 +233,8 @@ struct FusedPlan::Impl {
   std::vector<int> outputs;
   int action = -1;
   std::vector<std::string> description;
+  // The spec of the network network() is lowering, for the lowerings that walk its layers.
+  const tdpolicy::Network* network_spec = nullptr;
 
   // ---- lowering ---------------------------------------------------------------------------
 
@@ -264,8 +311,14 @@ struct FusedPlan::Impl {
     const auto& mlp = network_as<nn::MlpImpl>(module, path);
     need(module, 1, 1, "Mlp", path);
     const auto& o = mlp.options();
-    const Activation activation = parse_activation(o.activation());
-    int x = find(module.in_keys()[0], path);
+    output(add_mlp(find(module.in_keys()[0], path), mlp, path), module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (Mlp ", o.in_features(), "->", o.out_features(), ", ",
+                                       o.activation(), o.layer_norm() ? ", layer_norm" : "", ")"));
+  }
+
+  // An Mlp's ops reading slot x; returns the slot of its output (a new one).
+  int add_mlp(int x, const nn::MlpImpl& mlp, const std::string& path) {
+    const Activation activation = parse_activation(mlp.options().activation());
     std::shared_ptr<torch::nn::Module> layers = mlp.named_children()["layers"];
     const auto children = layers->children();
     for (size_t i = 0; i < children.size(); ++i) {
@@ -290,9 +343,7 @@ struct FusedPlan::Impl {
         ops.push_back(op);
       }
     }
-    output(x, module.out_keys_source()[0]);
-    description.push_back(absl::StrCat(path, ": fused (Mlp ", o.in_features(), "->", o.out_features(), ", ",
-                                       o.activation(), o.layer_norm() ? ", layer_norm" : "", ")"));
+    return x;
   }
 
   void lower_linear(const nn::TensorDictModuleImpl& module, const std::string& path) {
@@ -551,6 +602,203 @@ struct FusedPlan::Impl {
                                     "runs on LibTorch)"));
   }
 
+  // ---- layers (activation, layer_norm, flatten, sequence): each from input slots to new ones ----
+
+  // The layer kinds a sequence lowers; conv2d and dueling (and any other kind) run on LibTorch.
+  static void check_layers(const tdpolicy::Network& spec, const std::string& path) {
+    switch (spec.kind_case()) {
+      case tdpolicy::Network::kLinear:
+      case tdpolicy::Network::kMlp:
+      case tdpolicy::Network::kActivation:
+      case tdpolicy::Network::kLayerNorm:
+      case tdpolicy::Network::kMapping:
+      case tdpolicy::Network::kNormalParamExtractor:
+      case tdpolicy::Network::kFlatten:
+        return;
+      case tdpolicy::Network::kSequence:
+        for (int i = 0; i < spec.sequence().layers_size(); ++i) {
+          check_layers(spec.sequence().layers(i), absl::StrCat(path, ".sequence.layers[", i, "]"));
+        }
+        return;
+      default:
+        throw NotLowerable(absl::StrCat(path, ": ", network_kind_name(spec.kind_case()), " runs on LibTorch"));
+    }
+  }
+
+  // An activation layer's op: in place on a temporary (`in_place`), else into a new slot.
+  int add_layer_activation(int x, const nn::ActivationImpl& activation, bool in_place) {
+    const auto& o = activation.options();
+    Op op{Op::kLayerActivation};
+    LayerActivation& a = op.layer_activation;
+    if (o.name() == "elu" && o.alpha() && *o.alpha() != 1.0) {
+      a.kind = LayerActivation::kElu;
+      a.alpha = static_cast<float>(*o.alpha());
+    } else if (o.name() == "leaky_relu" && o.negative_slope() && *o.negative_slope() != 0.01) {
+      a.kind = LayerActivation::kLeakyRelu;
+      a.alpha = static_cast<float>(*o.negative_slope());
+    } else if (o.name() == "gelu" && o.approximate() == "tanh") {
+      a.kind = LayerActivation::kGeluTanh;
+    } else if (o.name() == "softplus" && (o.beta().value_or(1.0) != 1.0 || o.threshold().value_or(20.0) != 20.0)) {
+      a.kind = LayerActivation::kSoftplus;
+      a.beta = static_cast<float>(o.beta().value_or(1.0));
+      a.threshold = static_cast<float>(o.threshold().value_or(20.0));
+    } else if (o.name() == "silu") {
+      a.kind = LayerActivation::kSilu;
+    } else {
+      a.kernel = parse_activation(o.name());
+    }
+    op.in = x;
+    op.out_w = slots[x].width;
+    op.out = in_place ? x : add_temp(op.out_w);
+    ops.push_back(op);
+    return op.out;
+  }
+
+  int add_layer_norm(int x, const torch::nn::LayerNormImpl& norm, bool in_place, const std::string& path) {
+    const auto& o = norm.options;
+    if (o.normalized_shape() != std::vector<int64_t>{slots[x].width}) {
+      throw NotLowerable(absl::StrCat(path, ": a LayerNorm over other than the last dim of a vector"));
+    }
+    Op op{Op::kLayerNorm};
+    op.in = x;
+    op.out_w = slots[x].width;
+    op.out = in_place ? x : add_temp(op.out_w);
+    op.eps = static_cast<float>(o.eps());
+    op.w = put(o.elementwise_affine() ? norm.weight : at::ones({op.out_w}));
+    op.b = put(o.elementwise_affine() ? norm.bias : at::zeros({op.out_w}));
+    ops.push_back(op);
+    return op.out;
+  }
+
+  // A layer's ops reading slots `ins`; returns its output slots. A slot from `fresh` on is a
+  // temporary of the sequence, which an elementwise op may overwrite (an input or a keyed value
+  // keeps its value).
+  std::vector<int> lower_layer(const tdpolicy::Network& spec, const std::shared_ptr<torch::nn::Module>& layer,
+                               const std::vector<int>& ins, int fresh, const std::string& path) {
+    auto as = [&](auto* typed) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
+      auto* built = dynamic_cast<const T*>(layer.get());
+      if (built == nullptr) throw SpecMismatch(path);
+      return built;
+    };
+    if (spec.kind_case() != tdpolicy::Network::kSequence && ins.size() != 1) {
+      throw NotLowerable(absl::StrCat(path, ": a layer reading ", ins.size(), " values"));
+    }
+    const int x = ins[0];
+    const bool in_place = x >= fresh;
+    switch (spec.kind_case()) {
+      case tdpolicy::Network::kLinear:
+        return {add_linear(x, *as(static_cast<torch::nn::LinearImpl*>(nullptr)), -1)};
+      case tdpolicy::Network::kMlp:
+        return {add_mlp(x, *as(static_cast<nn::MlpImpl*>(nullptr)), path)};
+      case tdpolicy::Network::kActivation:
+        return {add_layer_activation(x, *as(static_cast<nn::ActivationImpl*>(nullptr)), in_place)};
+      case tdpolicy::Network::kLayerNorm:
+        return {add_layer_norm(x, *as(static_cast<torch::nn::LayerNormImpl*>(nullptr)), in_place, path)};
+      case tdpolicy::Network::kMapping: {
+        const auto* mapping = as(static_cast<nn::MappingModuleImpl*>(nullptr));
+        Op op{Op::kMapping};
+        if (!parse_mapping(mapping->name(), op.mapping)) {
+          throw NotLowerable(absl::StrCat(path, ": the mapping '", mapping->name(), "' is a custom one (C++ code)"));
+        }
+        op.in = x;
+        op.out_w = slots[x].width;
+        op.out = add_temp(op.out_w);
+        ops.push_back(op);
+        return {op.out};
+      }
+      case tdpolicy::Network::kNormalParamExtractor: {
+        const auto* npe = as(static_cast<nn::NormalParamExtractorImpl*>(nullptr));
+        Op op{Op::kSplitNormal};
+        if (!parse_mapping(npe->options().scale_mapping(), op.mapping)) {
+          throw NotLowerable(
+              absl::StrCat(path, ": the scale mapping '", npe->options().scale_mapping(), "' is a custom one"));
+        }
+        if (slots[x].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
+        op.in = x;
+        op.out_w = slots[x].width / 2;
+        op.lb = static_cast<float>(npe->options().scale_lb());
+        op.out = add_temp(op.out_w);
+        op.out2 = add_temp(op.out_w);
+        ops.push_back(op);
+        return {op.out, op.out2};
+      }
+      case tdpolicy::Network::kFlatten:
+        // The plan's values are vectors: only the flatten of their one dim, which changes nothing.
+        if (as(static_cast<nn::FlattenImpl*>(nullptr))->num_dims() != 1 || slots[x].shape.size() != 1) {
+          throw NotLowerable(absl::StrCat(path, ": a flatten of more than a vector's one dim"));
+        }
+        return {x};
+      case tdpolicy::Network::kSequence: {
+        const auto* sequence = as(static_cast<nn::SequenceImpl*>(nullptr));
+        const auto& layers = spec.sequence().layers();
+        if (sequence->layers().size() != static_cast<size_t>(layers.size())) throw SpecMismatch(path);
+        std::vector<int> values = ins;
+        for (int i = 0; i < layers.size(); ++i) {
+          values = lower_layer(layers[i], sequence->layers()[i].module, values, fresh,
+                               absl::StrCat(path, ".sequence.layers[", i, "]"));
+        }
+        return values;
+      }
+      default:
+        throw NotLowerable(absl::StrCat(path, ": ", network_kind_name(spec.kind_case()), " runs on LibTorch"));
+    }
+  }
+
+  // A layer kind's module: check_layers first (so that a conv2d is what the error names, not
+  // the pixels the plan has no slot for), then the layer's ops from the module's in_keys.
+  void lower_layers(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path,
+                    const std::string& what) {
+    const std::string kind_path = path + ".network.network";
+    check_layers(spec, kind_path);
+    const int fresh = static_cast<int>(slots.size());
+    std::vector<int> ins;
+    for (const NestedKey& key : module.in_keys()) ins.push_back(find(key, path));
+    std::vector<int> outs = lower_layer(spec, module.module(), ins, fresh, kind_path);
+    if (outs.size() != module.out_keys_source().size()) throw SpecMismatch(path);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      // A value the module did not compute (a flatten passes its input through) is copied, so
+      // that naming the output leaves the input's slot as it is.
+      if (outs[i] < fresh) {
+        Op op{Op::kLayerActivation};
+        op.in = outs[i];
+        op.out_w = slots[outs[i]].width;
+        op.out = add_temp(op.out_w);
+        ops.push_back(op);
+        outs[i] = op.out;
+      }
+      output(outs[i], module.out_keys_source()[i]);
+    }
+    description.push_back(absl::StrCat(path, ": fused (", what, ")"));
+  }
+
+  void lower_sequence(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& sequence = network_as<nn::SequenceImpl>(module, path);
+    lower_layers(*network_spec, module, path, absl::StrCat("Sequence of ", sequence.layers().size(), " layers"));
+  }
+  void lower_activation(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& activation = network_as<nn::ActivationImpl>(module, path);
+    lower_layers(*network_spec, module, path, "activation " + activation.options().name());
+  }
+  void lower_layer_norm(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    network_as<torch::nn::LayerNormImpl>(module, path);
+    lower_layers(*network_spec, module, path, "LayerNorm");
+  }
+  void lower_flatten(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    network_as<nn::FlattenImpl>(module, path);
+    lower_layers(*network_spec, module, path, "Flatten");
+  }
+  // Convolutions run on LibTorch: Backend::kAuto falls back to it, and `tdp describe` says why.
+  void lower_conv2d(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path, ": conv2d runs on LibTorch"));
+  }
+  void lower_dueling(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path, ": dueling runs on LibTorch"));
+  }
+  void lower_aoti_package(const nn::TensorDictModuleImpl&, const std::string& path) {
+    throw NotLowerable(absl::StrCat(path, ": an AOTInductor package runs on LibTorch"));
+  }
+
   // The lowering of the network kind `spec` names; a kind without one (torchscript, one_hot) is
   // not lowerable.
   void network(const tdpolicy::Network& spec, const nn::TensorDictModuleImpl& module, const std::string& path) {
@@ -563,16 +811,21 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kMapping, &Impl::lower_mapping},
         {tdpolicy::Network::kNormalParamExtractor, &Impl::lower_normal_param_extractor},
         {tdpolicy::Network::kAddStateIndependentNormalScale, &Impl::lower_add_state_independent_normal_scale},
+        {tdpolicy::Network::kSequence, &Impl::lower_sequence},
+        {tdpolicy::Network::kActivation, &Impl::lower_activation},
+        {tdpolicy::Network::kConv2D, &Impl::lower_conv2d},
+        {tdpolicy::Network::kFlatten, &Impl::lower_flatten},
+        {tdpolicy::Network::kLayerNorm, &Impl::lower_layer_norm},
+        {tdpolicy::Network::kDueling, &Impl::lower_dueling},
         {tdpolicy::Network::kCat, &Impl::lower_cat},
         {tdpolicy::Network::kMultiAgentMlp, &Impl::lower_multi_agent_mlp},
         {tdpolicy::Network::kObservationNorm, &Impl::lower_observation_norm},
         {tdpolicy::Network::kToDtype, &Impl::lower_to_dtype},
         {tdpolicy::Network::kToTensorImage, &Impl::lower_to_tensor_image},
+        {tdpolicy::Network::kAotiPackage, &Impl::lower_aoti_package},
     };
     if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
-    if (spec.kind_case() == tdpolicy::Network::kAotiPackage) {
-      throw NotLowerable(absl::StrCat(path, ": an AOTInductor package runs on LibTorch"));
-    }
+    network_spec = &spec;
     for (const auto& [kind, lowering] : kLowerings) {
       if (kind == spec.kind_case()) return (this->*lowering)(module, path);
     }
@@ -918,7 +1171,12 @@ struct FusedPlan::Impl {
                  at(op.out));
           break;
         case Op::kLayerNorm:
+          if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));
           layer_norm(at(op.out), rows, op.out_w, arena.data() + op.w, arena.data() + op.b, op.eps);
+          break;
+        case Op::kLayerActivation:
+          if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));
+          activate_layer(op.layer_activation, at(op.out), rows * op.out_w);
           break;
         case Op::kActivation:
           activate(op.activation, at(op.out), rows * op.out_w);

@@ -11,6 +11,7 @@
 #include "sdk/nn/as_tensordict_module.h"
 #include "sdk/nn/biased_softplus.h"
 #include "sdk/nn/dispatch.h"
+#include "sdk/nn/layers.h"
 #include "sdk/nn/mappings.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"

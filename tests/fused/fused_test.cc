@@ -819,5 +819,83 @@ TEST(FusedLowering, TheFlatApiRefusesRecurrentAndCompositePoliciesSayingWhy) {
       << status;
 }
 
+// ---- layers: sequence, activation (with torch's arguments), layer_norm, flatten ----
+
+// obs [5] -> a sequence of layers ending in a NormalParamExtractor -> tanh_normal, as TorchRL's
+// Gaussian actor nn.Sequential(MLP(...), NormalParamExtractor()) exports.
+std::string sequence_spec(const std::string& activation, uint64_t seed) {
+  return "name: 'sequence' inputs { key: 'observation' shape: 5 }\n"
+         "output_keys: 'action' output_keys: 'action_log_prob'\n"
+         "module { probabilistic_sequential {\n"
+         "  modules { network { in_keys: 'observation' out_keys: ['loc', 'scale'] network { sequence {\n"
+         "    layers { activation { name: 'tanh' } }\n"
+         "    layers { flatten { num_dims: 1 } }\n"
+         "    layers { linear { in_features: 5 out_features: 16 } }\n"
+         "    layers { activation { name: 'elu' alpha: 0.5 } }\n"
+         "    layers { layer_norm { normalized_shape: 16 } }\n"
+         "    layers { linear { in_features: 16 out_features: 16 no_bias: true } }\n"
+         "    layers { activation { " + activation + " } }\n"
+         "    layers { sequence { layers { mlp { in_features: 16 hidden_sizes: 8 out_features: 8 } } } }\n"
+         "    layers { normal_param_extractor { scale_mapping: 'biased_softplus_0.5_0.05' } } } } } }\n"
+         "  modules { probabilistic { in_keys: ['loc', 'scale'] out_keys: 'action' distribution: 'tanh_normal' "
+         "return_log_prob: true log_prob_key: 'action_log_prob' } }\n"
+         "} }\ninit_seed: " + std::to_string(seed);
+}
+
+TEST(FusedParity, ASequenceOfLayersWithEveryActivationEqualsLibTorch) {
+  uint64_t seed = 200;
+  for (const std::string activation :
+       {"name: 'tanh'", "name: 'relu'", "name: 'sigmoid'", "name: 'identity'", "name: 'silu'", "name: 'gelu'",
+        "name: 'gelu' approximate: 'tanh'", "name: 'elu'", "name: 'elu' alpha: 0.3", "name: 'leaky_relu'",
+        "name: 'leaky_relu' negative_slope: 0.2", "name: 'softplus'", "name: 'softplus' beta: 2 threshold: 3"}) {
+    const std::string text = sequence_spec(activation, seed++);
+    expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, activation);
+  }
+}
+
+// Activation and layer_norm modules of their own, reading a declared input (which keeps its value).
+TEST(FusedParity, ActivationAndLayerNormModulesEqualLibTorch) {
+  const std::string text =
+      "name: 'modules' inputs { key: 'observation' shape: 5 } output_keys: 'a' "
+      "output_keys: 'n' output_keys: 'action'\n"
+      "module { probabilistic_sequential {\n"
+      "  modules { network { in_keys: 'observation' out_keys: 'a' network { activation { name: 'softplus' beta: 3 } } } }\n"
+      "  modules { network { in_keys: 'observation' out_keys: 'n' network { layer_norm { normalized_shape: 5 "
+      "no_affine: true } } } }\n"
+      "  modules { network { in_keys: 'n' out_keys: 'f' network { flatten { num_dims: 1 } } } }\n"
+      "  modules { network { in_keys: 'f' out_keys: 'logits' network { linear { in_features: 5 out_features: 3 } } } }\n"
+      "  modules { probabilistic { in_keys: 'logits' out_keys: 'action' distribution: 'categorical' } }\n"
+      "} }\ninit_seed: 7";
+  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, "modules");
+  auto actor = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+  ASSERT_TRUE(actor);
+  EXPECT_EQ(actor->describe().modules[0], "module.probabilistic_sequential.modules[0]: fused (activation softplus)");
+}
+
+TEST(FusedLowering, Conv2dAndDuelingRunOnLibTorchSayingSo) {
+  const std::string conv =
+      "name: 'cnn' inputs { key: 'pixels' shape: [3, 8, 8] } output_keys: 'q'\n"
+      "module { network { in_keys: 'pixels' out_keys: 'q' network { sequence {\n"
+      "  layers { conv2d { in_channels: 3 out_channels: 4 kernel_size: [3, 3] stride: [2, 2] } }\n"
+      "  layers { activation { name: 'relu' } } layers { flatten { num_dims: 3 } } } } } }\ninit_seed: 1";
+  EXPECT_THROW(load_spec_text(conv, ActorOptions().backend(Backend::kFused)), std::invalid_argument);
+  auto fallback = load_spec_text(conv, ActorOptions());
+  ASSERT_TRUE(fallback);
+  EXPECT_NE(fallback->describe().fused_status.message().find(
+                "module.network.network.sequence.layers[0]: conv2d runs on LibTorch"),
+            std::string::npos)
+      << fallback->describe().fused_status;
+  const std::string dueling =
+      "name: 'dueling' inputs { key: 'observation' shape: 4 } output_keys: 'q'\n"
+      "module { network { in_keys: 'observation' out_keys: 'q' network { dueling {\n"
+      "  features { mlp { in_features: 4 hidden_sizes: 8 out_features: 8 } }\n"
+      "  advantage { linear { in_features: 8 out_features: 3 } } value { linear { in_features: 8 out_features: 1 } }"
+      " } } } }\ninit_seed: 1";
+  auto q = load_spec_text(dueling, ActorOptions());
+  ASSERT_TRUE(q);
+  EXPECT_NE(q->describe().fused_status.message().find("module: dueling runs on LibTorch"), std::string::npos)
+      << q->describe().fused_status;
+}
+
 }  // namespace
 }  // namespace tdp::fused

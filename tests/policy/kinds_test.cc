@@ -58,13 +58,14 @@ TEST(Kinds, EveryModuleAndNetworkKindOfTheProtoHasAnEntry) {
 TEST(Kinds, AMissingKindListsTheProtosKinds) {
   EXPECT_EQ(validate_spec(spec_around(tdpolicy::Module()), "t.pbtxt").message(),
             "t.pbtxt: module: no module kind is set (hint: one of sequential, probabilistic_sequential, network, "
-            "probabilistic, ensemble)");
+            "probabilistic, ensemble, q_value, egreedy, tanh, lstm, gru)");
   tdpolicy::Module network;
   network.mutable_network()->add_in_keys("observation");
   EXPECT_EQ(validate_spec(spec_around(network), "t.pbtxt").message(),
             "t.pbtxt: module.network.network: no network kind is set (hint: one of mlp, linear, gru_cell, "
             "lstm_cell, torchscript, mapping, normal_param_extractor, add_state_independent_normal_scale, one_hot, "
-            "cat)");
+            "cat, sequence, activation, conv2d, flatten, layer_norm, dueling, multi_agent_mlp, observation_norm, "
+            "to_dtype, to_tensor_image, aoti_package)");
 }
 
 TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
@@ -75,7 +76,8 @@ TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
   EXPECT_EQ(spec.status().message(),
             "export_spec: module: a TensorDictModule around a function cannot be written to a spec (supported: Mlp, "
             "Linear, GruCell, LstmCell, MappingModule, NormalParamExtractor, AddStateIndependentNormalScale, OneHot, "
-            "Cat, MultiAgentMlp, ObservationNorm, ToDtype, ToTensorImage)");
+            "Cat, Sequence, Activation, Conv2d, Flatten, LayerNorm, Dueling, MultiAgentMlp, ObservationNorm, ToDtype, "
+            "ToTensorImage)");
 }
 
 // One network module per kind a C++ tree exports to, every field given (export writes defaults
@@ -96,19 +98,58 @@ TEST(Kinds, EachNetworkKindExportsWhatItBuilds) {
                                                            init_value: 0.5 } })pb",
       R"pb(in_keys: "i" out_keys: "y" network { one_hot { num_classes: 3 } })pb",
       R"pb(in_keys: ["x", "h"] out_keys: "y" network { cat {} })pb",
+      R"pb(in_keys: "x" out_keys: ["loc", "scale"]
+           network {
+             sequence {
+               layers { linear { in_features: 4 out_features: 6 no_bias: true } }
+               layers { activation { name: "elu" alpha: 0.5 } }
+               layers { layer_norm { normalized_shape: 6 eps: 1e-5 } }
+               layers { sequence { layers { mapping { name: "exp" } } } }
+               layers { normal_param_extractor { scale_mapping: "exp" scale_lb: 0.01 } }
+             }
+           })pb",
+      R"pb(in_keys: "x" out_keys: "y" network { activation { name: "softplus" beta: 2 threshold: 10 } })pb",
+      R"pb(in_keys: "x" out_keys: "y" network { activation { name: "gelu" approximate: "tanh" } })pb",
+      R"pb(in_keys: "p" out_keys: "y"
+           network {
+             conv2d {
+               in_channels: 2 out_channels: 4 kernel_size: [3, 2] stride: [1, 2] padding: [1, 0] dilation: [2, 1]
+               groups: 2 no_bias: true
+             }
+           })pb",
+      R"pb(in_keys: "p" out_keys: "y" network { flatten { num_dims: 2 } })pb",
+      R"pb(in_keys: "x" out_keys: "y" network { layer_norm { normalized_shape: 4 eps: 0.001 no_affine: true } })pb",
+      R"pb(in_keys: "p" out_keys: "y"
+           network {
+             dueling {
+               features {
+                 sequence {
+                   layers {
+                     conv2d {
+                       in_channels: 2 out_channels: 3 kernel_size: [3, 3] stride: [1, 1] padding: [0, 0]
+                       dilation: [1, 1] groups: 1
+                     }
+                   }
+                   layers { flatten { num_dims: 3 } }
+                 }
+               }
+               advantage { linear { in_features: 48 out_features: 3 } }
+               value { mlp { in_features: 48 hidden_sizes: 8 out_features: 1 activation: "relu" } }
+             }
+           })pb",
       R"pb(in_keys: "a" out_keys: "y"
            network { multi_agent_mlp { n_agents: 2 n_agent_inputs: 2 n_agent_outputs: 3 centralized: true
                                        mlp { in_features: 4 hidden_sizes: 5 out_features: 3 activation: "relu"
                                              activate_last_layer: true } } })pb",
       R"pb(in_keys: "x" out_keys: "y" network { observation_norm { shape: 4 standard_normal: true clip: 5 } })pb",
       R"pb(in_keys: "x" out_keys: "y" network { to_dtype { dtype: FLOAT64 } })pb",
-      R"pb(in_keys: "p" out_keys: "y" network { to_tensor_image { from_int: true } })pb",
+      R"pb(in_keys: "u" out_keys: "y" network { to_tensor_image { from_int: true } })pb",
   };
   for (const char* text : kNetworks) {
     tdpolicy::PolicySpec spec = parse_text_or_fail(
         R"pb(inputs { key: "x" shape: 4 } inputs { key: "h" shape: 5 } inputs { key: "c" shape: 5 }
-             inputs { key: "i" dtype: INT64 } inputs { key: "a" shape: [2, 2] }
-             inputs { key: "p" shape: [2, 2, 3] dtype: UINT8 } init_seed: 1)pb");
+             inputs { key: "i" dtype: INT64 } inputs { key: "p" shape: [2, 6, 6] } inputs { key: "a" shape: [2, 2] }
+             inputs { key: "u" shape: [2, 2, 3] dtype: UINT8 } init_seed: 1)pb");
     auto* network = spec.mutable_module()->mutable_network();
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, network)) << text;
     for (const std::string& key : network->out_keys()) {

@@ -472,19 +472,21 @@ class ExporterTest(unittest.TestCase):
         td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
         actor = TensorDictSequential(
             TensorDictModule(nn.Linear(3, 8), in_keys=["observation"], out_keys=["h"]),
-            TensorDictModule(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1), nn.Linear(8, 2)),
+            TensorDictModule(nn.Sequential(nn.Linear(8, 8), nn.Softmax(-1), nn.Linear(8, 2)),
                              in_keys=["h"], out_keys=["action"]))
-        self.assert_export_error(actor, td, "actor.module.1.module.1", "torch.nn.modules.dropout.Dropout",
-                                 "mlp activations")
+        self.assert_export_error(actor, td, "actor.module.1.module.1", "torch.nn.modules.activation.Softmax",
+                                 "no tdpolicy.Network counterpart")
         actor = TensorDictModule(nn.Bilinear(3, 3, 2), in_keys=["observation", "observation"], out_keys=["y"])
         self.assert_export_error(actor, td, "actor.module", "torch.nn.modules.linear.Bilinear",
                                  "no tdpolicy.Network counterpart")
         actor = TensorDictModule(lambda x: x * 2, in_keys=["observation"], out_keys=["y"])
         self.assert_export_error(actor, td, "actor.module", "function", "no tdpolicy.Network counterpart")
+        # Mixed activations are not tdpolicy's mlp but a sequence of layers (torchrl_layers_test).
         mixed = MLP(in_features=3, out_features=2, num_cells=[8, 8], activation_class=nn.Tanh)
         mixed[3] = nn.ReLU()
-        self.assert_export_error(Actor(mixed, in_keys=["observation"]), td, "actor.module.3",
-                                 "torch.nn.modules.activation.ReLU", "mixed activations")
+        spec = tdpolicy.export(Actor(mixed, in_keys=["observation"]), self.path("mixed.pbtxt"), example=td,
+                               self_test=False)
+        self.assertEqual(spec.module.network.network.WhichOneof("kind"), "sequence")
         self.assert_export_error(TensorDictModule(nn.LSTMCell(3, 4), in_keys=["observation"], out_keys=["h", "c"]),
                                  td, "actor.module", "torch.nn.modules.rnn.LSTMCell", "tdpolicy.LSTMCell")
 

@@ -8,7 +8,8 @@ namespace tdp::policy::kinds {
 extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble;
 extern const ModuleKind kLstm, kGru;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
-    kAddStateIndependentNormalScale, kOneHot, kCat, kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage;
+    kAddStateIndependentNormalScale, kOneHot, kCat, kSequence, kActivation, kConv2d, kFlatten, kLayerNorm, kDueling,
+    kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage;
 
 const std::vector<const ModuleKind*>& module_kinds() {
   static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork,
@@ -20,8 +21,8 @@ const std::vector<const ModuleKind*>& module_kinds() {
 const std::vector<const NetworkKind*>& network_kinds() {
   static const std::vector<const NetworkKind*> kinds = {
       &kMlp,     &kLinear,  &kGruCell, &kLstmCell, &kTorchScript, &kMapping, &kNormalParamExtractor,
-      &kAddStateIndependentNormalScale, &kOneHot, &kCat, &kMultiAgentMlp, &kObservationNorm, &kToDtype,
-      &kToTensorImage, &kAotiPackage};
+      &kAddStateIndependentNormalScale, &kOneHot, &kCat, &kSequence, &kActivation, &kConv2d, &kFlatten,
+      &kLayerNorm, &kDueling, &kMultiAgentMlp, &kObservationNorm, &kToDtype, &kToTensorImage, &kAotiPackage};
   return kinds;
 }
 

@@ -57,6 +57,13 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
     import torchrl
     from torchrl.modules import MLP as TorchRLMLP
     from torchrl.modules import MultiAgentMLP as TorchRLMultiAgentMLP
+    from torchrl.modules import ConvNet as TorchRLConvNet
+    from torchrl.modules import DdpgMlpActor as TorchRLDdpgMlpActor
+    from torchrl.modules import DuelingCnnDQNet as TorchRLDuelingCnnDQNet
+    from torchrl.modules.models.models import DuelingMlpDQNet as TorchRLDuelingMlpDQNet
+    from torchrl.modules.models.utils import SquashDims as TorchRLSquashDims
+    from torchrl.modules.models.utils import Squeeze2dLayer as TorchRLSqueeze2dLayer
+    from torchrl.modules.models.utils import SqueezeLayer as TorchRLSqueezeLayer
     from torchrl.modules.distributions import (
         Delta as TorchRLDelta,
         IndependentNormal,
@@ -71,6 +78,8 @@ except ImportError:  # pragma: no cover
     TorchRLMLP = TorchRLMultiAgentMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
     GRUModule = LSTMModule = TorchRLGRU = TorchRLLSTM = None
+    TorchRLConvNet = TorchRLDdpgMlpActor = TorchRLDuelingCnnDQNet = TorchRLDuelingMlpDQNet = None
+    TorchRLSquashDims = TorchRLSqueeze2dLayer = TorchRLSqueezeLayer = None
 
 # File extensions, as sdk/policy/spec_io.cc reads them.
 _FORMATS = {".pbtxt": "text", ".textproto": "text", ".txtpb": "text", ".txt": "text",
@@ -137,6 +146,24 @@ def _activations():
     }
 
 
+def _layer_activations():
+    """torch.nn activation classes -> (tdpolicy.Activation name, {argument: torch's default}); an
+    argument is written only when it differs from the default. nn.Dropout is the identity: the
+    exporter runs and exports the module in eval mode, where dropout does nothing."""
+    return {
+        nn.Tanh: ("tanh", {}),
+        nn.ReLU: ("relu", {}),
+        nn.ELU: ("elu", {"alpha": 1.0}),
+        nn.GELU: ("gelu", {"approximate": "none"}),
+        nn.LeakyReLU: ("leaky_relu", {"negative_slope": 0.01}),
+        nn.Sigmoid: ("sigmoid", {}),
+        nn.Softplus: ("softplus", {"beta": 1.0, "threshold": 20.0}),
+        nn.SiLU: ("silu", {}),
+        nn.Identity: ("identity", {}),
+        nn.Dropout: ("identity", {}),
+    }
+
+
 def _type_name(obj):
     return "%s.%s" % (type(obj).__module__, type(obj).__qualname__)
 
@@ -165,6 +192,10 @@ class _Walker:
         self.parameters = []  # (C++ name, Python name, tensor)
         self.scripts = []  # (file name, ScriptModule)
         self.probabilistic = []  # (path, ProbabilisticTensorDictModule, its spec message)
+        self.input_shapes = {}  # id(nn.Module) -> the shape of its first input on the example
+        self.batch_dims = example.batch_dims
+        self.layer_batch_dims = None  # the batch dims the layers being walked see, when not batch_dims
+        self.in_sequence = False  # walking the layers of an nn.Sequential (arity errors say so)
         self.cpp_prefix = ""
         self.python_prefix = ""
 
@@ -378,12 +409,19 @@ class _Walker:
 
     def arity(self, net, path, n_in, n_out, want_in, want_out, what):
         if (want_in is not None and n_in != want_in) or n_out != want_out:
+            if self.in_sequence:
+                raise ExportError(path, net, "%s reads %s tensor(s) and writes %d; this layer of an nn.Sequential "
+                                  "reads %d and must write %d (only the last layer writes several)"
+                                  % (what, want_in, want_out, n_in, n_out))
             raise ExportError(path, net, "%s reads %s key(s) and writes %d; the TensorDictModule has %d "
                               "in_keys and %d out_keys" % (what, want_in, want_out, n_in, n_out))
 
-    def network(self, net, path, method, n_in, n_out, msg):
-        cpp = self.cpp_prefix + "module."
-        python = self.python_prefix + "module."
+    def network(self, net, path, method, n_in, n_out, msg, python=None, cpp=None):
+        """Writes `net` (read with n_in tensors, writing n_out) into the tdpolicy.Network `msg`;
+        its parameters are `python`<name> in Python and `cpp`<name> in C++ (by default those of
+        the TensorDictModule being walked: "<prefix>module.")."""
+        cpp = self.cpp_prefix + "module." if cpp is None else cpp
+        python = self.python_prefix + "module." if python is None else python
         if isinstance(net, torch.jit.ScriptModule):
             stem = self.name
             filename = "%s.pt" % stem if not self.scripts else "%s.%d.pt" % (stem, len(self.scripts))
@@ -440,7 +478,7 @@ class _Walker:
             self.add_parameters(net, python, cpp)
             return
         if type(net) is nn.Sequential or (TorchRLMLP is not None and type(net) is TorchRLMLP):
-            self.mlp(net, path, n_in, n_out, python, cpp, msg.mlp)
+            self.sequential(net, path, n_in, n_out, python, cpp, msg)
             return
         if TorchRLMultiAgentMLP is not None and type(net) is TorchRLMultiAgentMLP:
             self.multi_agent_mlp(net, path, n_in, n_out, python, cpp, msg.multi_agent_mlp)
@@ -450,10 +488,14 @@ class _Walker:
             self.arity(net, path, n_in, n_out, 1, 1, "a mapping")
             msg.mapping.name = mapping
             return
-        raise ExportError(path, net, "no tdpolicy.Network counterpart (mlp: an nn.Sequential of Linear, "
-                          "LayerNorm and activation layers such as TorchRL's MLP; linear; nn.GRUCell; "
-                          "tdpolicy.LSTMCell; NormalParamExtractor; TorchRL's MultiAgentMLP; "
-                          "AddStateIndependentNormalScale; a tensordict mapping)")
+        if self.torchrl_network(net, path, n_in, n_out, python, cpp, msg) or \
+                self.layer(net, path, n_in, n_out, msg, python, cpp):
+            return
+        raise ExportError(path, net, "no tdpolicy.Network counterpart (an nn.Sequential of exportable layers "
+                          "such as TorchRL's MLP or ConvNet: mlp or sequence; linear; conv2d; layer_norm; "
+                          "activations; nn.Flatten; nn.GRUCell; tdpolicy.LSTMCell; a TorchScript module; "
+                          "NormalParamExtractor; AddStateIndependentNormalScale; a tensordict mapping; "
+                          "TorchRL's MultiAgentMLP, DdpgMlpActor, DuelingCnnDQNet and DuelingMlpDQNet)")
 
     def mlp(self, seq, path, n_in, n_out, python, cpp, msg):
         """Linear, ([LayerNorm,] activation, Linear)*, [activation]: tdpolicy.Mlp's layer order, so
@@ -560,6 +602,173 @@ class _Walker:
         msg.centralized = bool(net.centralized)
         msg.share_params = bool(net.share_params)
         self.add_parameters(net, python, cpp)
+    # ---- sequences of layers: nn.Sequential, TorchRL's ConvNet and the models built on them ----
+
+    def sequential(self, seq, path, n_in, n_out, python, cpp, msg):
+        """An nn.Sequential (TorchRL's MLP among them): mlp when it is tdpolicy.Mlp's layer pattern
+        (the fused plan's fast path), else a sequence of layers."""
+        if TorchRLMLP is not None and isinstance(seq, TorchRLMLP) and getattr(seq, "_reshape_out", False):
+            raise ExportError(path, seq, "out_features=%r reshapes the output; tdpolicy's mlp and sequence write "
+                              "a flat last dim" % (seq.out_features,))
+        if n_in == 1 and n_out == 1:
+            try:
+                self.mlp(seq, path, n_in, n_out, python, cpp, msg.mlp)  # adds parameters only on success
+                return
+            except ExportError:
+                msg.ClearField("mlp")
+        self.sequence(seq, path, n_in, n_out, python, cpp, msg.sequence)
+
+    def sequence(self, seq, path, n_in, n_out, python, cpp, msg, batch_dims=None):
+        """Each child of `seq` as one layer of a tdpolicy.Sequence: layer i's parameters are
+        `python`<i>.<name> and `cpp`layers.<i>.<name>. TorchRL's MLP reading several tensors
+        concatenates them first: a cat layer in front. batch_dims: the batch dims the layers
+        see (a ConvNet joins them into one)."""
+        layers = list(seq.named_children())
+        if not layers:
+            raise ExportError(path, seq, "an empty nn.Sequential")
+        names = [n for n, _ in layers]
+        if names != [str(i) for i in range(len(layers))]:
+            raise ExportError(path, seq, "layers must be numbered 0..n-1, got %s" % names)
+        first = 0
+        if n_in != 1:
+            if not (TorchRLMLP is not None and isinstance(seq, TorchRLMLP)) or n_in < 1:
+                raise ExportError(path, seq, "an nn.Sequential reads one tensor; the TensorDictModule has %d in_keys"
+                                  % n_in)
+            msg.layers.add().cat.SetInParent()
+            first = 1
+        saved = self.layer_batch_dims, self.in_sequence
+        if batch_dims is not None:
+            self.layer_batch_dims = batch_dims
+        self.in_sequence = True
+        try:
+            for i, (_, layer) in enumerate(layers):
+                last = i == len(layers) - 1
+                layer_path = "%s.%d" % (path, i)
+                layer_msg = msg.layers.add()
+                layer_in = 1 if (i > 0 or first) else n_in
+                layer_out = n_out if last else 1
+                layer_python, layer_cpp = python + "%d." % i, cpp + "layers.%d." % (i + first)
+                if not self.layer(layer, layer_path, layer_in, layer_out, layer_msg, layer_python, layer_cpp):
+                    self.network(layer, layer_path, None, layer_in, layer_out, layer_msg, layer_python, layer_cpp)
+        finally:
+            self.layer_batch_dims, self.in_sequence = saved
+
+    def torchrl_network(self, net, path, n_in, n_out, python, cpp, msg):
+        """TorchRL's models that are sequences or compositions of exportable networks; False for
+        anything else."""
+        if torchrl is None:
+            return False
+        kind = type(net)
+        if kind is TorchRLConvNet:
+            self.arity(net, path, n_in, n_out, 1, 1, "a ConvNet")
+            # ConvNet.forward joins the batch dims into one around its layers.
+            self.sequence(net, path, 1, 1, python, cpp, msg.sequence, batch_dims=min(self.current_batch_dims(), 1))
+            return True
+        if kind is TorchRLDdpgMlpActor:
+            self.arity(net, path, n_in, n_out, 1, 1, "a DdpgMlpActor")
+            self.network(net.mlp, path + ".mlp", None, 1, 1, msg, python + "mlp.", cpp)
+            return True
+        if kind in (TorchRLDuelingCnnDQNet, TorchRLDuelingMlpDQNet):
+            self.arity(net, path, n_in, n_out, 1, 1, "a dueling network (%s)" % kind.__name__)
+            for part in ("features", "advantage", "value"):
+                self.network(getattr(net, part), "%s.%s" % (path, part), None, 1, 1, getattr(msg.dueling, part),
+                             python + part + ".", cpp + part + ".")
+            return True
+        return False
+
+    def current_batch_dims(self):
+        return self.batch_dims if self.layer_batch_dims is None else self.layer_batch_dims
+
+    def input_shape(self, net, path):
+        shape = self.input_shapes.get(id(net))
+        if shape is None:
+            raise ExportError(path, net, "did not run on the example, so the dims it joins are unknown")
+        return shape
+
+    def layer(self, net, path, n_in, n_out, msg, python=None, cpp=None):
+        """torch.nn's activations, LayerNorm, Conv2d, Flatten and TorchRL's SquashDims /
+        SqueezeLayer as their network kinds; False for anything else."""
+        cpp = self.cpp_prefix + "module." if cpp is None else cpp
+        python = self.python_prefix + "module." if python is None else python
+        kind = type(net)
+        activation = _layer_activations().get(kind)
+        if activation is not None:
+            self.arity(net, path, n_in, n_out, 1, 1, "an activation")
+            name, arguments = activation
+            msg.activation.name = name
+            for attr, default in arguments.items():
+                value = getattr(net, attr)
+                if value != default:
+                    setattr(msg.activation, attr, value)
+            return True
+        if kind is nn.LayerNorm:
+            self.arity(net, path, n_in, n_out, 1, 1, "a layer_norm")
+            if net.elementwise_affine and net.bias is None:
+                raise ExportError(path, net, "bias=False with elementwise_affine: tdpolicy's layer_norm has a weight "
+                                  "and a bias, or neither (elementwise_affine=False)")
+            msg.layer_norm.normalized_shape.extend(int(s) for s in net.normalized_shape)
+            msg.layer_norm.eps = float(net.eps)
+            msg.layer_norm.no_affine = not net.elementwise_affine
+            self.add_parameters(net, python, cpp)
+            return True
+        if kind is nn.Conv2d:
+            self.arity(net, path, n_in, n_out, 1, 1, "a conv2d")
+            self.conv2d(net, path, msg.conv2d)
+            self.add_parameters(net, python, cpp)
+            return True
+        if kind is nn.Flatten:
+            self.arity(net, path, n_in, n_out, 1, 1, "a flatten")
+            rank = len(self.input_shape(net, path))
+            start, end = net.start_dim % rank, net.end_dim % rank
+            if end != rank - 1:
+                raise ExportError(path, net, "end_dim=%d: tdpolicy's flatten joins the last dims" % net.end_dim)
+            self.flatten(net, path, rank - start, rank, msg)
+            return True
+        if kind is TorchRLSquashDims:
+            self.arity(net, path, n_in, n_out, 1, 1, "a flatten (SquashDims)")
+            self.flatten(net, path, int(net.ndims_in), len(self.input_shape(net, path)), msg)
+            return True
+        if kind in (TorchRLSqueezeLayer, TorchRLSqueeze2dLayer):
+            # Python raised on the example unless these dims are 1: joining them to the dim before
+            # gives the same tensor.
+            self.arity(net, path, n_in, n_out, 1, 1, "a flatten (SqueezeLayer)")
+            dims = sorted(int(d) for d in net.dims)
+            if dims != list(range(-len(dims), 0)):
+                raise ExportError(path, net, "dims=%s: tdpolicy squeezes the last dims only (a flatten of them "
+                                  "into the dim before)" % (list(net.dims),))
+            self.flatten(net, path, len(dims) + 1, len(self.input_shape(net, path)), msg)
+            return True
+        return False
+
+    def flatten(self, net, path, num_dims, rank, msg):
+        per_env = rank - self.current_batch_dims()
+        if num_dims > per_env:
+            raise ExportError(path, net, "joins %d dims of an input with %d dims per environment: it would join "
+                              "batch dims, which the spec's flatten never does" % (num_dims, per_env))
+        msg.flatten.num_dims = num_dims
+
+    @staticmethod
+    def conv2d(net, path, msg):
+        if net.padding_mode != "zeros":
+            raise ExportError(path, net, "padding_mode=%r: tdpolicy's conv2d pads with zeros" % net.padding_mode)
+        padding = net.padding
+        if isinstance(padding, str):
+            if padding == "valid":
+                padding = (0, 0)
+            else:  # "same": torch pads total = dilation * (kernel - 1) per dim, the odd one on the right
+                totals = [d * (k - 1) for d, k in zip(net.dilation, net.kernel_size)]
+                if any(t % 2 for t in totals):
+                    raise ExportError(path, net, "padding='same' with an even kernel pads one side more, which "
+                                      "tdpolicy's conv2d (the same padding on both sides) cannot express")
+                padding = tuple(t // 2 for t in totals)
+        msg.in_channels = net.in_channels
+        msg.out_channels = net.out_channels
+        msg.kernel_size.extend(int(k) for k in net.kernel_size)
+        msg.stride.extend(int(s) for s in net.stride)
+        msg.padding.extend(int(p) for p in padding)
+        msg.dilation.extend(int(d) for d in net.dilation)
+        msg.groups = net.groups
+        msg.no_bias = net.bias is None
 
     @staticmethod
     def scale_lb(net, path):
@@ -1120,6 +1329,26 @@ def _python_outputs(module, inputs, interaction=InteractionType.DETERMINISTIC):
         return module(inputs.clone())
 
 
+def _input_shapes(module, runner, example):
+    """Runs `runner` (the module, or the transforms then the module) on the example and returns
+    {id(submodule): the shape of its first input} for the module's torch.nn layers (a flatten's
+    dims are counted from its input's)."""
+    shapes = {}
+
+    def record(layer, args):
+        if args and isinstance(args[0], torch.Tensor):
+            shapes.setdefault(id(layer), tuple(args[0].shape))
+
+    hooks = [m.register_forward_pre_hook(record) for m in module.modules()
+             if not isinstance(m, (TensorDictModuleBase, torch.jit.ScriptModule))]
+    try:
+        _python_outputs(runner, example)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return shapes
+
+
 def _score(module, td):
     """Like the C++ self test's forward_scoring: runs the tree on td, except that a probabilistic
     module whose samples td holds keeps them and writes their log-probs."""
@@ -1275,15 +1504,17 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
         runner = _plan_transforms(transforms, module, example) if transforms is not None else None
         computes = runner if runner is not None else module
         # Run first: lazy layers materialize, and a module that cannot run on the example fails
-        # here with Python's own error rather than later in C++. With the fallback, the inputs
-        # each TensorDictModule receives are recorded: a package is traced on them.
+        # here with Python's own error rather than later in C++; the layers' input shapes are
+        # recorded (a flatten's dims count from its input's). With the fallback, the inputs each
+        # TensorDictModule receives are recorded too: a package is traced on them.
         recorder = _aoti.InputRecorder(module, TensorDictModule) if packager is not None else None
         try:
-            _python_outputs(computes, example)
+            input_shapes = _input_shapes(module, computes, example)
         finally:
             if recorder is not None:
                 recorder.remove()
         walker = _Walker(module, example, stem, packager, recorder.inputs if recorder is not None else None)
+        walker.input_shapes = input_shapes
         spec = spec_pb2.PolicySpec()
         spec.name = name if name is not None else stem
         spec.version = version
