@@ -19,6 +19,7 @@
 #include "sdk/fused/philox.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/tanh_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -42,7 +43,7 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm } kind;
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kTanhBox } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
@@ -53,6 +54,8 @@ struct Op {
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  // kTanhBox: tanh clamped into +-(1 - eps) first when clamp; low at w and high - low at w2.
+  bool clamp = false;
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -531,6 +534,10 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": a second probabilistic module (autoregressive heads are not lowered)"));
     }
     if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
+    if (!o.distribution_tensor_kwargs().empty()) {
+      throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", o.distribution_tensor_kwargs().begin()->first,
+                                      "\" (per-element distribution bounds have no fused kernel)"));
+    }
     if (o.generator().has_value() || o.generator_key().has_value()) {
       throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
     }
@@ -658,6 +665,41 @@ struct FusedPlan::Impl {
     network(spec.network().network(), td, path);
   }
 
+  // TorchRL's TanhModule: low + (high - low) * (tanh(x) + 1) / 2 per key, in float32 as Python
+  // computes it with float32 bounds.
+  void tanh_module(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& module = built_as<nn::TanhModuleImpl>(m, path);
+    if (!heads.empty()) {
+      throw NotLowerable(absl::StrCat(path, ": a TanhModule after the probabilistic module is not lowered"));
+    }
+    const auto& o = module.options();
+    std::vector<int> outs;
+    for (size_t i = 0; i < o.in_keys().size(); ++i) {
+      Op op{Op::kTanhBox};
+      op.in = find(o.in_keys()[i], path);
+      op.out_w = slots[op.in].width;
+      const auto& [low, high] = o.bounds()[i];
+      if (low.scalar_type() != at::kFloat || high.scalar_type() != at::kFloat) {
+        throw NotLowerable(absl::StrCat(path, ": TanhModule bounds of dtype ", c10::toString(low.scalar_type()), "/",
+                                        c10::toString(high.scalar_type()), " (the plan computes in float32)"));
+      }
+      if (low.dim() > 1 || high.dim() > 1 || (low.numel() != 1 && low.numel() != op.out_w) ||
+          (high.numel() != 1 && high.numel() != op.out_w)) {
+        throw NotLowerable(absl::StrCat(path, ": TanhModule bounds that are not one value or one per element of ",
+                                        o.in_keys()[i].to_string()));
+      }
+      op.w = put(low.expand({op.out_w}));
+      op.w2 = put((high - low).expand({op.out_w}));
+      op.clamp = o.clamp();
+      op.out = add_temp(op.out_w);
+      ops.push_back(op);
+      outs.push_back(op.out);
+    }
+    // Every input is read before any output is written (an out_key may be another in_key).
+    for (size_t i = 0; i < outs.size(); ++i) output(outs[i], o.out_keys()[i]);
+    description.push_back(absl::StrCat(path, ": fused (TanhModule", o.clamp() ? ", clamp" : "", ")"));
+  }
+
   void probabilistic_module(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
     probabilistic(built_as<nn::ProbabilisticTensorDictModuleImpl>(m, path), path);
   }
@@ -670,8 +712,12 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
         {tdpolicy::Module::kNetwork, &Impl::network_module},
         {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+        {tdpolicy::Module::kTanh, &Impl::tanh_module},
     };
     if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
+    if (spec.projections_size() > 0) {
+      throw NotLowerable(absl::StrCat(path, ".projections: safe=True projections onto TensorSpecs (no fused kernel)"));
+    }
     for (const auto& [kind, lowering] : kLowerings) {
       if (kind == spec.kind_case()) return (this->*lowering)(spec, m, path);
     }
@@ -752,6 +798,22 @@ struct FusedPlan::Impl {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * d + j];
               scale[r * d + j] = arena[op.w + j];
+            }
+          }
+          break;
+        }
+        case Op::kTanhBox: {
+          const float* x = at(op.in);
+          float* y = at(op.out);
+          const float* low = arena.data() + op.w;
+          const float* range = arena.data() + op.w2;
+          const int64_t d = op.out_w;
+          const float lim = 1.0f - 1e-6f;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              float t = std::tanh(x[r * d + j]);
+              if (op.clamp) t = std::min(std::max(t, -lim), lim);
+              y[r * d + j] = low[j] + range[j] * (t + 1.0f) / 2.0f;
             }
           }
           break;
