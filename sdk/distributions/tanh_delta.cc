@@ -17,10 +17,14 @@ using Value = std::variant<double, at::Tensor>;
 // torch.finfo(dtype).resolution.
 double resolution(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kDouble: return 1e-15;
-    case at::kHalf: return 1e-3;
-    case at::kBFloat16: return 1e-2;
-    default: return 1e-6;
+    case at::kDouble:
+      return 1e-15;
+    case at::kHalf:
+      return 1e-3;
+    case at::kBFloat16:
+      return 1e-2;
+    default:
+      return 1e-6;
   }
 }
 
@@ -98,15 +102,15 @@ at::Tensor TanhDelta::transform(const at::Tensor& x) const {
   }
   // AffineTransform: loc + scale * y.
   at::Tensor scaled = std::holds_alternative<double>(affine_scale_) ? std::get<double>(affine_scale_) * y
-                                                                     : std::get<at::Tensor>(affine_scale_) * y;
+                                                                    : std::get<at::Tensor>(affine_scale_) * y;
   return plus(scaled, affine_loc_);
 }
 
 at::Tensor TanhDelta::inverse_transform(const at::Tensor& y) const {
   at::Tensor centred = std::holds_alternative<double>(affine_loc_) ? y - std::get<double>(affine_loc_)
-                                                                    : y - std::get<at::Tensor>(affine_loc_);
+                                                                   : y - std::get<at::Tensor>(affine_loc_);
   at::Tensor x = std::holds_alternative<double>(affine_scale_) ? centred / std::get<double>(affine_scale_)
-                                                                : centred / std::get<at::Tensor>(affine_scale_);
+                                                               : centred / std::get<at::Tensor>(affine_scale_);
   if (safe_) {
     const double lim = 1.0 - resolution(x.scalar_type());
     x = x.clamp(-lim, lim);

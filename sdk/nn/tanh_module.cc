@@ -11,10 +11,14 @@ namespace {
 // torch.finfo(dtype).resolution: 10^-(decimal digits of precision).
 double resolution(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kDouble: return 1e-15;
-    case at::kHalf: return 1e-3;
-    case at::kBFloat16: return 1e-2;
-    default: return 1e-6;
+    case at::kDouble:
+      return 1e-15;
+    case at::kHalf:
+      return 1e-3;
+    case at::kBFloat16:
+      return 1e-2;
+    default:
+      return 1e-6;
   }
 }
 

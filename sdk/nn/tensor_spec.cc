@@ -9,7 +9,8 @@
 namespace tdp::nn {
 
 TensorSpec TensorSpec::bounded(at::Tensor low, at::Tensor high, std::vector<int64_t> shape, at::ScalarType dtype) {
-  if (!low.defined() || !high.defined()) throw std::invalid_argument("TensorSpec::bounded: low and high must be defined");
+  if (!low.defined() || !high.defined())
+    throw std::invalid_argument("TensorSpec::bounded: low and high must be defined");
   TensorSpec spec(Kind::kBounded, std::move(shape), dtype);
   spec.low_ = std::move(low);
   spec.high_ = std::move(high);
@@ -70,8 +71,8 @@ at::Tensor TensorSpec::project(const at::Tensor& value, const std::optional<at::
                                     shape_to_string(value.sizes()) + " (its last dim must be n)");
       }
       const at::Tensor rows = value.to(at::kFloat).reshape({-1, n_});
-      at::Tensor index = at::multinomial(rows, 1, /*replacement=*/false, generator).reshape(
-          value.sizes().slice(0, value.dim() - 1));
+      at::Tensor index =
+          at::multinomial(rows, 1, /*replacement=*/false, generator).reshape(value.sizes().slice(0, value.dim() - 1));
       return at::one_hot(index, n_).to(dtype_);
     }
     case Kind::kCategorical: {

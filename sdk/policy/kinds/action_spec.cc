@@ -18,9 +18,12 @@ namespace {
 at::ScalarType dtype_of(const tdpolicy::ActionSpec& spec) {
   if (spec.dtype() != tdpolicy::DTYPE_UNSPECIFIED) return *scalar_type(spec.dtype());
   switch (spec.kind_case()) {
-    case tdpolicy::ActionSpec::kOneHot: return at::kBool;
-    case tdpolicy::ActionSpec::kCategorical: return at::kLong;
-    default: return at::kFloat;
+    case tdpolicy::ActionSpec::kOneHot:
+      return at::kBool;
+    case tdpolicy::ActionSpec::kCategorical:
+      return at::kLong;
+    default:
+      return at::kFloat;
   }
 }
 
@@ -95,8 +98,9 @@ bool broadcasts_onto(const at::Tensor& tensor, const Shape& shape, const std::st
     ok = tensor.size(-i) == 1 || tensor.size(-i) == (*shape)[dims - i];
   }
   if (ok) return true;
-  return context.fail(path, absl::StrCat(what, " of shape ", shape_text(tensor),
-                                         " does not broadcast onto the per-environment shape ", shape_to_string(*shape)),
+  return context.fail(path,
+                      absl::StrCat(what, " of shape ", shape_text(tensor),
+                                   " does not broadcast onto the per-environment shape ", shape_to_string(*shape)),
                       "give one value, one per last dim, or the full per-environment shape");
 }
 

@@ -19,9 +19,9 @@ bool validate(const tdpolicy::Module& module, const std::string& module_path, co
   const std::string path = module_path + ".tanh";
   if (spec.in_keys_size() == 0) return context.fail(path + ".in_keys", "a tanh module reads at least one key");
   if (spec.out_keys_size() > 0 && spec.out_keys_size() != spec.in_keys_size()) {
-    return context.fail(path + ".out_keys", absl::StrCat("a tanh module writes one key per in_key: ",
-                                                         spec.in_keys_size(), " in_keys, ", spec.out_keys_size(),
-                                                         " out_keys"));
+    return context.fail(path + ".out_keys",
+                        absl::StrCat("a tanh module writes one key per in_key: ", spec.in_keys_size(), " in_keys, ",
+                                     spec.out_keys_size(), " out_keys"));
   }
   if (spec.bounds_size() > 0 && spec.bounds_size() != spec.in_keys_size()) {
     return context.fail(path + ".bounds", absl::StrCat("one bounds entry per out_key or none: ", spec.bounds_size(),
@@ -51,8 +51,8 @@ bool validate(const tdpolicy::Module& module, const std::string& module_path, co
   }
   for (int i = 0; i < spec.in_keys_size(); ++i) {
     const std::string& key = spec.out_keys_size() > 0 ? spec.out_keys(i) : spec.in_keys(i);
-    const std::string field = spec.out_keys_size() > 0 ? absl::StrCat(path, ".out_keys[", i, "]")
-                                                       : absl::StrCat(path, ".in_keys[", i, "]");
+    const std::string field =
+        spec.out_keys_size() > 0 ? absl::StrCat(path, ".out_keys[", i, "]") : absl::StrCat(path, ".in_keys[", i, "]");
     // Writing its in_key back (out_keys left empty) is what the module is for: no overwrite_keys needed.
     std::set<NestedKey> allowed = overwrites;
     if (spec.out_keys_size() == 0) allowed.insert(*parse_key(key));
