@@ -19,6 +19,7 @@
 #include "sdk/fused/philox.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/safe_module.h"
 #include "sdk/nn/tanh_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
@@ -43,7 +44,18 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kTanhBox } kind;
+  enum Kind {
+    kLinear,
+    kLayerNorm,
+    kActivation,
+    kMapping,
+    kSplitNormal,
+    kAddScale,
+    kGru,
+    kLstm,
+    kTanhBox,
+    kClampBox
+  } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
@@ -55,6 +67,7 @@ struct Op {
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
   // kTanhBox: tanh clamped into +-(1 - eps) first when clamp; low at w and high - low at w2.
+  // kClampBox: out clamped in place into [low at w, high at w2].
   bool clamp = false;
 };
 
@@ -715,13 +728,46 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kTanh, &Impl::tanh_module},
     };
     if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
-    if (spec.projections_size() > 0) {
-      throw NotLowerable(absl::StrCat(path, ".projections: safe=True projections onto TensorSpecs (no fused kernel)"));
-    }
+    if (spec.projections_size() > 0) return projected(spec, m, path);
     for (const auto& [kind, lowering] : kLowerings) {
       if (kind == spec.kind_case()) return (this->*lowering)(spec, m, path);
     }
     throw NotLowerable(absl::StrCat(path, ": a ", m.type_name(), " (no fused kernel for it)"));
+  }
+
+  // safe=True onto Bounded specs (a SafeModule around a non-probabilistic module): the module's
+  // ops, then a clamp of each projected slot into [low, high], which is TorchRL's projection
+  // whether or not the value was already in the box (clamping a value inside it changes nothing).
+  void projected(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    auto* safe = dynamic_cast<const nn::SafeModuleImpl*>(&m);
+    if (safe == nullptr) {
+      throw NotLowerable(absl::StrCat(path, ".projections: a ", m.type_name(),
+                                      "'s safe=True projections (only Bounded ones around a network are lowered)"));
+    }
+    tdpolicy::Module inner = spec;
+    inner.clear_projections();
+    module(inner, *safe->module(), path);
+    for (const nn::SpecProjection& projection : safe->projections()) {
+      const nn::TensorSpec& box = projection.spec;
+      const int s = find(projection.key, path);
+      if (box.kind() != nn::TensorSpec::Kind::kBounded || box.dtype() != at::kFloat ||
+          box.low().scalar_type() != at::kFloat || box.high().scalar_type() != at::kFloat ||
+          (box.low().numel() != 1 && box.low().numel() != slots[s].width) ||
+          (box.high().numel() != 1 && box.high().numel() != slots[s].width) || box.low().dim() > 1 ||
+          box.high().dim() > 1) {
+        throw NotLowerable(absl::StrCat(path, ".projections: the projection of ", projection.key.to_string(), " onto ",
+                                        box.to_string(), " (only float32 Bounded ones are lowered)"));
+      }
+      Op op{Op::kClampBox};
+      op.in = s;
+      op.out = s;
+      op.out_w = slots[s].width;
+      op.w = put(box.low().expand({op.out_w}));
+      op.w2 = put(box.high().expand({op.out_w}));
+      ops.push_back(op);
+      description.push_back(
+          absl::StrCat(path, ": fused (clamp of ", projection.key.to_string(), " into its Bounded spec)"));
+    }
   }
 
   void lower(const policy::Policy& policy) {
@@ -799,6 +845,16 @@ struct FusedPlan::Impl {
               loc[r * d + j] = x[r * d + j];
               scale[r * d + j] = arena[op.w + j];
             }
+          }
+          break;
+        }
+        case Op::kClampBox: {
+          float* y = at(op.out);
+          const float* low = arena.data() + op.w;
+          const float* high = arena.data() + op.w2;
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) y[r * d + j] = std::min(std::max(y[r * d + j], low[j]), high[j]);
           }
           break;
         }

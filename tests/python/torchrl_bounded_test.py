@@ -174,10 +174,9 @@ class TorchRLBoundedTest(unittest.TestCase):
         with torch.no_grad():
             raw = actor.module(td["observation"])
         self.assertTrue(((raw < -0.5) | (raw > 0.25)).any())  # the projection does something
-        exported, path, _ = self.export_and_check(actor, td, "safe_bounded")
+        exported, path, _ = self.export_and_check(actor, td, "safe_bounded", fused=True)
         self.assertEqual([p.key for p in exported.module.projections], ["action"])
         self.assertTrue(exported.module.projections[0].spec.HasField("bounded"))
-        self.assert_not_lowered(path, td, "projections")
 
     def test_safe_probabilistic_actor_bounded(self):
         # The scale is an input, so that the deterministic loc (beyond the bounds) is projected.
@@ -187,9 +186,10 @@ class TorchRLBoundedTest(unittest.TestCase):
             distribution_class=IndependentNormal, return_log_prob=True)
         td = TensorDict({"observation": torch.randn(BATCH, 3) * 3, "scale": torch.full((BATCH, 2), 0.3)}, [BATCH])
         actions = TensorDict({"action": torch.randn(BATCH, 2) * 0.1}, [BATCH])
-        exported, _, _ = self.export_and_check(actor, td, "safe_normal", actions)
+        exported, path, _ = self.export_and_check(actor, td, "safe_normal", actions)
         prob_module = exported.module.probabilistic_sequential.modules[1]
         self.assertEqual([p.key for p in prob_module.projections], ["action"])
+        self.assert_not_lowered(path, td, "only Bounded ones around a network are lowered")
 
     def test_safe_one_hot_and_categorical(self):
         # OneHot: the sample (float) is not in the spec (bool): projected, one-hot in bool (which
@@ -211,8 +211,9 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor = Actor(nn.Linear(4, 2), in_keys=["observation"], spec=Categorical(4, shape=(2,)), safe=True)
         with torch.no_grad():
             actor.module.weight.mul_(5)
-        exported, _, report = self.export_and_check(actor, td, "safe_categorical")
+        exported, path, report = self.export_and_check(actor, td, "safe_categorical")
         self.assertEqual(exported.module.projections[0].spec.categorical.n, 4)
+        self.assert_not_lowered(path, td, "only float32 Bounded ones are lowered")
         with torch.no_grad():
             out = actor(td.clone())["action"]
         self.assertTrue(((out == 0) | (out == 3)).any())
