@@ -19,7 +19,9 @@
 #include "sdk/distributions/independent.h"
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/one_hot_categorical.h"
+#include "sdk/distributions/tanh_delta.h"
 #include "sdk/distributions/tanh_normal.h"
+#include "sdk/distributions/torchrl_truncated_normal.h"
 #include "sdk/distributions/truncated_normal.h"
 #include "sdk/distributions/uniform.h"
 
@@ -76,7 +78,7 @@ void register_builtins(DistributionRegistry& registry) {
                                  }));
   registry.register_distribution(
       "tanh_normal",
-      {{{"loc", "scale"}, {"loc", "scale", "low", "high"}},
+      {{{"loc", "scale"}, {"loc", "scale", "low", "high"}, {"loc", "scale", "low"}, {"loc", "scale", "high"}},
        {"upscale", "low", "high", "event_dims", "tanh_loc", "safe_tanh"}},
       Factory([](ParamTensors p, const DistributionKwargs& k) {
         const std::string name = "tanh_normal";
@@ -85,10 +87,16 @@ void register_builtins(DistributionRegistry& registry) {
         options.upscale(kwarg_double(k, "upscale", 5.0, name))
             .tanh_loc(kwarg_bool(k, "tanh_loc", false, name))
             .safe_tanh(kwarg_bool(k, "safe_tanh", true, name));
+        // Each bound: a tensor among the params, else a scalar kwarg, else -1 / 1.
         if (p[2].defined()) {
-          options.low(p[2]).high(p[3]);
+          options.low(p[2]);
         } else {
-          options.low(kwarg_double(k, "low", -1.0, name)).high(kwarg_double(k, "high", 1.0, name));
+          options.low(kwarg_double(k, "low", -1.0, name));
+        }
+        if (p[3].defined()) {
+          options.high(p[3]);
+        } else {
+          options.high(kwarg_double(k, "high", 1.0, name));
         }
         if (k.count("event_dims")) options.event_dims(kwarg_int(k, "event_dims", 1, name));
         if (auto v = kwarg_validate_args(k, name)) options.validate_args(*v);
@@ -120,6 +128,49 @@ void register_builtins(DistributionRegistry& registry) {
         return std::make_shared<Delta>(p[0], kwarg_double(k, "atol", 1e-6, "delta"),
                                        kwarg_double(k, "rtol", 1e-6, "delta"), std::vector<int64_t>{},
                                        std::vector<int64_t>{}, kwarg_validate_args(k, "delta"));
+      }));
+  registry.register_distribution(
+      "tanh_delta",
+      {{{"param"}, {"param", "low"}, {"param", "high"}, {"param", "low", "high"}},
+       {"low", "high", "event_dims", "atol", "rtol", "safe"}},
+      Factory([](ParamTensors p, const DistributionKwargs& k) {
+        const std::string name = "tanh_delta";
+        TanhDeltaOptions options;
+        if (p[1].defined()) {
+          options.low(p[1]);
+        } else {
+          options.low(kwarg_double(k, "low", -1.0, name));
+        }
+        if (p[2].defined()) {
+          options.high(p[2]);
+        } else {
+          options.high(kwarg_double(k, "high", 1.0, name));
+        }
+        options.event_dims(kwarg_int(k, "event_dims", 1, name))
+            .atol(kwarg_double(k, "atol", 1e-6, name))
+            .rtol(kwarg_double(k, "rtol", 1e-6, name))
+            .safe(kwarg_bool(k, "safe", true, name));
+        return std::make_shared<TanhDelta>(p[0], options);
+      }));
+  registry.register_distribution(
+      "torchrl_truncated_normal",
+      {{{"loc", "scale"}, {"loc", "scale", "low", "high"}, {"loc", "scale", "low"}, {"loc", "scale", "high"}},
+       {"upscale", "low", "high", "tanh_loc"}},
+      Factory([](ParamTensors p, const DistributionKwargs& k) {
+        const std::string name = "torchrl_truncated_normal";
+        TorchRLTruncatedNormalOptions options;
+        if (p[2].defined()) {
+          options.low(p[2]);
+        } else {
+          options.low(kwarg_double(k, "low", -1.0, name));
+        }
+        if (p[3].defined()) {
+          options.high(p[3]);
+        } else {
+          options.high(kwarg_double(k, "high", 1.0, name));
+        }
+        options.upscale(kwarg_double(k, "upscale", 5.0, name)).tanh_loc(kwarg_bool(k, "tanh_loc", false, name));
+        return std::make_shared<TorchRLTruncatedNormal>(p[0], p[1], options);
       }));
   registry.register_distribution("truncated_normal", {{{"loc", "scale", "a", "b"}, {"loc", "scale"}}, {"a", "b"}},
                                  Factory([](ParamTensors p, const DistributionKwargs& k) {

@@ -1,7 +1,13 @@
 // DistributionRegistry: builds distributions by name from named parameter tensors plus scalar
 // keyword arguments, the way policy specs and CompositeDistribution name them. The global
 // registry knows normal, independent_normal, tanh_normal, categorical, one_hot_categorical,
-// bernoulli, beta, uniform, delta and truncated_normal; users register their own.
+// bernoulli, beta, uniform, delta, truncated_normal (tensordict's), tanh_delta and
+// torchrl_truncated_normal (TorchRL's); users register their own.
+//
+// A kwarg that the Python class also takes as a tensor (TanhNormal's, TanhDelta's and TorchRL
+// TruncatedNormal's low / high, per action dim or per agent) is also a parameter of the
+// signature: given as a tensor it is passed among the params (DistributionTensorKwargs, which a
+// ProbabilisticTensorDictModule passes that way), given as a number it stays a kwarg.
 //
 //   auto d = tdp::dist::make_distribution("tanh_normal", {{"loc", loc}, {"scale", scale}},
 //                                         {{"low", -2.0}, {"high", 2.0}, {"tanh_loc", true}});
@@ -99,6 +105,9 @@ class Params {
 // Scalar keyword arguments by name ("upscale", "tanh_loc", "atol", ...).
 // (std::less<>: looked up by string_view, so a factory's literal key builds no string.)
 using DistributionKwargs = std::map<std::string, c10::Scalar, std::less<>>;
+// Tensor keyword arguments by name (a TanhNormal's per-dimension "low" / "high"): passed to the
+// registry as parameters of the same name (see the header comment).
+using DistributionTensorKwargs = std::map<std::string, at::Tensor, std::less<>>;
 using DistributionFactory = std::function<DistributionPtr(const Params&, const DistributionKwargs&)>;
 
 // A distribution's parameter tensors by position: entry i is the parameter named

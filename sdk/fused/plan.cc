@@ -21,6 +21,8 @@
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/recurrent_module.h"
+#include "sdk/nn/safe_module.h"
+#include "sdk/nn/tanh_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/transforms.h"
@@ -58,7 +60,9 @@ struct Op {
     // A recurrent module's state, layer by layer: columns [in_off, in_off + out_w) of each row of
     // `in` (in_w wide) copied to columns [out_off, ...) of `out` (width out_stride); rows whose
     // `in` (is_init) is nonzero zeroed in `out`; `out` zeroed.
-    kCopyColumns, kResetRows, kZero
+    kCopyColumns, kResetRows, kZero,
+    // TorchRL's TanhModule (kTanhBox) and a Bounded projection (kClampBox).
+    kTanhBox, kClampBox
   } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
@@ -75,6 +79,9 @@ struct Op {
   // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
   bool standard_normal = false;
   float clip = std::numeric_limits<float>::infinity();
+  // kTanhBox: tanh clamped into +-(1 - eps) first when clamp; low at w and high - low at w2.
+  // kClampBox: out clamped in place into [low at w, high at w2].
+  bool clamp = false;
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -974,6 +981,10 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": a second probabilistic module (autoregressive heads are not lowered)"));
     }
     if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
+    if (!o.distribution_tensor_kwargs().empty()) {
+      throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", o.distribution_tensor_kwargs().begin()->first,
+                                      "\" (per-element distribution bounds have no fused kernel)"));
+    }
     if (o.generator().has_value() || o.generator_key().has_value()) {
       throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
     }
@@ -1101,6 +1112,41 @@ struct FusedPlan::Impl {
     network(spec.network().network(), td, path);
   }
 
+  // TorchRL's TanhModule: low + (high - low) * (tanh(x) + 1) / 2 per key, in float32 as Python
+  // computes it with float32 bounds.
+  void tanh_module(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& module = built_as<nn::TanhModuleImpl>(m, path);
+    if (!heads.empty()) {
+      throw NotLowerable(absl::StrCat(path, ": a TanhModule after the probabilistic module is not lowered"));
+    }
+    const auto& o = module.options();
+    std::vector<int> outs;
+    for (size_t i = 0; i < o.in_keys().size(); ++i) {
+      Op op{Op::kTanhBox};
+      op.in = find(o.in_keys()[i], path);
+      op.out_w = slots[op.in].width;
+      const auto& [low, high] = o.bounds()[i];
+      if (low.scalar_type() != at::kFloat || high.scalar_type() != at::kFloat) {
+        throw NotLowerable(absl::StrCat(path, ": TanhModule bounds of dtype ", c10::toString(low.scalar_type()), "/",
+                                        c10::toString(high.scalar_type()), " (the plan computes in float32)"));
+      }
+      if (low.dim() > 1 || high.dim() > 1 || (low.numel() != 1 && low.numel() != op.out_w) ||
+          (high.numel() != 1 && high.numel() != op.out_w)) {
+        throw NotLowerable(absl::StrCat(path, ": TanhModule bounds that are not one value or one per element of ",
+                                        o.in_keys()[i].to_string()));
+      }
+      op.w = put(low.expand({op.out_w}));
+      op.w2 = put((high - low).expand({op.out_w}));
+      op.clamp = o.clamp();
+      op.out = add_temp(op.out_w);
+      ops.push_back(op);
+      outs.push_back(op.out);
+    }
+    // Every input is read before any output is written (an out_key may be another in_key).
+    for (size_t i = 0; i < outs.size(); ++i) output(outs[i], o.out_keys()[i]);
+    description.push_back(absl::StrCat(path, ": fused (TanhModule", o.clamp() ? ", clamp" : "", ")"));
+  }
+
   void probabilistic_module(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
     probabilistic(built_as<nn::ProbabilisticTensorDictModuleImpl>(m, path), path);
   }
@@ -1113,14 +1159,51 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
         {tdpolicy::Module::kNetwork, &Impl::network_module},
         {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+        {tdpolicy::Module::kTanh, &Impl::tanh_module},
         {tdpolicy::Module::kLstm, &Impl::recurrent_module},
         {tdpolicy::Module::kGru, &Impl::recurrent_module},
     };
     if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
+    if (spec.projections_size() > 0) return projected(spec, m, path);
     for (const auto& [kind, lowering] : kLowerings) {
       if (kind == spec.kind_case()) return (this->*lowering)(spec, m, path);
     }
     throw NotLowerable(absl::StrCat(path, ": a ", m.type_name(), " (no fused kernel for it)"));
+  }
+
+  // safe=True onto Bounded specs (a SafeModule around a non-probabilistic module): the module's
+  // ops, then a clamp of each projected slot into [low, high], which is TorchRL's projection
+  // whether or not the value was already in the box (clamping a value inside it changes nothing).
+  void projected(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
+    auto* safe = dynamic_cast<const nn::SafeModuleImpl*>(&m);
+    if (safe == nullptr) {
+      throw NotLowerable(absl::StrCat(path, ".projections: a ", m.type_name(),
+                                      "'s safe=True projections (only Bounded ones around a network are lowered)"));
+    }
+    tdpolicy::Module inner = spec;
+    inner.clear_projections();
+    module(inner, *safe->module(), path);
+    for (const nn::SpecProjection& projection : safe->projections()) {
+      const nn::TensorSpec& box = projection.spec;
+      const int s = find(projection.key, path);
+      if (box.kind() != nn::TensorSpec::Kind::kBounded || box.dtype() != at::kFloat ||
+          box.low().scalar_type() != at::kFloat || box.high().scalar_type() != at::kFloat ||
+          (box.low().numel() != 1 && box.low().numel() != slots[s].width) ||
+          (box.high().numel() != 1 && box.high().numel() != slots[s].width) || box.low().dim() > 1 ||
+          box.high().dim() > 1) {
+        throw NotLowerable(absl::StrCat(path, ".projections: the projection of ", projection.key.to_string(), " onto ",
+                                        box.to_string(), " (only float32 Bounded ones are lowered)"));
+      }
+      Op op{Op::kClampBox};
+      op.in = s;
+      op.out = s;
+      op.out_w = slots[s].width;
+      op.w = put(box.low().expand({op.out_w}));
+      op.w2 = put(box.high().expand({op.out_w}));
+      ops.push_back(op);
+      description.push_back(
+          absl::StrCat(path, ": fused (clamp of ", projection.key.to_string(), " into its Bounded spec)"));
+    }
   }
 
   void lower(const policy::Policy& policy) {
@@ -1225,6 +1308,32 @@ struct FusedPlan::Impl {
               const float v = x[r * d + j];
               float out = op.standard_normal ? (v - loc[j]) / scale[j] : v * scale[j] + loc[j];
               y[r * d + j] = std::min(std::max(out, -op.clip), op.clip);
+            }
+          }
+          break;
+        }
+        case Op::kClampBox: {
+          float* y = at(op.out);
+          const float* low = arena.data() + op.w;
+          const float* high = arena.data() + op.w2;
+          const int64_t d = op.out_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) y[r * d + j] = std::min(std::max(y[r * d + j], low[j]), high[j]);
+          }
+          break;
+        }
+        case Op::kTanhBox: {
+          const float* x = at(op.in);
+          float* y = at(op.out);
+          const float* low = arena.data() + op.w;
+          const float* range = arena.data() + op.w2;
+          const int64_t d = op.out_w;
+          const float lim = 1.0f - 1e-6f;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              float t = std::tanh(x[r * d + j]);
+              if (op.clamp) t = std::min(std::max(t, -lim), lim);
+              y[r * d + j] = low[j] + range[j] * (t + 1.0f) / 2.0f;
             }
           }
           break;

@@ -12,6 +12,8 @@
 #include <stdexcept>
 
 #include "sdk/log/log.h"
+#include "sdk/nn/safe_module.h"
+#include "sdk/policy/kinds/action_spec.h"
 #include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/limits.h"
 #include "sdk/policy/policy.h"
@@ -34,7 +36,11 @@ std::string BuildContext::file(const std::string& name) const { return join_path
 ModulePtr BuildContext::module(const tdpolicy::Module& spec, const std::string& path) const {
   const ModuleKind* kind = module_kind(spec.kind_case());
   if (kind == nullptr) throw std::invalid_argument(absl::StrCat(path, ": no module kind is set"));
-  return kind->build(spec, path, *this);
+  ModulePtr module = kind->build(spec, path, *this);
+  // A probabilistic module projects its own samples (it stays one inside a probabilistic
+  // sequence); any other module is wrapped.
+  if (spec.projections_size() == 0 || spec.kind_case() == tdpolicy::Module::kProbabilistic) return module;
+  return nn::SafeModule(module, projections_of(spec)).ptr();
 }
 
 }  // namespace kinds

@@ -7,6 +7,8 @@
 #include <stdexcept>
 
 #include "sdk/policy/keys.h"
+#include "sdk/nn/safe_module.h"
+#include "sdk/policy/kinds/action_spec.h"
 #include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/policy.h"
 #include "sdk/policy/tensor_proto.h"
@@ -16,6 +18,11 @@ namespace tdp::policy {
 namespace kinds {
 
 void ExportContext::module(const nn::TensorDictModuleBase& module, tdpolicy::Module* out, const std::string& path) {
+  if (auto* safe = dynamic_cast<const nn::SafeModuleImpl*>(&module)) {
+    this->module(*safe->module(), out, path);
+    add_projections(safe->projections(), out);
+    return;
+  }
   for (const ModuleKind* kind : module_kinds()) {
     if (kind->export_module(module, out, path, *this)) return;
   }

@@ -243,16 +243,30 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
   // constant tensor at each call.
   build_kwargs_ = options_.distribution_kwargs();
   kwargs_as_params_.clear();
+  tensor_kwargs_.assign(options_.distribution_tensor_kwargs().begin(), options_.distribution_tensor_kwargs().end());
   bound_.reset();
-  if (options_.is_composite()) return;
+  if (options_.is_composite()) {
+    if (!tensor_kwargs_.empty()) {
+      throw std::invalid_argument(describe() + ": a composite distribution takes no tensor kwargs (got \"" +
+                                  tensor_kwargs_.front().first + "\")");
+    }
+    return;
+  }
   // A factory has no signature: nothing to split.
   if (const dist::DistributionSignature* signature = options_.distribution().signature()) {
     const std::vector<std::string> param_names = signature->param_names();
+    for (const auto& [name, tensor] : tensor_kwargs_) {
+      if (std::find(param_names.begin(), param_names.end(), name) == param_names.end()) {
+        throw std::invalid_argument(describe() + ": the distribution takes no tensor kwarg \"" + name +
+                                    "\" (its tensor parameters: " + signature->params_to_string() + ")");
+      }
+      if (!tensor.defined()) throw std::invalid_argument(describe() + ": tensor kwarg \"" + name + "\" is undefined");
+    }
     for (auto it = build_kwargs_.begin(); it != build_kwargs_.end();) {
       auto named = [&](const std::vector<std::string>& names) {
         return std::find(names.begin(), names.end(), it->first) != names.end();
       };
-      if (named(param_names) && !named(signature->kwargs)) {
+      if (named(param_names) && (!named(signature->kwargs) || !tensor_kwargs_.empty())) {
         kwargs_as_params_.emplace_back(it->first, it->second);
         it = build_kwargs_.erase(it);
       } else {
@@ -262,7 +276,7 @@ void ProbabilisticTensorDictModuleImpl::bind_distribution() {
   }
   // The parameter names and kwargs get_dist() passes are the same on every call: the
   // distribution is bound to them here, once, and takes the tensors by position on each forward.
-  if (kwargs_as_params_.empty()) bound_.emplace(options_.distribution().bind(options_.dist_keys(), build_kwargs_));
+  if (kwargs_as_params_.empty() && tensor_kwargs_.empty()) bound_.emplace(options_.distribution().bind(options_.dist_keys(), build_kwargs_));
 }
 
 AnyDistribution ProbabilisticTensorDictModuleImpl::get_dist(const TensorDict& tensordict) const {
@@ -298,6 +312,12 @@ dist::DistributionPtr ProbabilisticTensorDictModuleImpl::build_with_constant_par
   for (size_t i = 0; i < tensors.size(); ++i) params.emplace(options_.dist_keys()[i], tensors[i]);
   dist::DistributionKwargs kwargs = build_kwargs_;
   const at::Tensor& like = params.begin()->second;
+  for (const auto& [name, value] : tensor_kwargs_) {
+    if (params.count(name)) {
+      throw std::invalid_argument(describe() + ": parameter \"" + name + "\" is both read from the TensorDict and a tensor kwarg");
+    }
+    params.emplace(name, value.to(like.device()));
+  }
   for (const auto& [name, value] : kwargs_as_params_) {
     if (params.count(name)) {
       kwargs.emplace(name, value);  // a tensor was given too: the registry reports the clash
@@ -509,6 +529,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::forward_with_request(
       if (auto* total = std::get_if<at::Tensor>(&lp)) out.set(log_prob_key(), *total);
     }
   }
+  project_entries(options_.projections(), out, request.generator);
   return apply_selection(std::move(out), tensordict, given);
 }
 
@@ -526,6 +547,7 @@ TensorDict ProbabilisticTensorDictModuleImpl::draw_in_place(const TensorDict& te
   TensorDict out = tensordict;
   out.set(sample_keys_[0], std::move(value));
   if (log_prob_at != nullptr) out.set(*log_prob_at, std::move(log_prob));
+  project_entries(options_.projections(), out, generator);
   return out;
 }
 

@@ -57,6 +57,7 @@
 
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/registry.h"
+#include "sdk/nn/tensor_spec.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/any_distribution.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -93,6 +94,14 @@ struct ProbabilisticTensorDictModuleOptions {
   // A registry name ("normal", "tanh_normal", ...) or a factory.
   TORCH_ARG(dist::DistributionBuilder, distribution) = "delta";
   TORCH_ARG(dist::DistributionKwargs, distribution_kwargs);
+  // Kwargs given as tensors (a TanhNormal's per-dimension low / high): each names a parameter of
+  // the distribution's signature and is passed as a constant parameter on every call (on the
+  // first parameter's device). With any, the scalar kwargs that name parameters are passed as
+  // constant tensors too.
+  TORCH_ARG(dist::DistributionTensorKwargs, distribution_tensor_kwargs);
+  // TorchRL's safe=True: after the module runs, each listed entry is projected onto its spec
+  // (TensorSpec::project); the log-prob is the unprojected sample's, as in TorchRL.
+  TORCH_ARG(std::vector<SpecProjection>, projections);
   TORCH_ARG(bool, return_log_prob) = false;
   // Experimental in the reference and without effect there for every built-in distribution
   // (it needs a distribution with `update`); kept for spec compatibility, logged when set.
@@ -246,6 +255,8 @@ class ProbabilisticTensorDictModuleImpl : public TensorDictModuleBase,
   // into constant parameter tensors shaped like the first parameter.
   dist::DistributionKwargs build_kwargs_;
   std::vector<std::pair<std::string, c10::Scalar>> kwargs_as_params_;
+  // distribution_tensor_kwargs(), in name order.
+  std::vector<std::pair<std::string, at::Tensor>> tensor_kwargs_;
   // The distribution bound to dist_keys() and build_kwargs_ (bind_distribution), which
   // build_single() makes from the tensors by position; unset for a composite and when
   // distribution_kwargs name parameters (build_with_constant_params()).

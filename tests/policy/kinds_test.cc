@@ -163,5 +163,26 @@ TEST(Kinds, EachNetworkKindExportsWhatItBuilds) {
   }
 }
 
+// Module kinds beyond the containers: what each builds exports back to the same fields.
+TEST(Kinds, EachLeafModuleKindExportsWhatItBuilds) {
+  const char* kModules[] = {
+      R"pb(tanh { in_keys: "x" out_keys: "y" clamp: true
+                  bounds { low { dtype: FLOAT32 data: "\000\000\000\300" }
+                           high { dtype: FLOAT32 shape: 4 data: "\000\000\200?\000\000\200?\000\000\200?\000\000\200?" } } })pb",
+      R"pb(tanh { in_keys: "x" bounds { low { dtype: FLOAT32 data: "\000\000\200\277" }
+                                        high { dtype: FLOAT32 data: "\000\000\200?" } } }
+           projections { key: "x" spec { shape: 4 dtype: FLOAT32 bounded {
+             low { dtype: FLOAT32 data: "\000\000\000\277" } high { dtype: FLOAT32 data: "\000\000\000?" } } } })pb",
+  };
+  for (const char* text : kModules) {
+    tdpolicy::PolicySpec spec = parse_text_or_fail(R"pb(inputs { key: "x" shape: 4 } init_seed: 1)pb");
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, spec.mutable_module())) << text;
+    ASSERT_OK_AND_ASSIGN(Policy policy, build_policy(spec, "t.pbtxt", "."));
+    ASSERT_OK_AND_ASSIGN(tdpolicy::PolicySpec exported, export_spec(*policy.module, spec));
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(exported.module(), spec.module()))
+        << "built from:\n" << spec.module().DebugString() << "exported:\n" << exported.module().DebugString();
+  }
+}
+
 }  // namespace
 }  // namespace tdp::policy

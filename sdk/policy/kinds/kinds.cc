@@ -5,16 +5,14 @@
 
 namespace tdp::policy::kinds {
 
-extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble;
-extern const ModuleKind kLstm, kGru;
+extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble, kTanh, kLstm, kGru;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
     kAddStateIndependentNormalScale, kOneHot, kCat, kSequence, kActivation, kConv2d, kFlatten, kLayerNorm, kDueling,
     kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage;
 
 const std::vector<const ModuleKind*>& module_kinds() {
-  static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork,
-                                                       &kProbabilistic, &kEnsemble,   &kLstm,
-                                                       &kGru};
+  static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork, &kProbabilistic,
+                                                       &kEnsemble,   &kTanh,                    &kLstm,    &kGru};
   return kinds;
 }
 

@@ -1,6 +1,7 @@
 // probabilistic: a distribution built from parameters read at in_keys (a registry distribution
 // or a composite of parts), writing a sample and optionally its log-prob
 // (tdp::nn::ProbabilisticTensorDictModule).
+#include <ATen/Functions.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -9,10 +10,12 @@
 #include <stdexcept>
 
 #include "sdk/distributions/registry.h"
+#include "sdk/policy/kinds/action_spec.h"
 #include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/kinds/validation_context.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/policy/tensor_proto.h"
 
 namespace tdp::policy::kinds {
 namespace {
@@ -28,8 +31,12 @@ bool distribution_known(const std::string& name, const std::string& path, Valida
 // Distribution kwargs: known to the distribution (its kwargs, validate_args and, for a
 // module's own distribution_kwargs, its parameter names, which become constant tensors),
 // with a value, finite, and low < high / a < b where both are given.
+// A tensor value (TanhNormal's per-dimension low / high) must name a parameter of the
+// distribution (the registry passes tensor kwargs as parameters), be a finite floating-point
+// constant within the limits, and broadcast onto the first parameter's per-environment shape.
 bool kwargs_known(const google::protobuf::Map<std::string, tdpolicy::Scalar>& kwargs, const std::string& distribution,
-                  bool params_allowed, const std::string& path, ValidationContext& context) {
+                  bool params_allowed, const Shape& param_shape, const std::string& path,
+                  ValidationContext& context) {
   if (kwargs.empty() || !dist::DistributionRegistry::global().contains(distribution)) return true;
   const dist::DistributionSignature signature = dist::DistributionRegistry::global().signature(distribution);
   std::set<std::string> accepted(signature.kwargs.begin(), signature.kwargs.end());
@@ -37,7 +44,10 @@ bool kwargs_known(const google::protobuf::Map<std::string, tdpolicy::Scalar>& kw
   if (params_allowed) {
     for (const auto& names : signature.param_sets) accepted.insert(names.begin(), names.end());
   }
+  std::set<std::string> tensor_params;
+  for (const auto& names : signature.param_sets) tensor_params.insert(names.begin(), names.end());
   std::map<std::string, double> numbers;
+  std::map<std::string, at::Tensor> tensors;
   std::set<std::string> names;  // sorted: the first error does not depend on the map's order
   for (const auto& [name, value] : kwargs) names.insert(name);
   for (const std::string& name : names) {
@@ -57,14 +67,47 @@ bool kwargs_known(const google::protobuf::Map<std::string, tdpolicy::Scalar>& kw
         break;
       case tdpolicy::Scalar::kBoolValue:
         break;
+      case tdpolicy::Scalar::kTensorValue: {
+        if (!params_allowed) {
+          return context.fail(field, "a composite part's kwargs are numbers",
+                              "give tensor bounds to a probabilistic module of its own");
+        }
+        if (!tensor_params.count(name)) {
+          return context.fail(field, absl::StrCat("distribution \"", distribution, "\" takes kwarg \"", name,
+                                                  "\" as a number only"),
+                              absl::StrCat("its tensor parameters are ", signature.params_to_string()));
+        }
+        auto tensor = constant_tensor(value.tensor_value(), field + ".tensor_value",
+                                      absl::StrCat("kwarg \"", name, "\""), context);
+        if (!tensor) return false;
+        if (!broadcasts_onto(*tensor, param_shape, field + ".tensor_value", absl::StrCat("kwarg \"", name, "\""),
+                             context)) {
+          return false;
+        }
+        tensors[name] = *tensor;
+        break;
+      }
       case tdpolicy::Scalar::VALUE_NOT_SET:
-        return context.fail(field, "the kwarg has no value", "set double_value, int_value or bool_value");
+        return context.fail(field, "the kwarg has no value", "set double_value, int_value, bool_value or tensor_value");
     }
   }
-  for (const auto& [low, high] : {std::pair{"low", "high"}, std::pair{"a", "b"}}) {
+  for (const auto& bounds : {std::pair<std::string, std::string>{"low", "high"}, {"a", "b"}}) {
+    const std::string& low = bounds.first;
+    const std::string& high = bounds.second;
     if (numbers.count(low) && numbers.count(high) && !(numbers[low] < numbers[high])) {
       return context.fail(absl::StrCat(path, "[\"", low, "\"]"),
                           absl::StrCat(low, " (", numbers[low], ") must be less than ", high, " (", numbers[high], ")"));
+    }
+    if (tensors.count(low) || tensors.count(high)) {
+      // An absent bound is the distribution's default, -1 / 1.
+      auto as_tensor = [&](const std::string& name, double fallback) {
+        if (tensors.count(name)) return tensors[name];
+        return at::scalar_tensor(numbers.count(name) ? numbers[name] : fallback, at::kDouble);
+      };
+      if (!ordered(as_tensor(low, -1.0), as_tensor(high, 1.0), /*strict=*/true, absl::StrCat(path, "[\"", low, "\"]"),
+                   context)) {
+        return false;
+      }
     }
   }
   return true;
@@ -182,7 +225,8 @@ bool validate(const tdpolicy::Module& module, const std::string& module_path, co
       const std::string field = absl::StrCat(path, ".composite.parts[", i, "]");
       if (!context.key_at(part.key(), field + ".key")) return false;
       if (!distribution_known(part.distribution(), field + ".distribution", context)) return false;
-      if (!kwargs_known(part.kwargs(), part.distribution(), /*params_allowed=*/false, field + ".kwargs", context)) {
+      if (!kwargs_known(part.kwargs(), part.distribution(), /*params_allowed=*/false, std::nullopt, field + ".kwargs",
+                        context)) {
         return false;
       }
       samples.emplace_back(part.sample_key().empty() ? part.key() : part.sample_key(), std::nullopt);
@@ -190,8 +234,8 @@ bool validate(const tdpolicy::Module& module, const std::string& module_path, co
   } else {
     const std::string distribution = spec.distribution().empty() ? "delta" : spec.distribution();
     if (!distribution_known(distribution, path + ".distribution", context)) return false;
-    if (!kwargs_known(spec.distribution_kwargs(), distribution, /*params_allowed=*/true, path + ".distribution_kwargs",
-                      context)) {
+    if (!kwargs_known(spec.distribution_kwargs(), distribution, /*params_allowed=*/true, params[0],
+                      path + ".distribution_kwargs", context)) {
       return false;
     }
     if (spec.out_keys_size() == 0) {
@@ -258,6 +302,15 @@ bool validate(const tdpolicy::Module& module, const std::string& module_path, co
 
 // ---- build --------------------------------------------------------------------------------
 
+dist::DistributionTensorKwargs tensor_kwargs_of(const google::protobuf::Map<std::string, tdpolicy::Scalar>& scalars) {
+  dist::DistributionTensorKwargs kwargs;
+  for (const auto& [name, scalar] : scalars) {
+    if (scalar.value_case() == tdpolicy::Scalar::kTensorValue) kwargs.emplace(name, constant(scalar.tensor_value()));
+  }
+  return kwargs;
+}
+
+// The number kwargs (tensor_kwargs_of takes the tensors).
 dist::DistributionKwargs kwargs_of(const google::protobuf::Map<std::string, tdpolicy::Scalar>& scalars) {
   dist::DistributionKwargs kwargs;
   for (const auto& [name, scalar] : scalars) {
@@ -270,6 +323,8 @@ dist::DistributionKwargs kwargs_of(const google::protobuf::Map<std::string, tdpo
         break;
       case tdpolicy::Scalar::kBoolValue:
         kwargs.emplace(name, c10::Scalar(scalar.bool_value()));
+        break;
+      case tdpolicy::Scalar::kTensorValue:
         break;
       case tdpolicy::Scalar::VALUE_NOT_SET:
         throw std::invalid_argument(absl::StrCat("kwarg \"", name, "\" has no value"));
@@ -308,6 +363,8 @@ ModulePtr build(const tdpolicy::Module& module, const std::string&, const BuildC
     options->distribution(dist::DistributionBuilder(spec.distribution().empty() ? "delta" : spec.distribution()));
   }
   options->distribution_kwargs(kwargs_of(spec.distribution_kwargs()));
+  options->distribution_tensor_kwargs(tensor_kwargs_of(spec.distribution_kwargs()));
+  options->projections(projections_of(module));
   if (!spec.default_interaction_type().empty()) {
     options->default_interaction_type(nn::interaction_type_from_str(spec.default_interaction_type()));
   }
@@ -387,6 +444,10 @@ bool export_module(const nn::TensorDictModuleBase& base, tdpolicy::Module* modul
     out->set_distribution(registry_name(o.distribution(), where));
   }
   add_kwargs(o.distribution_kwargs(), out->mutable_distribution_kwargs());
+  for (const auto& [name, tensor] : o.distribution_tensor_kwargs()) {
+    *(*out->mutable_distribution_kwargs())[name].mutable_tensor_value() = to_tensor_proto(tensor);
+  }
+  add_projections(o.projections(), module_out);
   out->set_default_interaction_type(std::string(nn::to_string(o.default_interaction_type())));
   out->set_return_log_prob(o.return_log_prob());
   if (o.log_prob_key()) out->set_log_prob_key(key_string(*o.log_prob_key()));

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "sdk/nn/mappings.h"
+#include "sdk/policy/kinds/action_spec.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::policy::kinds {
@@ -39,7 +40,7 @@ bool ValidationContext::module(const tdpolicy::Module& spec, const std::string& 
   if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) {
     fail(path, "no module kind is set", absl::StrCat("one of ", module_kind_names()));
   } else if (const ModuleKind* kind = module_kind(spec.kind_case())) {
-    ok = kind->validate(spec, path, overwrites, *this);
+    ok = kind->validate(spec, path, overwrites, *this) && validate_projections(spec, path, *this);
   } else {
     fail(absl::StrCat(path, ".", kind_name(spec.kind_case())), "this SDK has no entry for the module kind");
   }

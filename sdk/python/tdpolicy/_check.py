@@ -54,7 +54,8 @@ def read_spec(path):
 
 class CheckReport:
     """The per-key comparison of one check: `entries` is a list of (key, status, detail) with
-    status "ok" or "mismatch"; `steps` the tdp commands run and how they ended."""
+    status "ok", "mismatch" or "skipped" (nothing to compare: Python's module cannot compute the
+    value, as TorchRL's TanhNormal has no mean); `steps` the tdp commands run and how they ended."""
 
     def __init__(self, path):
         self.path = path
@@ -63,17 +64,22 @@ class CheckReport:
 
     @property
     def ok(self):
-        return all(status == "ok" for _, status, _ in self.entries) and all(ok for _, ok, _ in self.steps)
+        """Nothing differs (skipped entries compare nothing, see skipped())."""
+        return (all(status in ("ok", "skipped") for _, status, _ in self.entries)
+                and all(ok for _, ok, _ in self.steps))
 
     def mismatches(self):
-        return [e for e in self.entries if e[1] != "ok"]
+        return [e for e in self.entries if e[1] == "mismatch"]
+
+    def skipped(self):
+        return [e for e in self.entries if e[1] == "skipped"]
 
     def __str__(self):
         lines = ["tdpolicy.check %s: %s" % (self.path, "OK" if self.ok else "MISMATCH")]
         for command, ok, detail in self.steps:
             lines.append("  %-4s %s%s" % ("ok" if ok else "FAIL", command, "" if ok else ": " + detail))
         for key, status, detail in self.entries:
-            lines.append("  %-4s %s: %s" % ("ok" if status == "ok" else "FAIL", key, detail))
+            lines.append("  %-4s %s: %s" % ({"ok": "ok", "skipped": "SKIP"}.get(status, "FAIL"), key, detail))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -240,11 +246,24 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
         cpp = {k: _from_json_value(v) for k, v in _flatten(json.loads(result.stdout)).items()}
         was_training = module.training
         module.eval()
+        python_error = None
         try:
             with torch.no_grad(), set_interaction_type(_INTERACTIONS.get(interaction)):
                 python_out = module(input_td.clone())
+        except (NotImplementedError, AttributeError, RuntimeError) as error:
+            # A distribution without this value in Python (TorchRL's TanhNormal has no mean, its
+            # TanhDelta no closed-form mean): nothing to compare the C++ output with.
+            python_error = error
         finally:
             module.train(was_training)
+        if python_error is not None:
+            for key in sorted(cpp, key=lambda k: key_text(k)):
+                report.entries.append((key_text(key), "skipped", "Python's module raised %s under interaction=%s "
+                                       "(%s); C++ computed a value, not compared"
+                                       % (type(python_error).__name__, interaction, python_error)))
+            if raise_on_mismatch and not report.ok:
+                raise CheckError(str(report), report)
+            return report
         python = dict(leaves(python_out))
         for key in sorted(set(cpp) | set(python), key=lambda k: key_text(k)):
             name = key_text(key)

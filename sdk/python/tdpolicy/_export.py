@@ -73,10 +73,14 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
     from torchrl.modules.distributions import TruncatedNormal as TorchRLTruncatedNormal
     from torchrl.modules import GRUModule, LSTMModule
     from torchrl.modules.tensordict_module.rnn import GRU as TorchRLGRU, LSTM as TorchRLLSTM
+    from torchrl.modules.distributions import TanhDelta
+    from torchrl.modules import TanhModule as TorchRLTanhModule
+    from torchrl.data import Bounded as TorchRLBounded, Categorical as TorchRLCategorical, OneHot as TorchRLOneHot
 except ImportError:  # pragma: no cover
     torchrl = None
-    TorchRLMLP = TorchRLMultiAgentMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
-    TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
+    TorchRLMLP = TorchRLMultiAgentMLP = IndependentNormal = TanhNormal = TorchRLDelta = TanhDelta = None
+    TorchRLOneHotCategorical = TorchRLTruncatedNormal = TorchRLTanhModule = None
+    TorchRLBounded = TorchRLCategorical = TorchRLOneHot = None
     GRUModule = LSTMModule = TorchRLGRU = TorchRLLSTM = None
     TorchRLConvNet = TorchRLDdpgMlpActor = TorchRLDuelingCnnDQNet = TorchRLDuelingMlpDQNet = None
     TorchRLSquashDims = TorchRLSqueeze2dLayer = TorchRLSqueezeLayer = None
@@ -128,8 +132,24 @@ def _distributions():
             # and log-probs are tensordict's OneHotCategorical's, which the C++ one mirrors.
             TorchRLOneHotCategorical: ("one_hot_categorical", {"grad_method": None, **validate}),
             TorchRLDelta: ("delta", {"atol": "atol", "rtol": "rtol"}),
+            TanhDelta: ("tanh_delta", {"low": "low", "high": "high", "event_dims": "event_dims", "atol": "atol",
+                                       "rtol": "rtol", "safe": "safe"}),
+            # TorchRL's own TruncatedNormal (an Independent over the action dim, with tanh_loc),
+            # not tensordict's truncated_normal.
+            TorchRLTruncatedNormal: ("torchrl_truncated_normal", {"upscale": "upscale", "low": "low", "high": "high",
+                                                                  "tanh_loc": "tanh_loc"}),
         })
     return table
+
+
+# Registry kwargs that the C++ registry also takes as tensors (it passes them as parameters of
+# the same name): per-dimension or per-agent bounds.
+_TENSOR_KWARGS = {
+    "tanh_normal": {"low", "high"},
+    "tanh_delta": {"low", "high"},
+    "torchrl_truncated_normal": {"low", "high"},
+    "truncated_normal": {"a", "b"},
+}
 
 
 def _activations():
@@ -196,6 +216,7 @@ class _Walker:
         self.batch_dims = example.batch_dims
         self.layer_batch_dims = None  # the batch dims the layers being walked see, when not batch_dims
         self.in_sequence = False  # walking the layers of an nn.Sequential (arity errors say so)
+        self.held = []  # Python buffers the spec holds in module fields (a TanhModule's bounds)
         self.cpp_prefix = ""
         self.python_prefix = ""
 
@@ -270,19 +291,33 @@ class _Walker:
             kind.selected_out_keys.extend(self.selected_out_keys(obj, path))
             return msg
         overwrites = []
-        if isinstance(obj, ProbabilisticTensorDictModule):
-            self.check_forward(obj, path, ProbabilisticTensorDictModule)
-            self.probabilistic_module(obj, path, overwrites, msg.probabilistic)
-        elif isinstance(obj, TensorDictModule):
-            self.check_forward(obj, path, TensorDictModule)
-            self.network_module(obj, path, overwrites, msg.network)
-        elif _recurrent_kind(obj) is not None:
-            self.recurrent_module(obj, path, overwrites, msg)
-        else:
-            raise ExportError(path, obj, "not a TensorDictModule, TensorDictSequential, "
-                              "ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential "
-                              "(or a TorchRL Actor / ProbabilisticActor built on them)")
+        safe = spec_pb2.Module()
+        if getattr(obj, "safe", False):
+            self.projections(obj, path, safe)
+        saved = self.cpp_prefix
+        if len(safe.projections) and not isinstance(obj, ProbabilisticTensorDictModule):
+            # The C++ side wraps a projected module in a SafeModule, whose child is "module".
+            self.cpp_prefix += "module."
+        try:
+            if isinstance(obj, ProbabilisticTensorDictModule):
+                self.check_forward(obj, path, ProbabilisticTensorDictModule)
+                self.probabilistic_module(obj, path, overwrites, msg.probabilistic)
+            elif isinstance(obj, TensorDictModule):
+                self.check_forward(obj, path, TensorDictModule)
+                self.network_module(obj, path, overwrites, msg.network)
+            elif TorchRLTanhModule is not None and isinstance(obj, TorchRLTanhModule):
+                self.check_forward(obj, path, TorchRLTanhModule)
+                self.tanh_module(obj, path, overwrites, msg.tanh)
+            elif _recurrent_kind(obj) is not None:
+                self.recurrent_module(obj, path, overwrites, msg)
+            else:
+                raise ExportError(path, obj, "not a TensorDictModule, TensorDictSequential, "
+                                  "ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential "
+                                  "(or a TorchRL Actor / ProbabilisticActor built on them)")
+        finally:
+            self.cpp_prefix = saved
         msg.overwrite_keys.extend(overwrites)
+        msg.projections.extend(safe.projections)
         return msg
 
     # TorchRL's LSTMModule / GRUModule -> tdpolicy.RecurrentModule (Module.lstm / Module.gru): one
@@ -384,8 +419,6 @@ class _Walker:
                               "pass in_keys as a list in the network's argument order")
         if getattr(obj, "method_kwargs", None):
             raise ExportError(path, obj, "method_kwargs have no spec field")
-        if getattr(obj, "safe", False):
-            raise ExportError(path, obj, "safe=True (projection onto a TensorSpec) has no spec field")
         if getattr(obj, "inplace", True) is not True:
             raise ExportError(path, obj, "inplace=%r has no spec field (only the default, True)" % (obj.inplace,))
         for key in obj.in_keys:
@@ -830,8 +863,6 @@ class _Walker:
 
     # ProbabilisticTensorDictModule -> tdpolicy.ProbabilisticModule.
     def probabilistic_module(self, obj, path, overwrites, msg):
-        if getattr(obj, "safe", False):
-            raise ExportError(path, obj, "safe=True (projection onto a TensorSpec) has no spec field")
         if getattr(obj, "_generator", None) is not None or getattr(obj, "_generator_key", None) is not None:
             raise ExportError(path, obj, "a generator has no spec field (tdpolicy seeds the actor instead)")
         if obj._composite_lp_aggreate_at_init:
@@ -866,15 +897,13 @@ class _Walker:
                 hint = ""
                 if obj.distribution_class is D.Independent:
                     hint = " (for a diagonal Gaussian use torchrl.modules.IndependentNormal)"
-                elif TorchRLTruncatedNormal is not None and obj.distribution_class is TorchRLTruncatedNormal:
-                    hint = (" (TorchRL's TruncatedNormal recentres loc on [low, high] and sums over an event "
-                            "dim; tdpolicy's truncated_normal is tensordict.nn.distributions.TruncatedNormal)")
                 raise ExportError(path, obj, "distribution_class %s.%s is not in tdpolicy's registry (%s)%s"
                                   % (obj.distribution_class.__module__, obj.distribution_class.__qualname__,
                                      ", ".join(sorted({c.__name__ for c in table})), hint))
             name, accepted = entry
             msg.distribution = name
-            self.distribution_kwargs(obj.distribution_class, kwargs, accepted, path, msg.distribution_kwargs)
+            self.distribution_kwargs(obj.distribution_class, kwargs, accepted, path, msg.distribution_kwargs,
+                                     _TENSOR_KWARGS.get(name, ()))
         for key in sample_keys:
             msg.out_keys.append(self.write(key, overwrites, path))
         msg.default_interaction_type = InteractionType(obj.default_interaction_type).value
@@ -905,7 +934,7 @@ class _Walker:
         self.probabilistic.append((path, obj, msg))
         return msg
 
-    def distribution_kwargs(self, cls, kwargs, accepted, path, out):
+    def distribution_kwargs(self, cls, kwargs, accepted, path, out, tensors=()):
         for pname, value in kwargs.items():
             where = "%s.distribution_kwargs[%r]" % (path, pname)
             if pname not in accepted:
@@ -918,15 +947,26 @@ class _Walker:
                 raise ExportError(where, value, "TorchRL %s's IndependentNormal ignores tanh_loc when the "
                                   "distribution is built (only update() applies it) while tdpolicy's "
                                   "independent_normal applies it: drop it" % torchrl.__version__)
-            self.scalar(value, where, out[target])
+            self.scalar(value, where, out[target], target in tensors)
 
     @staticmethod
-    def scalar(value, where, out):
+    def scalar(value, where, out, tensor_ok=False):
+        """A kwarg: a number, or a tensor. A tensor of one value (whatever its shape, such as a
+        constant per-agent bound) is written as that number; others as a tensor where the C++
+        registry takes the kwarg as a tensor (tensor_ok)."""
         if isinstance(value, torch.Tensor):
             flat = value.detach().reshape(-1)
-            if flat.numel() == 0 or value.dim() > 1 or not bool((flat == flat[0]).all()):
-                raise ExportError(where, value, "a tensor kwarg of shape %s with different values: the spec "
-                                  "holds scalar kwargs only" % (list(value.shape),))
+            if flat.numel() == 0:
+                raise ExportError(where, value, "an empty tensor kwarg")
+            if not bool((flat == flat[0]).all()):
+                if not tensor_ok:
+                    raise ExportError(where, value, "a tensor kwarg of shape %s with different values, which "
+                                      "tdpolicy's registry takes as a number only" % (list(value.shape),))
+                if not value.is_floating_point():
+                    raise ExportError(where, value, "a tensor kwarg of dtype %s: give a floating-point tensor"
+                                      % (value.dtype,))
+                to_tensor_proto(value.detach().cpu(), where, out.tensor_value)
+                return
             value = flat[0].item()
         if isinstance(value, bool):
             out.bool_value = value
@@ -1003,6 +1043,79 @@ def _with_recurrent_inputs(module, example):
             added = added.clone(False) if added is example else added
             added.set(keys[-1], torch.zeros(*example.batch_size, 1, dtype=torch.bool))
     return added
+
+
+# ---- TorchRL's bounded actors: TanhModule, safe=True projections ------------------------------
+
+def _tanh_module(walker, obj, path, overwrites, msg):
+    """TorchRL's TanhModule -> tdpolicy.TanhModule: its bounds are the buffers <key>_low /
+    <key>_high it registered from its spec or low / high."""
+    in_keys = [unravel_key(k) for k in obj.in_keys]
+    out_keys = [unravel_key(k) for k in obj.out_keys]
+    for key in in_keys:
+        msg.in_keys.append(walker.read(key, path, obj))
+    for out_key in out_keys:
+        name = out_key if isinstance(out_key, str) else "_".join(out_key)
+        bound = msg.bounds.add()
+        for side, field in (("low", bound.low), ("high", bound.high)):
+            value = getattr(obj, "%s_%s" % (name, side))
+            if not value.is_floating_point():
+                raise ExportError(path, obj, "the %s bound of %r has dtype %s: the spec holds floating-point "
+                                  "bounds" % (side, out_key, value.dtype))
+            to_tensor_proto(value.detach().cpu(), "%s %s_%s" % (path, name, side), field)
+            walker.held.append(walker.python_prefix + "%s_%s" % (name, side))
+    msg.clamp = bool(obj.clamp)
+    if out_keys != in_keys:
+        for key in out_keys:
+            msg.out_keys.append(walker.write(key, overwrites, path))
+    return msg
+
+
+def _action_spec(leaf, key, path, obj, out):
+    """A TorchRL leaf spec -> tdpolicy.ActionSpec (Bounded, OneHot, Categorical without a mask)."""
+    where = "%s spec[%r]" % (path, key)
+    if getattr(leaf, "mask", None) is not None:
+        raise ExportError(path, obj, "safe=True with a masked %s spec at %r: the spec holds unmasked "
+                          "Bounded / OneHot / Categorical projections" % (type(leaf).__name__, key))
+    out.shape.extend(int(s) for s in leaf.shape)
+    out.dtype = dtype_enum(leaf.dtype, where)
+    if isinstance(leaf, TorchRLBounded):
+        low, high = leaf.space.low, leaf.space.high
+        if not (low.is_floating_point() and high.is_floating_point()):
+            raise ExportError(path, obj, "safe=True with a %s spec at %r of dtype %s: the spec holds "
+                              "floating-point Bounded projections" % (type(leaf).__name__, key, low.dtype))
+        to_tensor_proto(low.detach().cpu(), where + " low", out.bounded.low)
+        to_tensor_proto(high.detach().cpu(), where + " high", out.bounded.high)
+    elif type(leaf) is TorchRLOneHot:
+        out.one_hot.n = int(leaf.space.n)
+    elif type(leaf) is TorchRLCategorical:
+        out.categorical.n = int(leaf.space.n)
+    else:
+        raise ExportError(path, obj, "safe=True with a %s spec at %r: tdpolicy projects onto Bounded, OneHot "
+                          "and Categorical specs" % (type(leaf).__name__, key))
+
+
+def _projections(obj, path, msg):
+    """TorchRL's safe=True (SafeModule / SafeProbabilisticModule): the entries of obj.spec that
+    its forward hook projects, as the Module's projections."""
+    spec = obj.spec
+    written = {unravel_key(k) for k in obj.out_keys}
+    for key in spec.keys(True, True):
+        leaf = spec[key]
+        if leaf is None:
+            continue
+        key = unravel_key(key)
+        if key not in written:
+            raise ExportError(path, obj, "safe=True projects %r, which the module does not write" % (key,))
+        if type(leaf) is TorchRLCategorical and int(leaf.space.n) < 0:
+            continue  # every value is in a Categorical(n=-1): its projection does nothing
+        projection = msg.projections.add()
+        projection.key = key_text(key, path + " spec key")
+        _action_spec(leaf, key, path, obj, projection.spec)
+
+
+_Walker.tanh_module = _tanh_module
+_Walker.projections = staticmethod(_projections)
 
 
 def _ensemble_expands_input(obj, path):
@@ -1525,7 +1638,7 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
             walker.module_at(module, "actor", "policy", "module.policy.", "", spec.module.sequential.modules.add())
         python = dict(module.named_parameters())
         python.update(dict(module.named_buffers()))
-        mapped = [p for _, p, _ in walker.parameters] + walker.packaged
+        mapped = [p for _, p, _ in walker.parameters] + walker.packaged + walker.held
         missing = sorted(set(python) - set(mapped))
         if missing:
             raise ExportError("actor", module, "parameters or buffers the spec does not hold: %s" % ", ".join(missing))
