@@ -19,13 +19,15 @@
 #include "sdk/fused/philox.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/q_value_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
-#include "sdk/probabilistic/composite_lp_aggregate.h"
-#include "sdk/probabilistic/probabilistic_module.h"
-#include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/policy/keys.h"
 #include "sdk/policy/policy.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+#include "sdk/probabilistic/egreedy_module.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
 
 namespace tdp::fused {
 namespace {
@@ -42,7 +44,7 @@ struct Mapping {
 };
 
 struct Op {
-  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm } kind;
+  enum Kind { kLinear, kLayerNorm, kActivation, kMapping, kSplitNormal, kAddScale, kGru, kLstm, kQValue } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
   // next; gates_in / gates_state hold the two projections.
@@ -53,6 +55,7 @@ struct Op {
   Activation activation = Activation::kIdentity;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  bool one_hot = false;  // kQValue: a one-hot action (else the index)
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -169,6 +172,9 @@ struct FusedPlan::Impl {
   std::vector<Head> heads;
   std::string head_path;  // the probabilistic module's path in the spec
   bool composite = false;
+  // An egreedy module's path: it passes the action through, except under RANDOM (and outside any
+  // interaction-type scope), which the plan leaves to LibTorch (check()).
+  std::string egreedy_path;
   int log_prob_sum = -1;  // a composite's aggregated log-prob (composite_lp_aggregate), else -1
   nn::InteractionType default_type = nn::InteractionType::kDeterministic;
   uint32_t next_block = 0;
@@ -662,6 +668,40 @@ struct FusedPlan::Impl {
     probabilistic(built_as<nn::ProbabilisticTensorDictModuleImpl>(m, path), path);
   }
 
+  // The greedy action of plain Q-values: an argmax (TorchRL's categorical action space) or every
+  // maximal action set (one_hot), and the chosen action's value.
+  void q_value(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& q = built_as<nn::QValueModuleImpl>(m, path);
+    if (!heads.empty()) throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one"));
+    if (q.distributional()) {
+      throw NotLowerable(absl::StrCat(path, ": a distributional q_value (its values are [atoms, actions])"));
+    }
+    if (q.options().action_mask_key()) {
+      throw NotLowerable(absl::StrCat(path, ": an action mask (the plan reads float32 inputs only)"));
+    }
+    Op op{Op::kQValue};
+    op.in = find(q.options().action_value_key(), path);
+    op.in_w = slots[op.in].width;
+    if (slots[op.in].shape.size() != 1 || op.in_w > kMaxEvent) {
+      throw NotLowerable(absl::StrCat(path, ": action values that are not a vector of at most ", kMaxEvent));
+    }
+    op.one_hot = q.options().action_space() == nn::ActionSpace::kOneHot;
+    const std::vector<NestedKey>& keys = q.out_keys_source();
+    op.out = op.one_hot ? add_slot(keys[0], op.in_w, {op.in_w}, /*integer=*/true)
+                        : add_slot(keys[0], 1, {}, /*integer=*/true);
+    // The action values pass through unmasked: the slot read is the one written back.
+    op.out2 = add_slot(keys[2], 1, {1});
+    ops.push_back(op);
+    description.push_back(absl::StrCat(path, ": fused (QValue, ", nn::to_string(q.options().action_space()), ")"));
+  }
+
+  void egreedy(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    built_as<nn::EGreedyModuleImpl>(m, path);
+    egreedy_path = path;
+    description.push_back(
+        absl::StrCat(path, ": fused (EGreedy: the action as is; RANDOM and unscoped calls run on LibTorch)"));
+  }
+
   // The lowering of the module kind `spec` names; a kind without one (ensemble) is not lowerable.
   void module(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
     using Lowering = void (Impl::*)(const tdpolicy::Module&, const nn::TensorDictModuleBase&, const std::string&);
@@ -670,6 +710,8 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
         {tdpolicy::Module::kNetwork, &Impl::network_module},
         {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+        {tdpolicy::Module::kQValue, &Impl::q_value},
+        {tdpolicy::Module::kEgreedy, &Impl::egreedy},
     };
     if (spec.kind_case() == tdpolicy::Module::KIND_NOT_SET) throw SpecMismatch(path);
     for (const auto& [kind, lowering] : kLowerings) {
@@ -691,6 +733,9 @@ struct FusedPlan::Impl {
       inputs.push_back(add_slot(in.key, in.shape[0], in.shape));
     }
     module(policy.spec.module(), *policy.module, "module");
+    // Without a type a LibTorch call explores (TorchRL's EGreedyModule does outside any scope):
+    // such a call goes to LibTorch as a RANDOM one does.
+    if (!egreedy_path.empty()) default_type = nn::InteractionType::kRandom;
     if (!input_problem.empty()) throw NotLowerable(input_problem);
     if (inputs.empty()) throw NotLowerable("inputs: the spec declares none");
     // What a call returns, as the LibTorch path returns it.
@@ -752,6 +797,33 @@ struct FusedPlan::Impl {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * d + j];
               scale[r * d + j] = arena[op.w + j];
+            }
+          }
+          break;
+        }
+        case Op::kQValue: {
+          const float* values = at(op.in);
+          float* action = at(op.out);
+          float* chosen = at(op.out2);
+          const int64_t n = op.in_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* v = values + r * n;
+            int64_t best = 0;
+            for (int64_t k = 1; k < n; ++k) {
+              if (v[k] > v[best]) best = k;
+            }
+            if (op.one_hot) {
+              // Every maximal action, and the sum of their values, as (action * values).sum(-1).
+              float sum = 0;
+              for (int64_t k = 0; k < n; ++k) {
+                const bool on = v[k] == v[best];
+                action[r * n + k] = on ? 1.0f : 0.0f;
+                sum += on ? v[k] : 0.0f;
+              }
+              chosen[r] = sum;
+            } else {
+              action[r] = static_cast<float>(best);
+              chosen[r] = v[best];
             }
           }
           break;
@@ -1029,6 +1101,12 @@ absl::Status check_head(const Head& h, nn::InteractionType type) {
 
 absl::Status FusedPlan::check(nn::InteractionType type) const {
   using T = nn::InteractionType;
+  if (!impl_->egreedy_path.empty() && type == T::kRandom) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(impl_->egreedy_path,
+                     ": egreedy under interaction type random draws from LibTorch's generator (torch.rand, randint, "
+                     "multinomial), which the plan's Philox stream does not reproduce"));
+  }
   if (impl_->composite && type == T::kMedian) {
     return absl::FailedPreconditionError(absl::StrCat(
         impl_->head_path,

@@ -58,13 +58,14 @@ TEST(Kinds, EveryModuleAndNetworkKindOfTheProtoHasAnEntry) {
 TEST(Kinds, AMissingKindListsTheProtosKinds) {
   EXPECT_EQ(validate_spec(spec_around(tdpolicy::Module()), "t.pbtxt").message(),
             "t.pbtxt: module: no module kind is set (hint: one of sequential, probabilistic_sequential, network, "
-            "probabilistic, ensemble)");
+            "probabilistic, ensemble, q_value, egreedy, tanh, lstm, gru)");
   tdpolicy::Module network;
   network.mutable_network()->add_in_keys("observation");
   EXPECT_EQ(validate_spec(spec_around(network), "t.pbtxt").message(),
             "t.pbtxt: module.network.network: no network kind is set (hint: one of mlp, linear, gru_cell, "
             "lstm_cell, torchscript, mapping, normal_param_extractor, add_state_independent_normal_scale, one_hot, "
-            "cat)");
+            "cat, sequence, activation, conv2d, flatten, layer_norm, dueling, multi_agent_mlp, observation_norm, "
+            "to_dtype, to_tensor_image, aoti_package)");
 }
 
 TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {

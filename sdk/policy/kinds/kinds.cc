@@ -5,13 +5,13 @@
 
 namespace tdp::policy::kinds {
 
-extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble;
+extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble, kQValue, kEGreedy;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
     kAddStateIndependentNormalScale, kOneHot, kCat;
 
 const std::vector<const ModuleKind*>& module_kinds() {
-  static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork,
-                                                       &kProbabilistic, &kEnsemble};
+  static const std::vector<const ModuleKind*> kinds = {
+      &kSequential, &kProbabilisticSequential, &kNetwork, &kProbabilistic, &kEnsemble, &kQValue, &kEGreedy};
   return kinds;
 }
 

@@ -59,10 +59,16 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
         TanhNormal,
     )
     from torchrl.modules.distributions import TruncatedNormal as TorchRLTruncatedNormal
+    from torchrl.modules.distributions import MaskedCategorical, MaskedOneHotCategorical
+    from torchrl.modules import DistributionalQValueActor, DistributionalQValueModule, EGreedyModule, QValueModule
+    from torchrl.modules.tensordict_module.common import DistributionalDQNnet
 except ImportError:  # pragma: no cover
     torchrl = None
     TorchRLMLP = IndependentNormal = TanhNormal = TorchRLDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = None
+    MaskedCategorical = MaskedOneHotCategorical = None
+    QValueModule = DistributionalQValueModule = DistributionalQValueActor = EGreedyModule = None
+    DistributionalDQNnet = None
 
 # File extensions, as sdk/policy/spec_io.cc reads them.
 _FORMATS = {".pbtxt": "text", ".textproto": "text", ".txtpb": "text", ".txt": "text",
@@ -111,6 +117,13 @@ def _distributions():
             # and log-probs are tensordict's OneHotCategorical's, which the C++ one mirrors.
             TorchRLOneHotCategorical: ("one_hot_categorical", {"grad_method": None, **validate}),
             TorchRLDelta: ("delta", {"atol": "atol", "rtol": "rtol"}),
+            # The mask is a parameter read from a key (in_keys={"logits": ..., "mask": ...}).
+            # padding_value and padding_side only apply to the sparse forms, which are refused
+            # below; grad_method only chooses how rsample's gradients flow.
+            MaskedCategorical: ("masked_categorical", {"neg_inf": "neg_inf", "use_cross_entropy": "use_cross_entropy",
+                                                       "padding_value": None, "padding_side": None}),
+            MaskedOneHotCategorical: ("masked_one_hot_categorical", {"neg_inf": "neg_inf", "padding_value": None,
+                                                                     "grad_method": None}),
         })
     return table
 
@@ -152,6 +165,7 @@ class _Walker:
         self.parameters = []  # (C++ name, Python name, tensor)
         self.scripts = []  # (file name, ScriptModule)
         self.probabilistic = []  # (path, ProbabilisticTensorDictModule, its spec message)
+        self.absorbed = []  # Python names of buffers the spec holds as fields (eps, a support)
         self.cpp_prefix = ""
         self.python_prefix = ""
 
@@ -219,9 +233,17 @@ class _Walker:
             self.check_forward(obj, path, TensorDictSequential)
             self.check_sequence(obj, path)
             kind = msg.sequential
-            for child_path, child_name, child, index in self.children(obj, path):
+            children = self.children(obj, path)
+            for position, (child_path, child_name, child, index) in enumerate(children):
+                if _folds_into_next(child, children[position + 1][2] if position + 1 < len(children) else None,
+                                    child_path):
+                    continue
                 step = "module.%s." % (child_name if child_name is not None else index)
-                self.module_at(child, child_path, child_name, step, step, kind.modules.add())
+                cpp_step = "module.%s." % (child_name if child_name is not None else len(kind.modules))
+                self.module_at(child, child_path, child_name, cpp_step, step, kind.modules.add())
+            if DistributionalQValueActor is not None and isinstance(obj, DistributionalQValueActor):
+                # DistributionalQValueActor registers its module's support buffer once more.
+                self.absorbed.append(self.python_prefix + "support")
             kind.partial_tolerant = bool(obj.partial_tolerant)
             kind.selected_out_keys.extend(self.selected_out_keys(obj, path))
             return msg
@@ -232,6 +254,14 @@ class _Walker:
         elif isinstance(obj, TensorDictModule):
             self.check_forward(obj, path, TensorDictModule)
             self.network_module(obj, path, overwrites, msg.network)
+        elif QValueModule is not None and isinstance(obj, QValueModule):
+            self.q_value(obj, path, overwrites, msg.q_value)
+        elif EGreedyModule is not None and isinstance(obj, EGreedyModule):
+            self.egreedy(obj, path, overwrites, msg.egreedy)
+        elif DistributionalDQNnet is not None and isinstance(obj, DistributionalDQNnet):
+            raise ExportError(path, obj, "the log-softmax over atoms exports only right before the "
+                              "DistributionalQValueModule that reads its output (as DistributionalQValueActor "
+                              "builds them), whose q_value spec applies it")
         elif type(obj).__name__ in ("GRUModule", "LSTMModule") and type(obj).__module__.startswith("torchrl."):
             raise ExportError(path, obj, "TorchRL's recurrent modules reset their state at is_init and write it "
                               "under ('next', ...), which the spec has no field for; tdpolicy's recurrent "
@@ -576,6 +606,8 @@ class _Walker:
                                      ", ".join(sorted({c.__name__ for c in table})), hint))
             name, accepted = entry
             msg.distribution = name
+            if name.startswith("masked_"):
+                _check_dense_mask(obj, dist_keys, kwargs, path)
             self.distribution_kwargs(obj.distribution_class, kwargs, accepted, path, msg.distribution_kwargs)
         for key in sample_keys:
             msg.out_keys.append(self.write(key, overwrites, path))
@@ -616,6 +648,8 @@ class _Walker:
             target = accepted[pname]
             if target is None or value is None:
                 continue  # dropped on purpose (see the table), or the class's default
+            if pname == "neg_inf" and value == float("-inf"):
+                continue  # the masked distributions' default, which a spec's finite numbers cannot hold
             if pname == "tanh_loc" and cls is IndependentNormal and bool(value):
                 raise ExportError(where, value, "TorchRL %s's IndependentNormal ignores tanh_loc when the "
                                   "distribution is built (only update() applies it) while tdpolicy's "
@@ -669,6 +703,108 @@ class _Walker:
         if kwargs:
             raise ExportError(path, obj, "CompositeDistribution kwargs with no spec field: %s" % ", ".join(kwargs))
         return msg
+
+
+    # ---- value-based actors: QValueModule -> tdpolicy.QValue, EGreedyModule -> tdpolicy.EGreedy ----
+
+    def q_value(self, obj, path, overwrites, msg):
+        distributional = isinstance(obj, DistributionalQValueModule)
+        self.check_forward(obj, path, DistributionalQValueModule if distributional else QValueModule)
+        if obj.action_space == "mult_one_hot":
+            raise ExportError(path, obj, "action_space='mult_one_hot': its var_nums has no spec field; use "
+                              "one_hot or categorical")
+        if obj.action_space not in ("one_hot", "categorical"):
+            raise ExportError(path, obj, "action_space=%r: tdpolicy's q_value takes one_hot or categorical "
+                              "(TorchRL does not implement binary)" % (obj.action_space,))
+        if getattr(obj, "safe", False):
+            raise ExportError(path, obj, "safe=True (projection onto the action spec) has no q_value field")
+        msg.action_space = obj.action_space
+        msg.action_value_key = self.read(obj.action_value_key, path, obj)
+        if obj.action_mask_key is not None:
+            msg.action_mask_key = self.read(obj.action_mask_key, path, obj)
+        if distributional:
+            support = obj.support.detach()
+            if support.dim() != 1:
+                raise ExportError(path, obj, "a support of shape %s; tdpolicy's is one-dimensional [n_atoms]"
+                                  % (list(support.shape),))
+            to_tensor_proto(support, "%s.support" % path, msg.support)
+            self.absorbed.append(self.python_prefix + "support")
+        for key in obj.out_keys:
+            msg.out_keys.append(self.write(key, overwrites, path))
+        return msg
+
+    def egreedy(self, obj, path, overwrites, msg):
+        self.check_forward(obj, path, EGreedyModule)
+        msg.eps = float(obj.eps)
+        msg.action_key = self.read(obj.action_key, path, obj)
+        if obj.action_mask_key is not None:
+            msg.action_mask_key = self.read(obj.action_mask_key, path, obj)
+        spec = obj.spec
+        if spec is not None and isinstance(spec, torchrl.data.Composite):
+            spec = spec.get(obj.action_key, None)
+        if spec is None:
+            raise ExportError(path, obj, "no action spec: random actions are drawn from it (pass spec=...)")
+        _action_spec(spec, path + ".spec", msg.spec)
+        self.absorbed.extend(self.python_prefix + name for name in ("eps", "eps_init", "eps_end"))
+        self.write(obj.action_key, overwrites, path)
+        return msg
+
+
+def _folds_into_next(child, following, path):
+    """A DistributionalDQNnet (the log-softmax over atoms) right before the
+    DistributionalQValueModule reading what it writes: the q_value spec applies that log-softmax
+    itself, so the DQNnet writes no module of its own."""
+    if DistributionalDQNnet is None or not isinstance(child, DistributionalDQNnet):
+        return False
+    if type(child).forward is not DistributionalDQNnet.forward:
+        raise ExportError(path, child, "overrides DistributionalDQNnet.forward")
+    if not isinstance(following, DistributionalQValueModule):
+        return False
+    keys = [unravel_key(k) for k in child.in_keys]
+    if keys != [unravel_key(k) for k in child.out_keys] or keys != [unravel_key(following.action_value_key)]:
+        raise ExportError(path, child, "reads %s and writes %s; it folds into the DistributionalQValueModule "
+                          "after it only when both are that module's action_value_key %r (an action mask "
+                          "would be log-softmaxed too: give DistributionalQValueActor no action_mask_key, or "
+                          "make_log_softmax=False)"
+                          % (child.in_keys, child.out_keys, following.action_value_key))
+    return True
+
+
+def _action_spec(spec, path, msg):
+    """A TorchRL OneHot / Categorical / Bounded spec -> tdpolicy.ActionSpec."""
+    data = torchrl.data
+    kind = type(spec)
+    if kind is data.OneHot:
+        msg.one_hot.n = int(spec.space.n)
+        default_shape = [int(spec.space.n)]
+    elif kind is data.Categorical:
+        if int(spec.space.n) < 1:
+            raise ExportError(path, spec, "a Categorical spec of undefined cardinality (n=%s)" % spec.space.n)
+        msg.categorical.n = int(spec.space.n)
+        default_shape = []
+    elif isinstance(spec, data.Bounded) and spec.dtype in (torch.float16, torch.bfloat16, torch.float32,
+                                                            torch.float64):
+        to_tensor_proto(spec.space.low.detach(), path + ".low", msg.bounded.low)
+        to_tensor_proto(spec.space.high.detach(), path + ".high", msg.bounded.high)
+        default_shape = None
+    else:
+        raise ExportError(path, spec, "tdpolicy draws random actions from OneHot, Categorical and floating-point "
+                          "Bounded specs only")
+    shape = [int(s) for s in spec.shape]
+    # A spec expanded to batch dims keeps them: written only as the per-environment shape it is.
+    if default_shape is None or shape == default_shape:
+        msg.shape.extend(shape if default_shape is not None else [])
+    msg.dtype = dtype_enum(spec.dtype, path + " dtype")
+
+
+def _check_dense_mask(obj, dist_keys, kwargs, path):
+    names = {k if isinstance(k, str) else k[-1] for k in dist_keys}
+    if "indices" in names or "indices" in kwargs:
+        raise ExportError(path, obj, "%s with `indices` (the sparse form): tdpolicy's masked distributions take a "
+                          "dense boolean mask, in_keys={..., \"mask\": <key>}" % obj.distribution_class.__name__)
+    if "mask" not in names:
+        raise ExportError(path, obj, "%s reads its mask from no key: pass in_keys={\"logits\": ..., \"mask\": "
+                          "<the action mask's key>}" % obj.distribution_class.__name__)
 
 
 def _ensemble_expands_input(obj, path):
@@ -827,7 +963,7 @@ def export(module, path, example, *, parameters="embedded", self_test=True, name
         walker.module(module, "actor", out=spec.module)
         python = dict(module.named_parameters())
         python.update(dict(module.named_buffers()))
-        mapped = [p for _, p, _ in walker.parameters]
+        mapped = [p for _, p, _ in walker.parameters] + walker.absorbed
         missing = sorted(set(python) - set(mapped))
         if missing:
             raise ExportError("actor", module, "parameters or buffers the spec does not hold: %s" % ", ".join(missing))
