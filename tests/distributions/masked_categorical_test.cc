@@ -36,8 +36,7 @@ at::Tensor logits() {
 }
 
 at::Tensor mask() {
-  return at::tensor({true, false, true, true, false, true, true, false, true, true, true, true}, at::kBool)
-      .reshape({3, 4});
+  return at::tensor({1, 0, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1}, at::kLong).to(at::kBool).reshape({3, 4});
 }
 
 at::Tensor floats(std::vector<double> values) { return at::tensor(values, at::kDouble).to(at::kFloat); }

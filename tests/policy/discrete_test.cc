@@ -100,6 +100,7 @@ TEST(QValue, DistributionalExpectedValues) {
       shape: [ 3, 4 ]
     }
     module { q_value { action_space: "categorical" } }
+    init_seed: 1
   )pb");
   *spec.mutable_module()->mutable_q_value()->mutable_support() = to_tensor_proto(at::tensor({-1.0f, 0.0f, 2.0f}));
   ASSERT_OK_AND_ASSIGN(Policy policy, build_policy(spec, "t.pbtxt", "."));
@@ -183,6 +184,7 @@ TEST(ValueBasedKinds, ExportWhatTheyBuild) {
       expected.clear_overwrite_keys();
       tdpolicy::Module actual = got[i];
       actual.clear_overwrite_keys();
+      actual.clear_name();  // a sequential's children are named by position
       EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(actual, expected))
           << "built from:\n"
           << expected.DebugString() << "exported:\n"
