@@ -17,6 +17,7 @@
 #include "sdk/distributions/categorical.h"
 #include "sdk/distributions/delta.h"
 #include "sdk/distributions/independent.h"
+#include "sdk/distributions/masked_categorical.h"
 #include "sdk/distributions/normal.h"
 #include "sdk/distributions/one_hot_categorical.h"
 #include "sdk/distributions/tanh_delta.h"
@@ -53,6 +54,13 @@ at::Tensor bound(const at::Tensor& param, const DistributionKwargs& kwargs, cons
                                 "': pass it as a parameter tensor or a scalar kwarg");
   }
   return at::scalar_tensor(kwarg_double(kwargs, key, 0.0, distribution), like.options());
+}
+
+MaskedCategoricalOptions masked_options(const DistributionKwargs& kwargs, const std::string& distribution) {
+  MaskedCategoricalOptions options;
+  options.neg_inf = kwarg_double(kwargs, "neg_inf", options.neg_inf, distribution);
+  options.use_cross_entropy = kwarg_bool(kwargs, "use_cross_entropy", options.use_cross_entropy, distribution);
+  return options;
 }
 
 // By position, in the order of each signature's param_names().
@@ -111,6 +119,18 @@ void register_builtins(DistributionRegistry& registry) {
       "one_hot_categorical", {{{"logits"}, {"probs"}}, {}}, Factory([](ParamTensors p, const DistributionKwargs& k) {
         return std::make_shared<OneHotCategorical>(p[1], p[0], kwarg_validate_args(k, "one_hot_categorical"));
       }));
+  // TorchRL's MaskedCategorical / MaskedOneHotCategorical with a dense boolean mask: p[0] is
+  // logits, p[1] the mask, p[2] probs (logits or probs undefined).
+  registry.register_distribution(
+      "masked_categorical", {{{"logits", "mask"}, {"probs", "mask"}}, {"neg_inf", "use_cross_entropy"}},
+      Factory([](ParamTensors p, const DistributionKwargs& k) {
+        return std::make_shared<MaskedCategorical>(p[2], p[0], p[1], masked_options(k, "masked_categorical"));
+      }));
+  registry.register_distribution("masked_one_hot_categorical", {{{"logits", "mask"}, {"probs", "mask"}}, {"neg_inf"}},
+                                 Factory([](ParamTensors p, const DistributionKwargs& k) {
+                                   return std::make_shared<MaskedOneHotCategorical>(
+                                       p[2], p[0], p[1], masked_options(k, "masked_one_hot_categorical"));
+                                 }));
   registry.register_distribution("bernoulli", {{{"logits"}, {"probs"}}, {}},
                                  Factory([](ParamTensors p, const DistributionKwargs& k) {
                                    return std::make_shared<Bernoulli>(p[1], p[0], kwarg_validate_args(k, "bernoulli"));

@@ -20,17 +20,19 @@
 #include "sdk/nn/layers.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
+#include "sdk/nn/q_value_module.h"
 #include "sdk/nn/recurrent_module.h"
 #include "sdk/nn/safe_module.h"
 #include "sdk/nn/tanh_module.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/nn/tensordict_sequential.h"
 #include "sdk/nn/transforms.h"
-#include "sdk/probabilistic/composite_lp_aggregate.h"
-#include "sdk/probabilistic/probabilistic_module.h"
-#include "sdk/probabilistic/probabilistic_sequential.h"
 #include "sdk/policy/keys.h"
 #include "sdk/policy/policy.h"
+#include "sdk/probabilistic/composite_lp_aggregate.h"
+#include "sdk/probabilistic/egreedy_module.h"
+#include "sdk/probabilistic/probabilistic_module.h"
+#include "sdk/probabilistic/probabilistic_sequential.h"
 
 namespace tdp::fused {
 namespace {
@@ -62,7 +64,9 @@ struct Op {
     // `in` (is_init) is nonzero zeroed in `out`; `out` zeroed.
     kCopyColumns, kResetRows, kZero,
     // TorchRL's TanhModule (kTanhBox) and a Bounded projection (kClampBox).
-    kTanhBox, kClampBox
+    kTanhBox, kClampBox,
+    // TorchRL's QValueModule: the greedy action and its value.
+    kQValue
   } kind;
   int in = -1, out = -1, out2 = -1;
   // Recurrent cells: in is the input, state (and cell) the previous state; out (and out2) the
@@ -82,6 +86,7 @@ struct Op {
   // kTanhBox: tanh clamped into +-(1 - eps) first when clamp; low at w and high - low at w2.
   // kClampBox: out clamped in place into [low at w, high at w2].
   bool clamp = false;
+  bool one_hot = false;  // kQValue: a one-hot action (else the index)
 };
 
 enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
@@ -233,6 +238,9 @@ struct FusedPlan::Impl {
   std::vector<Head> heads;
   std::string head_path;  // the probabilistic module's path in the spec
   bool composite = false;
+  // An egreedy module's path: it passes the action through, except under RANDOM (and outside any
+  // interaction-type scope), which the plan leaves to LibTorch (check()).
+  std::string egreedy_path;
   int log_prob_sum = -1;  // a composite's aggregated log-prob (composite_lp_aggregate), else -1
   nn::InteractionType default_type = nn::InteractionType::kDeterministic;
   uint32_t next_block = 0;
@@ -1151,6 +1159,40 @@ struct FusedPlan::Impl {
     probabilistic(built_as<nn::ProbabilisticTensorDictModuleImpl>(m, path), path);
   }
 
+  // The greedy action of plain Q-values: an argmax (TorchRL's categorical action space) or every
+  // maximal action set (one_hot), and the chosen action's value.
+  void q_value(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    const auto& q = built_as<nn::QValueModuleImpl>(m, path);
+    if (!heads.empty()) throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one"));
+    if (q.distributional()) {
+      throw NotLowerable(absl::StrCat(path, ": a distributional q_value (its values are [atoms, actions])"));
+    }
+    if (q.options().action_mask_key()) {
+      throw NotLowerable(absl::StrCat(path, ": an action mask (the plan reads float32 inputs only)"));
+    }
+    Op op{Op::kQValue};
+    op.in = find(q.options().action_value_key(), path);
+    op.in_w = slots[op.in].width;
+    if (slots[op.in].shape.size() != 1 || op.in_w > kMaxEvent) {
+      throw NotLowerable(absl::StrCat(path, ": action values that are not a vector of at most ", kMaxEvent));
+    }
+    op.one_hot = q.options().action_space() == nn::ActionSpace::kOneHot;
+    const std::vector<NestedKey>& keys = q.out_keys_source();
+    op.out = op.one_hot ? add_slot(keys[0], op.in_w, {op.in_w}, /*integer=*/true)
+                        : add_slot(keys[0], 1, {}, /*integer=*/true);
+    // The action values pass through unmasked: the slot read is the one written back.
+    op.out2 = add_slot(keys[2], 1, {1});
+    ops.push_back(op);
+    description.push_back(absl::StrCat(path, ": fused (QValue, ", nn::to_string(q.options().action_space()), ")"));
+  }
+
+  void egreedy(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
+    built_as<nn::EGreedyModuleImpl>(m, path);
+    egreedy_path = path;
+    description.push_back(
+        absl::StrCat(path, ": fused (EGreedy: the action as is; RANDOM and unscoped calls run on LibTorch)"));
+  }
+
   // The lowering of the module kind `spec` names; a kind without one (ensemble) is not lowerable.
   void module(const tdpolicy::Module& spec, const nn::TensorDictModuleBase& m, const std::string& path) {
     using Lowering = void (Impl::*)(const tdpolicy::Module&, const nn::TensorDictModuleBase&, const std::string&);
@@ -1159,6 +1201,8 @@ struct FusedPlan::Impl {
         {tdpolicy::Module::kProbabilisticSequential, &Impl::probabilistic_sequential},
         {tdpolicy::Module::kNetwork, &Impl::network_module},
         {tdpolicy::Module::kProbabilistic, &Impl::probabilistic_module},
+        {tdpolicy::Module::kQValue, &Impl::q_value},
+        {tdpolicy::Module::kEgreedy, &Impl::egreedy},
         {tdpolicy::Module::kTanh, &Impl::tanh_module},
         {tdpolicy::Module::kLstm, &Impl::recurrent_module},
         {tdpolicy::Module::kGru, &Impl::recurrent_module},
@@ -1225,6 +1269,9 @@ struct FusedPlan::Impl {
       slots.back().float64 = in.dtype == at::kDouble;  // only a to_dtype may read it (find())
     }
     module(policy.spec.module(), *policy.module, "module");
+    // Without a type a LibTorch call explores (TorchRL's EGreedyModule does outside any scope):
+    // such a call goes to LibTorch as a RANDOM one does.
+    if (!egreedy_path.empty()) default_type = nn::InteractionType::kRandom;
     if (!input_problem.empty()) throw NotLowerable(input_problem);
     if (inputs.empty()) throw NotLowerable("inputs: the spec declares none");
     // What a call returns, as the LibTorch path returns it.
@@ -1334,6 +1381,33 @@ struct FusedPlan::Impl {
               float t = std::tanh(x[r * d + j]);
               if (op.clamp) t = std::min(std::max(t, -lim), lim);
               y[r * d + j] = low[j] + range[j] * (t + 1.0f) / 2.0f;
+            }
+          }
+          break;
+        }
+        case Op::kQValue: {
+          const float* values = at(op.in);
+          float* action = at(op.out);
+          float* chosen = at(op.out2);
+          const int64_t n = op.in_w;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* v = values + r * n;
+            int64_t best = 0;
+            for (int64_t k = 1; k < n; ++k) {
+              if (v[k] > v[best]) best = k;
+            }
+            if (op.one_hot) {
+              // Every maximal action, and the sum of their values, as (action * values).sum(-1).
+              float sum = 0;
+              for (int64_t k = 0; k < n; ++k) {
+                const bool on = v[k] == v[best];
+                action[r * n + k] = on ? 1.0f : 0.0f;
+                sum += on ? v[k] : 0.0f;
+              }
+              chosen[r] = sum;
+            } else {
+              action[r] = static_cast<float>(best);
+              chosen[r] = v[best];
             }
           }
           break;
@@ -1630,6 +1704,12 @@ absl::Status check_head(const Head& h, nn::InteractionType type) {
 
 absl::Status FusedPlan::check(nn::InteractionType type) const {
   using T = nn::InteractionType;
+  if (!impl_->egreedy_path.empty() && type == T::kRandom) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(impl_->egreedy_path,
+                     ": egreedy under interaction type random draws from LibTorch's generator (torch.rand, randint, "
+                     "multinomial), which the plan's Philox stream does not reproduce"));
+  }
   if (impl_->composite && type == T::kMedian) {
     return absl::FailedPreconditionError(absl::StrCat(
         impl_->head_path,

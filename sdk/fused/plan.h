@@ -21,7 +21,10 @@
 // one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical, bernoulli,
 // normal, independent_normal, tanh_normal or delta, or a CompositeDistribution of those parts
 // (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the
-// LibTorch module writes); no num_samples, no own generator. A module's output that overwrites
+// LibTorch module writes); no num_samples, no own generator; a q_value module (TorchRL's
+// QValueModule, one_hot or categorical, without a mask or support) and an egreedy module (the
+// action as is: RANDOM and calls without a type, where it explores, are reported by check() and
+// run on LibTorch, whose draws the plan does not reproduce). A module's output that overwrites
 // an input (a recurrent state) goes to a new slot: the input keeps the old value. Anything else
 // is "not lowerable": lower() returns an error naming the module's path in the spec and why
 // (a second probabilistic module, as in an autoregressive policy, among them). Interaction

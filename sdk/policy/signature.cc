@@ -166,7 +166,10 @@ absl::StatusOr<Signature> compute_signature(const tdpolicy::PolicySpec& spec, nn
     std::vector<int64_t> shape{1};
     shape.insert(shape.end(), input.shape.begin(), input.shape.end());
     try {
-      zeros.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype).device(device)));
+      // A boolean input is an action mask more often than not: all false would allow no action,
+      // and a masked distribution or exploration could draw none.
+      const at::TensorOptions options = at::TensorOptions().dtype(input.dtype).device(device);
+      zeros.set(input.key, input.dtype == at::kBool ? at::ones(shape, options) : at::zeros(shape, options));
     } catch (const std::exception& error) {
       // A key and one of its parents both declared: no observation can hold both.
       return absl::InvalidArgumentError(absl::StrCat("inputs[", i, "].key (\"", input.name, "\"): ", error.what()));

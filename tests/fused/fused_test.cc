@@ -279,6 +279,47 @@ TEST(FusedParity, LinearPolicyEqualsLibTorch) {
   expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, "linear");
 }
 
+// TorchRL's DQN actor (QValueActor: an MLP's action values, then the greedy action), optionally
+// followed by its EGreedyModule.
+std::string dqn_spec(const std::string& action_space, bool explore) {
+  std::string text =
+      "name: 'dqn' inputs { key: 'observation' shape: 5 }\n"
+      "output_keys: 'action' output_keys: 'action_value' output_keys: 'chosen_action_value'\n"
+      "module { sequential {\n"
+      "  modules { network { in_keys: 'observation' out_keys: 'action_value' network { mlp { in_features: 5 "
+      "hidden_sizes: [16] out_features: 4 activation: 'relu' } } } }\n"
+      "  modules { q_value { action_space: '" +
+      action_space + "' } }\n";
+  if (explore) {
+    text += "  modules { egreedy { eps: 0.5 spec { " + std::string(action_space == "one_hot" ? "one_hot" : "categorical") +
+            " { n: 4 } } } }\n";
+  }
+  return text + "} }\ninit_seed: 9";
+}
+
+TEST(FusedParity, QValueActorsEqualLibTorch) {
+  for (const std::string space : {"one_hot", "categorical"}) {
+    for (bool explore : {false, true}) {
+      const std::string text = dqn_spec(space, explore);
+      expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}},
+                    "dqn " + space + (explore ? " egreedy" : ""));
+    }
+  }
+}
+
+TEST(FusedLowering, EGreedyLeavesRandomAndUntypedCallsToLibTorch) {
+  auto actor = load_spec_text(dqn_spec("categorical", true), ActorOptions().run_self_tests(false));
+  ASSERT_TRUE(actor);
+  ASSERT_OK(actor->describe().fused_status);
+  EXPECT_TRUE(actor->describe().runs_fused(1, InteractionType::kDeterministic));
+  EXPECT_FALSE(actor->describe().runs_fused(1, InteractionType::kRandom));
+  TensorDict obs = random_inputs({{"observation", 5}}, 2000);
+  const at::Tensor greedy = actor->act(obs, InteractionType::kDeterministic).get("action");
+  const at::Tensor explored = actor->act(obs, InteractionType::kRandom).get("action");
+  // eps 0.5, a uniform action among 4: about 3/8 of the rows change.
+  EXPECT_NEAR((explored != greedy).to(at::kDouble).mean().item<double>(), 0.375, 0.05);
+}
+
 // Recurrent policies in the stateless form (the state given with the observation): every
 // output, the next state included, with the file's weights and random ones.
 TEST(FusedParity, RecurrentGruEqualsLibTorchAtBatch1_7_64_1000) {

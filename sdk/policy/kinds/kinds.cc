@@ -5,14 +5,15 @@
 
 namespace tdp::policy::kinds {
 
-extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble, kTanh, kLstm, kGru;
+extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbabilistic, kEnsemble, kQValue, kEGreedy,
+    kTanh, kLstm, kGru;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
     kAddStateIndependentNormalScale, kOneHot, kCat, kSequence, kActivation, kConv2d, kFlatten, kLayerNorm, kDueling,
     kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage;
 
 const std::vector<const ModuleKind*>& module_kinds() {
   static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork, &kProbabilistic,
-                                                       &kEnsemble,   &kTanh,                    &kLstm,    &kGru};
+                                                       &kEnsemble,   &kQValue,  &kEGreedy, &kTanh, &kLstm, &kGru};
   return kinds;
 }
 

@@ -116,7 +116,7 @@ bool kwargs_known(const google::protobuf::Map<std::string, tdpolicy::Scalar>& kw
 // The sample shape a registry distribution gives from its first parameter's shape.
 Shape sample_shape(const std::string& distribution, const Shape& param) {
   if (!param) return std::nullopt;
-  if (distribution == "categorical") {
+  if (distribution == "categorical" || distribution == "masked_categorical") {
     if (param->empty()) return std::nullopt;
     return std::vector<int64_t>(param->begin(), param->end() - 1);
   }

@@ -76,11 +76,17 @@ try:  # TorchRL is optional: without it, its classes are simply never met.
     from torchrl.modules.distributions import TanhDelta
     from torchrl.modules import TanhModule as TorchRLTanhModule
     from torchrl.data import Bounded as TorchRLBounded, Categorical as TorchRLCategorical, OneHot as TorchRLOneHot
+    from torchrl.modules.distributions import MaskedCategorical, MaskedOneHotCategorical
+    from torchrl.modules import DistributionalQValueActor, DistributionalQValueModule, EGreedyModule, QValueModule
+    from torchrl.modules.tensordict_module.common import DistributionalDQNnet
 except ImportError:  # pragma: no cover
     torchrl = None
     TorchRLMLP = TorchRLMultiAgentMLP = IndependentNormal = TanhNormal = TorchRLDelta = TanhDelta = None
     TorchRLOneHotCategorical = TorchRLTruncatedNormal = TorchRLTanhModule = None
     TorchRLBounded = TorchRLCategorical = TorchRLOneHot = None
+    MaskedCategorical = MaskedOneHotCategorical = None
+    QValueModule = DistributionalQValueModule = DistributionalQValueActor = EGreedyModule = None
+    DistributionalDQNnet = None
     GRUModule = LSTMModule = TorchRLGRU = TorchRLLSTM = None
     TorchRLConvNet = TorchRLDdpgMlpActor = TorchRLDuelingCnnDQNet = TorchRLDuelingMlpDQNet = None
     TorchRLSquashDims = TorchRLSqueeze2dLayer = TorchRLSqueezeLayer = None
@@ -138,6 +144,13 @@ def _distributions():
             # not tensordict's truncated_normal.
             TorchRLTruncatedNormal: ("torchrl_truncated_normal", {"upscale": "upscale", "low": "low", "high": "high",
                                                                   "tanh_loc": "tanh_loc"}),
+            # The mask is a parameter read from a key (in_keys={"logits": ..., "mask": ...}).
+            # padding_value and padding_side only apply to the sparse forms, which are refused
+            # below; grad_method only chooses how rsample's gradients flow.
+            MaskedCategorical: ("masked_categorical", {"neg_inf": "neg_inf", "use_cross_entropy": "use_cross_entropy",
+                                                       "padding_value": None, "padding_side": None}),
+            MaskedOneHotCategorical: ("masked_one_hot_categorical", {"neg_inf": "neg_inf", "padding_value": None,
+                                                                     "grad_method": None}),
         })
     return table
 
@@ -216,7 +229,7 @@ class _Walker:
         self.batch_dims = example.batch_dims
         self.layer_batch_dims = None  # the batch dims the layers being walked see, when not batch_dims
         self.in_sequence = False  # walking the layers of an nn.Sequential (arity errors say so)
-        self.held = []  # Python buffers the spec holds in module fields (a TanhModule's bounds)
+        self.held = []  # Python buffers the spec holds as module fields (TanhModule's bounds, eps, a support)
         self.cpp_prefix = ""
         self.python_prefix = ""
 
@@ -284,9 +297,17 @@ class _Walker:
             self.check_forward(obj, path, TensorDictSequential)
             self.check_sequence(obj, path)
             kind = msg.sequential
-            for child_path, child_name, child, index in self.children(obj, path):
+            children = self.children(obj, path)
+            for position, (child_path, child_name, child, index) in enumerate(children):
+                if _folds_into_next(child, children[position + 1][2] if position + 1 < len(children) else None,
+                                    child_path):
+                    continue
                 step = "module.%s." % (child_name if child_name is not None else index)
-                self.module_at(child, child_path, child_name, step, step, kind.modules.add())
+                cpp_step = "module.%s." % (child_name if child_name is not None else len(kind.modules))
+                self.module_at(child, child_path, child_name, cpp_step, step, kind.modules.add())
+            if DistributionalQValueActor is not None and isinstance(obj, DistributionalQValueActor):
+                # DistributionalQValueActor registers its module's support buffer once more.
+                self.held.append(self.python_prefix + "support")
             kind.partial_tolerant = bool(obj.partial_tolerant)
             kind.selected_out_keys.extend(self.selected_out_keys(obj, path))
             return msg
@@ -310,6 +331,14 @@ class _Walker:
                 self.tanh_module(obj, path, overwrites, msg.tanh)
             elif _recurrent_kind(obj) is not None:
                 self.recurrent_module(obj, path, overwrites, msg)
+            elif QValueModule is not None and isinstance(obj, QValueModule):
+                self.q_value(obj, path, overwrites, msg.q_value)
+            elif EGreedyModule is not None and isinstance(obj, EGreedyModule):
+                self.egreedy(obj, path, overwrites, msg.egreedy)
+            elif DistributionalDQNnet is not None and isinstance(obj, DistributionalDQNnet):
+                raise ExportError(path, obj, "the log-softmax over atoms exports only right before the "
+                                  "DistributionalQValueModule that reads its output (as DistributionalQValueActor "
+                                  "builds them), whose q_value spec applies it")
             else:
                 raise ExportError(path, obj, "not a TensorDictModule, TensorDictSequential, "
                                   "ProbabilisticTensorDictModule or ProbabilisticTensorDictSequential "
@@ -902,6 +931,8 @@ class _Walker:
                                      ", ".join(sorted({c.__name__ for c in table})), hint))
             name, accepted = entry
             msg.distribution = name
+            if name.startswith("masked_"):
+                _check_dense_mask(obj, dist_keys, kwargs, path)
             self.distribution_kwargs(obj.distribution_class, kwargs, accepted, path, msg.distribution_kwargs,
                                      _TENSOR_KWARGS.get(name, ()))
         for key in sample_keys:
@@ -943,6 +974,8 @@ class _Walker:
             target = accepted[pname]
             if target is None or value is None:
                 continue  # dropped on purpose (see the table), or the class's default
+            if pname == "neg_inf" and value == float("-inf"):
+                continue  # the masked distributions' default, which a spec's finite numbers cannot hold
             if pname == "tanh_loc" and cls is IndependentNormal and bool(value):
                 raise ExportError(where, value, "TorchRL %s's IndependentNormal ignores tanh_loc when the "
                                   "distribution is built (only update() applies it) while tdpolicy's "
@@ -1008,6 +1041,50 @@ class _Walker:
             raise ExportError(path, obj, "CompositeDistribution kwargs with no spec field: %s" % ", ".join(kwargs))
         return msg
 
+    # ---- value-based actors: QValueModule -> tdpolicy.QValue, EGreedyModule -> tdpolicy.EGreedy ----
+
+    def q_value(self, obj, path, overwrites, msg):
+        distributional = isinstance(obj, DistributionalQValueModule)
+        self.check_forward(obj, path, DistributionalQValueModule if distributional else QValueModule)
+        if obj.action_space == "mult_one_hot":
+            raise ExportError(path, obj, "action_space='mult_one_hot': its var_nums has no spec field; use "
+                              "one_hot or categorical")
+        if obj.action_space not in ("one_hot", "categorical"):
+            raise ExportError(path, obj, "action_space=%r: tdpolicy's q_value takes one_hot or categorical "
+                              "(TorchRL does not implement binary)" % (obj.action_space,))
+        if getattr(obj, "safe", False):
+            raise ExportError(path, obj, "safe=True (projection onto the action spec) has no q_value field")
+        msg.action_space = obj.action_space
+        msg.action_value_key = self.read(obj.action_value_key, path, obj)
+        if obj.action_mask_key is not None:
+            msg.action_mask_key = self.read(obj.action_mask_key, path, obj)
+        if distributional:
+            support = obj.support.detach()
+            if support.dim() != 1:
+                raise ExportError(path, obj, "a support of shape %s; tdpolicy's is one-dimensional [n_atoms]"
+                                  % (list(support.shape),))
+            to_tensor_proto(support, "%s.support" % path, msg.support)
+            self.held.append(self.python_prefix + "support")
+        for key in obj.out_keys:
+            msg.out_keys.append(self.write(key, overwrites, path))
+        return msg
+
+    def egreedy(self, obj, path, overwrites, msg):
+        self.check_forward(obj, path, EGreedyModule)
+        msg.eps = float(obj.eps)
+        msg.action_key = self.read(obj.action_key, path, obj)
+        if obj.action_mask_key is not None:
+            msg.action_mask_key = self.read(obj.action_mask_key, path, obj)
+        spec = obj.spec
+        if spec is not None and isinstance(spec, torchrl.data.Composite):
+            spec = spec.get(obj.action_key, None)
+        if spec is None:
+            raise ExportError(path, obj, "no action spec: random actions are drawn from it (pass spec=...)")
+        _action_spec(spec, "%s.spec" % path, path, obj, msg.spec)
+        self.held.extend(self.python_prefix + name for name in ("eps", "eps_init", "eps_end"))
+        self.write(obj.action_key, overwrites, path)
+        return msg
+
 
 def _recurrent_kind(obj):
     """(class, network attribute, accepted network classes, number of states) of a TorchRL
@@ -1071,28 +1148,31 @@ def _tanh_module(walker, obj, path, overwrites, msg):
     return msg
 
 
-def _action_spec(leaf, key, path, obj, out):
-    """A TorchRL leaf spec -> tdpolicy.ActionSpec (Bounded, OneHot, Categorical without a mask)."""
-    where = "%s spec[%r]" % (path, key)
+def _action_spec(leaf, where, path, obj, out):
+    """A TorchRL leaf spec -> tdpolicy.ActionSpec: an unmasked floating-point Bounded, a OneHot or a
+    Categorical; `where` names it in errors ("actor spec['action']")."""
     if getattr(leaf, "mask", None) is not None:
-        raise ExportError(path, obj, "safe=True with a masked %s spec at %r: the spec holds unmasked "
-                          "Bounded / OneHot / Categorical projections" % (type(leaf).__name__, key))
-    out.shape.extend(int(s) for s in leaf.shape)
-    out.dtype = dtype_enum(leaf.dtype, where)
+        raise ExportError(path, obj, "a masked %s spec at %s: the spec holds unmasked Bounded / OneHot / "
+                          "Categorical specs" % (type(leaf).__name__, where))
     if isinstance(leaf, TorchRLBounded):
         low, high = leaf.space.low, leaf.space.high
         if not (low.is_floating_point() and high.is_floating_point()):
-            raise ExportError(path, obj, "safe=True with a %s spec at %r of dtype %s: the spec holds "
-                              "floating-point Bounded projections" % (type(leaf).__name__, key, low.dtype))
+            raise ExportError(path, obj, "a %s spec at %s of dtype %s: the spec holds floating-point Bounded "
+                              "specs" % (type(leaf).__name__, where, low.dtype))
         to_tensor_proto(low.detach().cpu(), where + " low", out.bounded.low)
         to_tensor_proto(high.detach().cpu(), where + " high", out.bounded.high)
     elif type(leaf) is TorchRLOneHot:
         out.one_hot.n = int(leaf.space.n)
     elif type(leaf) is TorchRLCategorical:
+        if int(leaf.space.n) < 1:
+            raise ExportError(path, obj, "a Categorical spec at %s of undefined cardinality (n=%s)"
+                              % (where, leaf.space.n))
         out.categorical.n = int(leaf.space.n)
     else:
-        raise ExportError(path, obj, "safe=True with a %s spec at %r: tdpolicy projects onto Bounded, OneHot "
-                          "and Categorical specs" % (type(leaf).__name__, key))
+        raise ExportError(path, obj, "a %s spec at %s: tdpolicy takes Bounded, OneHot and Categorical specs"
+                          % (type(leaf).__name__, where))
+    out.shape.extend(int(s) for s in leaf.shape)
+    out.dtype = dtype_enum(leaf.dtype, where)
 
 
 def _projections(obj, path, msg):
@@ -1111,11 +1191,41 @@ def _projections(obj, path, msg):
             continue  # every value is in a Categorical(n=-1): its projection does nothing
         projection = msg.projections.add()
         projection.key = key_text(key, path + " spec key")
-        _action_spec(leaf, key, path, obj, projection.spec)
+        _action_spec(leaf, "%s spec[%r]" % (path, key), path, obj, projection.spec)
 
 
 _Walker.tanh_module = _tanh_module
 _Walker.projections = staticmethod(_projections)
+
+
+def _folds_into_next(child, following, path):
+    """A DistributionalDQNnet (the log-softmax over atoms) right before the
+    DistributionalQValueModule reading what it writes: the q_value spec applies that log-softmax
+    itself, so the DQNnet writes no module of its own."""
+    if DistributionalDQNnet is None or not isinstance(child, DistributionalDQNnet):
+        return False
+    if type(child).forward is not DistributionalDQNnet.forward:
+        raise ExportError(path, child, "overrides DistributionalDQNnet.forward")
+    if not isinstance(following, DistributionalQValueModule):
+        return False
+    keys = [unravel_key(k) for k in child.in_keys]
+    if keys != [unravel_key(k) for k in child.out_keys] or keys != [unravel_key(following.action_value_key)]:
+        raise ExportError(path, child, "reads %s and writes %s; it folds into the DistributionalQValueModule "
+                          "after it only when both are that module's action_value_key %r (an action mask "
+                          "would be log-softmaxed too: give DistributionalQValueActor no action_mask_key, or "
+                          "make_log_softmax=False)"
+                          % (child.in_keys, child.out_keys, following.action_value_key))
+    return True
+
+
+def _check_dense_mask(obj, dist_keys, kwargs, path):
+    names = {k if isinstance(k, str) else k[-1] for k in dist_keys}
+    if "indices" in names or "indices" in kwargs:
+        raise ExportError(path, obj, "%s with `indices` (the sparse form): tdpolicy's masked distributions take a "
+                          "dense boolean mask, in_keys={..., \"mask\": <key>}" % obj.distribution_class.__name__)
+    if "mask" not in names:
+        raise ExportError(path, obj, "%s reads its mask from no key: pass in_keys={\"logits\": ..., \"mask\": "
+                          "<the action mask's key>}" % obj.distribution_class.__name__)
 
 
 def _ensemble_expands_input(obj, path):
