@@ -7,6 +7,23 @@
 #include <stdexcept>
 
 namespace tdp::nn {
+namespace {
+
+// An index in [0, n) per entry of `shape`: uniform (torch.randint), or among the allowed
+// entries of `mask` [*shape, n] (torch.multinomial over the mask as weights), as TorchRL's
+// Categorical.rand and OneHot.rand draw.
+at::Tensor draw_index(int64_t n, c10::IntArrayRef shape, const at::Tensor& mask,
+                      const std::optional<at::Generator>& generator, const at::TensorOptions& options) {
+  if (!mask.defined()) return at::randint(n, shape, generator, options.dtype(at::kLong));
+  std::vector<int64_t> full(shape.begin(), shape.end());
+  full.push_back(n);
+  const at::Tensor expanded = mask.expand(full);
+  const at::Tensor flat = expanded.dim() > 2 ? expanded.flatten(0, -2) : expanded;
+  return at::multinomial(flat.to(at::kFloat), 1, /*replacement=*/false, generator).reshape(shape);
+}
+
+}  // namespace
+
 
 TensorSpec TensorSpec::bounded(at::Tensor low, at::Tensor high, std::vector<int64_t> shape, at::ScalarType dtype) {
   if (!low.defined() || !high.defined())
@@ -100,6 +117,27 @@ void project_entries(const std::vector<SpecProjection>& projections, TensorDict&
     at::Tensor projected = projection.spec.project(value, generator);
     if (!projected.is_same(value)) out.set(projection.key, std::move(projected));
   }
+}
+
+at::Tensor TensorSpec::rand(const at::Tensor& action, const at::Tensor& mask,
+                            const std::optional<at::Generator>& generator) const {
+  switch (kind_) {
+    case Kind::kCategorical:
+      return draw_index(n_, action.sizes(), mask, generator, action.options()).to(dtype_);
+    case Kind::kOneHot:
+      return at::one_hot(draw_index(n_, action.sizes().slice(0, action.dim() - 1), mask, generator, action.options()), n_)
+          .to(dtype_);
+    case Kind::kBounded: {
+      // TorchRL's Bounded.rand for floating dtypes: low + (high - low) * U[0, 1), then values
+      // rounded past a bound put back on it.
+      const at::Tensor a = low_.to(action.device(), dtype_);
+      const at::Tensor b = high_.to(action.device(), dtype_);
+      at::Tensor out = at::empty(action.sizes(), action.options().dtype(dtype_)).uniform_(0, 1, generator) * (b - a) + a;
+      out = at::where(out > b, b.expand_as(out), out);
+      return at::where(out < a, a.expand_as(out), out);
+    }
+  }
+  throw std::logic_error("TensorSpec: unknown kind");
 }
 
 }  // namespace tdp::nn

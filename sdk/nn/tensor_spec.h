@@ -58,6 +58,13 @@ class TensorSpec {
   // `generator` (the default generator when none).
   at::Tensor project(const at::Tensor& value, const std::optional<at::Generator>& generator = std::nullopt) const;
 
+  // TorchRL's rand(), shaped like `action` (one_hot: [..., n]; categorical: [...]; bounded: as
+  // `action`), from `generator` (null: LibTorch's default): uniform over the actions, or with a
+  // boolean `mask` [..., n] only over the allowed ones (torch.multinomial over the mask); a
+  // bounded draw is low + (high - low) * U[0, 1), put back on a bound it rounded past.
+  at::Tensor rand(const at::Tensor& action, const at::Tensor& mask,
+                  const std::optional<at::Generator>& generator = std::nullopt) const;
+
   // "Bounded(shape=[2], dtype=Float)", for messages and printing.
   std::string to_string() const;
 

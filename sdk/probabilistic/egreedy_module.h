@@ -1,12 +1,12 @@
 // EGreedyModule: epsilon-greedy exploration, TorchRL's EGreedyModule. Under the RANDOM
 // interaction type (and outside any interaction-type scope, as TorchRL explores when
 // exploration_type() is None) each row's action is replaced, with probability eps, by a random
-// action drawn uniformly from its ActionSpec (only among the actions an action mask allows, when
+// action drawn uniformly from its TensorSpec (TensorSpec::rand) (only among the actions an action mask allows, when
 // the module reads one); under MODE, MEAN, MEDIAN or DETERMINISTIC the action passes through.
 // Draws come from the GeneratorGuard's generator (an Actor's seeded stream), else LibTorch's
 // default one. eps is a constant: TorchRL's annealed buffer frozen at its current value.
 //
-//   tdp::nn::ActionSpec spec = tdp::nn::ActionSpec::one_hot(4);          // TorchRL's OneHot(4)
+//   tdp::nn::TensorSpec spec = tdp::nn::TensorSpec::one_hot(4);          // TorchRL's OneHot(4)
 //   tdp::nn::EGreedyModule explore(tdp::nn::EGreedyModuleOptions(spec).eps(0.1));
 //   tdp::nn::TensorDictSequential policy(q_actor, explore);
 //   tdp::nn::InteractionTypeGuard random(tdp::nn::InteractionType::kRandom);
@@ -24,40 +24,16 @@
 #include <utility>
 #include <vector>
 
+#include "sdk/nn/tensor_spec.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
 namespace tdp::nn {
 
-// The action space random actions are drawn from, as far as TorchRL's TensorSpec.rand() needs it.
-struct ActionSpec {
-  enum class Kind { kOneHot, kCategorical, kBounded };
-  Kind kind = Kind::kCategorical;
-  int64_t n = 0;         // one_hot / categorical: the number of actions
-  at::Tensor low, high;  // bounded: broadcastable to the action's per-environment shape
-  at::ScalarType dtype = at::kLong;
-  // The per-environment shape the spec was declared with (TorchRL expands it to the action).
-  std::vector<int64_t> shape;
-
-  // TorchRL's OneHot(n) (dtype bool by default), Categorical(n) (int64) and Bounded(low, high).
-  static ActionSpec one_hot(int64_t n, at::ScalarType dtype = at::kBool) { return {Kind::kOneHot, n, {}, {}, dtype}; }
-  static ActionSpec categorical(int64_t n, at::ScalarType dtype = at::kLong) {
-    return {Kind::kCategorical, n, {}, {}, dtype};
-  }
-  static ActionSpec bounded(at::Tensor low, at::Tensor high, at::ScalarType dtype = at::kFloat) {
-    return {Kind::kBounded, 0, std::move(low), std::move(high), dtype};
-  }
-
-  // Uniform random actions shaped like `action` (one_hot: [..., n]; categorical: [...]) from
-  // `generator` (null: LibTorch's default); with a boolean `mask` [..., n], only allowed ones.
-  at::Tensor rand(const at::Tensor& action, const at::Tensor& mask,
-                  const std::optional<at::Generator>& generator) const;
-};
-
 struct EGreedyModuleOptions {
-  explicit EGreedyModuleOptions(ActionSpec spec) : spec_(std::move(spec)) {}
-  TORCH_ARG(ActionSpec, spec);
+  explicit EGreedyModuleOptions(TensorSpec spec) : spec_(std::move(spec)) {}
+  TORCH_ARG(TensorSpec, spec);
   TORCH_ARG(double, eps) = 1.0;
   TORCH_ARG(NestedKey, action_key) = NestedKey("action");
 

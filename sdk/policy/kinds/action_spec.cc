@@ -29,43 +29,6 @@ at::ScalarType dtype_of(const tdpolicy::ActionSpec& spec) {
 
 std::string shape_text(const at::Tensor& tensor) { return shape_to_string(tensor.sizes()); }
 
-bool validate_action_spec(const tdpolicy::ActionSpec& spec, const std::string& path, ValidationContext& context) {
-  if (spec.dtype() != tdpolicy::DTYPE_UNSPECIFIED && !scalar_type(spec.dtype())) {
-    return context.fail(path + ".dtype", absl::StrCat("unknown dtype ", static_cast<int>(spec.dtype())));
-  }
-  if (!context.declared(spec.shape(), path + ".shape", "the spec's shape")) return false;
-  const Shape shape = std::vector<int64_t>(spec.shape().begin(), spec.shape().end());
-  switch (spec.kind_case()) {
-    case tdpolicy::ActionSpec::kBounded: {
-      const std::string field = path + ".bounded";
-      if (!spec.bounded().has_low() || !spec.bounded().has_high()) {
-        return context.fail(field, "a bounded spec needs low and high");
-      }
-      auto low = constant_tensor(spec.bounded().low(), field + ".low", "the spec's low", context, true);
-      if (!low) return false;
-      auto high = constant_tensor(spec.bounded().high(), field + ".high", "the spec's high", context, true);
-      if (!high) return false;
-      return broadcasts_onto(*low, shape, field + ".low", "the spec's low", context) &&
-             broadcasts_onto(*high, shape, field + ".high", "the spec's high", context) &&
-             ordered(*low, *high, /*strict=*/false, field + ".low", context);
-    }
-    case tdpolicy::ActionSpec::kOneHot: {
-      const int64_t n = spec.one_hot().n();
-      if (!context.positive(n, path + ".one_hot.n")) return false;
-      if (!spec.shape().empty() && spec.shape(spec.shape_size() - 1) != n) {
-        return context.fail(path + ".shape", absl::StrCat("a one_hot spec's last dim must be n (", n, "), got ",
-                                                          spec.shape(spec.shape_size() - 1)));
-      }
-      return true;
-    }
-    case tdpolicy::ActionSpec::kCategorical:
-      return context.positive(spec.categorical().n(), path + ".categorical.n");
-    case tdpolicy::ActionSpec::KIND_NOT_SET:
-      break;
-  }
-  return context.fail(path, "no spec kind is set", "one of bounded, one_hot, categorical");
-}
-
 }  // namespace
 
 std::optional<at::Tensor> constant_tensor(const tdpolicy::TensorProto& proto, const std::string& path,
@@ -122,6 +85,43 @@ at::Tensor constant(const tdpolicy::TensorProto& proto) {
   absl::StatusOr<at::Tensor> tensor = from_tensor_proto(proto);
   if (!tensor.ok()) throw std::invalid_argument(std::string(tensor.status().message()));
   return *tensor;
+}
+
+bool validate_action_spec(const tdpolicy::ActionSpec& spec, const std::string& path, ValidationContext& context) {
+  if (spec.dtype() != tdpolicy::DTYPE_UNSPECIFIED && !scalar_type(spec.dtype())) {
+    return context.fail(path + ".dtype", absl::StrCat("unknown dtype ", static_cast<int>(spec.dtype())));
+  }
+  if (!context.declared(spec.shape(), path + ".shape", "the spec's shape")) return false;
+  const Shape shape = std::vector<int64_t>(spec.shape().begin(), spec.shape().end());
+  switch (spec.kind_case()) {
+    case tdpolicy::ActionSpec::kBounded: {
+      const std::string field = path + ".bounded";
+      if (!spec.bounded().has_low() || !spec.bounded().has_high()) {
+        return context.fail(field, "a bounded spec needs low and high");
+      }
+      auto low = constant_tensor(spec.bounded().low(), field + ".low", "the spec's low", context, true);
+      if (!low) return false;
+      auto high = constant_tensor(spec.bounded().high(), field + ".high", "the spec's high", context, true);
+      if (!high) return false;
+      return broadcasts_onto(*low, shape, field + ".low", "the spec's low", context) &&
+             broadcasts_onto(*high, shape, field + ".high", "the spec's high", context) &&
+             ordered(*low, *high, /*strict=*/false, field + ".low", context);
+    }
+    case tdpolicy::ActionSpec::kOneHot: {
+      const int64_t n = spec.one_hot().n();
+      if (!context.positive(n, path + ".one_hot.n")) return false;
+      if (!spec.shape().empty() && spec.shape(spec.shape_size() - 1) != n) {
+        return context.fail(path + ".shape", absl::StrCat("a one_hot spec's last dim must be n (", n, "), got ",
+                                                          spec.shape(spec.shape_size() - 1)));
+      }
+      return true;
+    }
+    case tdpolicy::ActionSpec::kCategorical:
+      return context.positive(spec.categorical().n(), path + ".categorical.n");
+    case tdpolicy::ActionSpec::KIND_NOT_SET:
+      break;
+  }
+  return context.fail(path, "no spec kind is set", "one of bounded, one_hot, categorical");
 }
 
 bool validate_projections(const tdpolicy::Module& module, const std::string& path, ValidationContext& context) {

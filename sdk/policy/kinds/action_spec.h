@@ -37,6 +37,10 @@ bool ordered(const at::Tensor& low, const at::Tensor& high, bool strict, const s
 // A validated spec's constant (from_tensor_proto of a checked proto).
 at::Tensor constant(const tdpolicy::TensorProto& proto);
 
+// A tdpolicy.ActionSpec at `path`: a kind set, its n positive or its bounds finite-or-infinite
+// constants broadcasting onto its shape with low <= high, a known dtype.
+bool validate_action_spec(const tdpolicy::ActionSpec& spec, const std::string& path, ValidationContext& context);
+
 // Module.projections: each key written by the module or earlier, each spec complete.
 bool validate_projections(const tdpolicy::Module& module, const std::string& path, ValidationContext& context);
 std::vector<nn::SpecProjection> projections_of(const tdpolicy::Module& module);
