@@ -18,6 +18,7 @@ def python_exporter_test(name, size = "large", data = []):
         ],
         data = [
             name + ".py",
+            "junit_runner.py",
             "//proto:proto_files",
             "//sdk/cli:tdp",
             "//sdk/python:package_files",

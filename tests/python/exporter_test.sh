@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the tdpolicy package the way `pip install ./sdk/python` does (setup.py's build_py, which
 # runs protoc on proto/tdpolicy/*.proto) into a scratch folder, without touching the shared venv,
-# then runs exporter_test.py with it on PYTHONPATH and the C++ `tdp` as TDP_BIN.
+# then runs the test file given (through junit_runner.py, which writes each case to Bazel's
+# XML) with it on PYTHONPATH and the C++ `tdp` as TDP_BIN.
 # Usage (from tests/python/BUILD.bazel): exporter_test.sh PYTHON TDP TEST_PY
 set -euo pipefail
 
@@ -37,4 +38,4 @@ done
 export PYTHONPATH="$scratch/lib"
 export PYTHONDONTWRITEBYTECODE=1
 export TDP_BIN="$tdp"
-"$python" "$test_py"
+"$python" "$(dirname "$test_py")/junit_runner.py" "$test_py"

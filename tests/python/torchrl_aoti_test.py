@@ -11,7 +11,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 import warnings
@@ -27,8 +26,6 @@ import tdpolicy
 from tdpolicy import spec_pb2
 from tdpolicy._export import serialize
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exporter_test import _XmlResult, _write_xml  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -165,9 +162,4 @@ class AotiExportTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    program = unittest.main(verbosity=2, exit=False,
-                            testRunner=unittest.TextTestRunner(verbosity=2, resultclass=_XmlResult))
-    result = program.result
-    if os.environ.get("XML_OUTPUT_FILE"):
-        _write_xml(result, os.environ["XML_OUTPUT_FILE"])
-    sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
+    unittest.main()
