@@ -32,7 +32,7 @@ at::Tensor normal_log_prob(const at::Tensor& x, const at::Tensor& loc, const at:
   return -((x - loc) * (x - loc)) / (2 * scale * scale) - scale.log() - kHalfLog2Pi;
 }
 
-// The Gaussian actor: observation [B, 17] -> MLP -> 2x6 -> NormalParamExtractor -> Normal.
+// A Gaussian actor: observation [B, 17] -> MLP -> 2x6 -> NormalParamExtractor -> Normal.
 ProbabilisticTensorDictSequential gaussian_actor(InteractionType default_type =
                                                      InteractionType::kDeterministic,
                                                  std::optional<uint64_t> seed = std::nullopt) {

@@ -92,7 +92,7 @@ class ExporterTest(unittest.TestCase):
     def entries(self, report):
         return {key for key, _, _ in report.entries}
 
-    # ---- the actors of the issue ----
+    # ---- actors as tensordict and TorchRL build them ----
 
     def test_ppo_gaussian_actor(self):
         backbone = TensorDictSequential(

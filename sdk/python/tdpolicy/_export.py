@@ -314,7 +314,7 @@ class _Walker:
         overwrites = []
         safe = spec_pb2.Module()
         if getattr(obj, "safe", False):
-            self.projections(obj, path, safe)
+            _projections(obj, path, safe)
         saved = self.cpp_prefix
         if len(safe.projections) and not isinstance(obj, ProbabilisticTensorDictModule):
             # The C++ side wraps a projected module in a SafeModule, whose child is "module".
@@ -328,7 +328,7 @@ class _Walker:
                 self.network_module(obj, path, overwrites, msg.network)
             elif TorchRLTanhModule is not None and isinstance(obj, TorchRLTanhModule):
                 self.check_forward(obj, path, TorchRLTanhModule)
-                self.tanh_module(obj, path, overwrites, msg.tanh)
+                _tanh_module(self, obj, path, overwrites, msg.tanh)
             elif _recurrent_kind(obj) is not None:
                 self.recurrent_module(obj, path, overwrites, msg)
             elif QValueModule is not None and isinstance(obj, QValueModule):
@@ -1193,9 +1193,6 @@ def _projections(obj, path, msg):
         projection.key = key_text(key, path + " spec key")
         _action_spec(leaf, "%s spec[%r]" % (path, key), path, obj, projection.spec)
 
-
-_Walker.tanh_module = _tanh_module
-_Walker.projections = staticmethod(_projections)
 
 
 def _folds_into_next(child, following, path):
