@@ -226,7 +226,7 @@ class TorchRLBoundedTest(unittest.TestCase):
         def one_hot(x):
             return nn.functional.one_hot(x[..., :3].argmax(-1), 3).bool()
         self.assert_export_error(Actor(one_hot, in_keys=["observation"], spec=masked, safe=True), td,
-                                 "actor", "Actor", "masked OneHot spec at 'action'")
+                                 "actor", "Actor", r"masked OneHot spec at actor spec\['action'\]")
         self.assert_export_error(Actor(nn.Linear(4, 3), in_keys=["observation"], spec=Binary(3), safe=True), td,
                                  "actor", "Actor", "Bounded, OneHot and Categorical")
 

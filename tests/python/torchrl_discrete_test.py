@@ -275,8 +275,9 @@ class TorchRLDiscreteTest(unittest.TestCase):
         policy = TensorDictSequential(
             TensorDictModule(q_net(5), in_keys=["observation"], out_keys=["action"]),
             EGreedyModule(MultiOneHot([2, 3]), eps_init=0.1, eps_end=0.1))
-        self.assert_export_error(policy, td, "actor.module.1.spec", "MultiOneHot",
-                                 "OneHot, Categorical and floating-point Bounded specs only")
+        self.assert_export_error(policy, td, "actor.module.1", "EGreedyModule",
+                                 "a MultiOneHot spec at actor.module.1.spec: tdpolicy takes Bounded, OneHot and "
+                                 "Categorical specs")
 
 
 if __name__ == "__main__":
