@@ -29,6 +29,19 @@
 namespace tdp::dist {
 namespace {
 
+// A bound of tanh_normal, tanh_delta or torchrl_truncated_normal: the tensor among the params
+// (per-dimension or per-agent bounds) when given, else the scalar kwarg `key`, else
+// `fallback`; `set` takes either (the options' tensor and number overloads).
+template <typename Set>
+void set_bound(const at::Tensor& given, const DistributionKwargs& k, const char* key, double fallback,
+               const std::string& name, Set set) {
+  if (given.defined()) {
+    set(given);
+  } else {
+    set(kwarg_double(k, key, fallback, name));
+  }
+}
+
 std::string join(const std::vector<std::string>& names) {
   std::ostringstream out;
   out << "{";
@@ -91,21 +104,11 @@ void register_builtins(DistributionRegistry& registry) {
       Factory([](ParamTensors p, const DistributionKwargs& k) {
         const std::string name = "tanh_normal";
         TanhNormalOptions options;
-        // Bounds: tensors among the params, else scalar kwargs, else [-1, 1].
         options.upscale(kwarg_double(k, "upscale", 5.0, name))
             .tanh_loc(kwarg_bool(k, "tanh_loc", false, name))
             .safe_tanh(kwarg_bool(k, "safe_tanh", true, name));
-        // Each bound: a tensor among the params, else a scalar kwarg, else -1 / 1.
-        if (p[2].defined()) {
-          options.low(p[2]);
-        } else {
-          options.low(kwarg_double(k, "low", -1.0, name));
-        }
-        if (p[3].defined()) {
-          options.high(p[3]);
-        } else {
-          options.high(kwarg_double(k, "high", 1.0, name));
-        }
+        set_bound(p[2], k, "low", -1.0, name, [&](auto bound) { options.low(bound); });
+        set_bound(p[3], k, "high", 1.0, name, [&](auto bound) { options.high(bound); });
         if (k.count("event_dims")) options.event_dims(kwarg_int(k, "event_dims", 1, name));
         if (auto v = kwarg_validate_args(k, name)) options.validate_args(*v);
         return std::make_shared<TanhNormal>(p[0], p[1], options);
@@ -156,16 +159,8 @@ void register_builtins(DistributionRegistry& registry) {
       Factory([](ParamTensors p, const DistributionKwargs& k) {
         const std::string name = "tanh_delta";
         TanhDeltaOptions options;
-        if (p[1].defined()) {
-          options.low(p[1]);
-        } else {
-          options.low(kwarg_double(k, "low", -1.0, name));
-        }
-        if (p[2].defined()) {
-          options.high(p[2]);
-        } else {
-          options.high(kwarg_double(k, "high", 1.0, name));
-        }
+        set_bound(p[1], k, "low", -1.0, name, [&](auto bound) { options.low(bound); });
+        set_bound(p[2], k, "high", 1.0, name, [&](auto bound) { options.high(bound); });
         options.event_dims(kwarg_int(k, "event_dims", 1, name))
             .atol(kwarg_double(k, "atol", 1e-6, name))
             .rtol(kwarg_double(k, "rtol", 1e-6, name))
@@ -179,16 +174,8 @@ void register_builtins(DistributionRegistry& registry) {
       Factory([](ParamTensors p, const DistributionKwargs& k) {
         const std::string name = "torchrl_truncated_normal";
         TorchRLTruncatedNormalOptions options;
-        if (p[2].defined()) {
-          options.low(p[2]);
-        } else {
-          options.low(kwarg_double(k, "low", -1.0, name));
-        }
-        if (p[3].defined()) {
-          options.high(p[3]);
-        } else {
-          options.high(kwarg_double(k, "high", 1.0, name));
-        }
+        set_bound(p[2], k, "low", -1.0, name, [&](auto bound) { options.low(bound); });
+        set_bound(p[3], k, "high", 1.0, name, [&](auto bound) { options.high(bound); });
         options.upscale(kwarg_double(k, "upscale", 5.0, name)).tanh_loc(kwarg_bool(k, "tanh_loc", false, name));
         return std::make_shared<TorchRLTruncatedNormal>(p[0], p[1], options);
       }));
