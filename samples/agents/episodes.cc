@@ -30,7 +30,7 @@ double EpisodeStats::steps_per_second() const {
   return seconds > 0 ? static_cast<double>(env_steps) / seconds : 0.0;
 }
 
-EpisodeStats run_episodes(envs::BatchedEnv& env, const ActFn& act, int64_t num_episodes, uint64_t seed,
+EpisodeStats run_episodes(env::BatchedEnv& env, const ActFn& act, int64_t num_episodes, uint64_t seed,
                           const std::function<void(const at::Tensor& done)>& on_done) {
   if (num_episodes <= 0) {
     throw std::invalid_argument("run_episodes: num_episodes must be positive, got " +
@@ -42,7 +42,7 @@ EpisodeStats run_episodes(envs::BatchedEnv& env, const ActFn& act, int64_t num_e
   for (int64_t i = 0; i < n; ++i) quota[i] = num_episodes / n + (i < num_episodes % n ? 1 : 0);
 
   std::vector<NestedKey> observation_keys;
-  for (const envs::EntrySpec& entry : env.observation_spec()) observation_keys.push_back(entry.key);
+  for (const env::EntrySpec& entry : env.observation_spec()) observation_keys.push_back(entry.key);
 
   EpisodeStats stats;
   stats.returns.reserve(num_episodes);
@@ -74,7 +74,7 @@ EpisodeStats run_episodes(envs::BatchedEnv& env, const ActFn& act, int64_t num_e
   return stats;
 }
 
-EpisodeStats run_episodes(envs::BatchedEnv& env, actor::Actor& actor, nn::InteractionType type,
+EpisodeStats run_episodes(env::BatchedEnv& env, actor::Actor& actor, nn::InteractionType type,
                           int64_t num_episodes, uint64_t seed) {
   // State kept from an earlier run belongs to episodes env.reset(seed) is about to discard.
   actor.reset();

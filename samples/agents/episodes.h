@@ -1,7 +1,7 @@
 // Episodes: runs a policy on a BatchedEnv for a given number of complete episodes and reports
 // their returns and the stepping speed: the evaluation loop of an agent, and of `rollout`.
 //
-//   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/16));
+//   tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/16));
 //   auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt");
 //   tdp::agents::EpisodeStats stats = tdp::agents::run_episodes(
 //       env, **actor, tdp::nn::InteractionType::kDeterministic, /*num_episodes=*/100, /*seed=*/0);
@@ -21,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
@@ -50,12 +50,12 @@ using ActFn = std::function<TensorDict(const TensorDict& observation)>;
 // `on_done` (optional) is called after each step with the [N] bool mask of finished envs.
 // Within one step, episodes are recorded in environment order. A return is the sum of the
 // step rewards in double precision. Throws std::invalid_argument when num_episodes <= 0.
-EpisodeStats run_episodes(envs::BatchedEnv& env, const ActFn& act, int64_t num_episodes, uint64_t seed,
+EpisodeStats run_episodes(env::BatchedEnv& env, const ActFn& act, int64_t num_episodes, uint64_t seed,
                           const std::function<void(const at::Tensor& done)>& on_done = nullptr);
 
 // Same, acting with `actor` under `type` and resetting its recurrent state where episodes end
 // (and forgetting any state kept from before the run).
-EpisodeStats run_episodes(envs::BatchedEnv& env, actor::Actor& actor, nn::InteractionType type,
+EpisodeStats run_episodes(env::BatchedEnv& env, actor::Actor& actor, nn::InteractionType type,
                           int64_t num_episodes, uint64_t seed);
 
 }  // namespace tdp::agents

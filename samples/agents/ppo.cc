@@ -187,7 +187,7 @@ double mean_of(const std::deque<double>& values) {
   return sum / values.size();
 }
 
-absl::StatusOr<PpoResult> train(envs::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
+absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
                                 const std::function<void(const IterationStats&)>& on_iteration) {
   auto root = probabilistic_root(policy);
   if (!root.ok()) return root.status();
@@ -472,7 +472,7 @@ absl::Status validate_config(const PpoConfig& c, int64_t env_num_envs) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
+absl::StatusOr<PpoResult> train_ppo(env::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
                                     const std::function<void(const IterationStats&)>& on_iteration) {
   if (absl::Status s = validate_config(config, env.num_envs()); !s.ok()) return s;
   if (policy.module == nullptr) return absl::InvalidArgumentError("train_ppo: the policy has no module");

@@ -7,14 +7,14 @@
 // one Adam optimizer updates both. Training leaves the trained parameters in the policy's
 // module, so policy::save_policy writes a spec that Actor::load (and the `rollout` sample) runs.
 //
-//   tdp::envs::CartPole env(tdp::envs::EnvOptions(8));
+//   tdp::env::CartPole env(tdp::env::EnvOptions(8));
 //   auto policy = tdp::policy::load_policy("policies/cartpole_categorical.pbtxt");
 //   tdp::agents::PpoConfig config;  config.total_env_steps = 100000;
 //   auto result = tdp::agents::train_ppo(env, *policy, config);      // StatusOr<PpoResult>
 //   tdp::policy::save_policy(*policy, "runs/cartpole/policy.pb");
 //
 // Truncated episodes (the time limit) bootstrap from V(final_observation), terminated ones
-// from 0 (see samples/envs/batched_env.h). Rollouts act through a tdp::actor::Actor over the
+// from 0 (see sdk/env/batched_env.h). Rollouts act through a tdp::actor::Actor over the
 // module being trained, in InteractionType::kRandom: on the fused CPU plan when the policy lowers
 // to one (its weights refreshed after every update: Actor::refresh_parameters), else on LibTorch.
 // The log-probs of the drawn actions and the values of the visited states are computed after
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 #include "sdk/policy/policy.h"
 
 namespace tdp::agents {
@@ -120,7 +120,7 @@ struct PpoResult {
 // place on `env`. `on_iteration`, when set, is called after each iteration (progress lines).
 // Returns an error naming the problem for a bad config or a policy that is not probabilistic;
 // exceptions from tensor code (shape mismatches) are turned into errors too.
-absl::StatusOr<PpoResult> train_ppo(envs::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
+absl::StatusOr<PpoResult> train_ppo(env::BatchedEnv& env, policy::Policy& policy, const PpoConfig& config,
                                     const std::function<void(const IterationStats&)>& on_iteration = {});
 
 // What PPO scores a stored action with: per environment ([B]), the joint log-probability of the

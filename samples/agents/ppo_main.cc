@@ -131,7 +131,7 @@ absl::StatusOr<EpisodeStats> evaluate(const std::string& policy_path, const std:
   if (!actor.ok()) return actor.status();
   // One environment per episode (up to 100): every episode starts together, and the whole
   // evaluation is a few hundred batched steps.
-  auto env = envs::make_env(env_name, envs::EnvOptions(std::min<int64_t>(episodes, 100)));
+  auto env = env::make_env(env_name, env::EnvOptions(std::min<int64_t>(episodes, 100)));
   if (!env.ok()) return env.status();
   return run_episodes(**env, **actor, nn::InteractionType::kDeterministic, episodes, seed);
 }
@@ -207,7 +207,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   const std::string csv_out = (fs::path(output_dir) / "curve.csv").string();
   const std::string png_out = (fs::path(output_dir) / "curve.png").string();
 
-  auto env = envs::make_env(defaults.env, envs::EnvOptions(config.num_envs));
+  auto env = env::make_env(defaults.env, env::EnvOptions(config.num_envs));
   if (!env.ok()) return fail(env.status());
   // The untrained policy, evaluated the same way: the "before" of the summary.
   auto before = evaluate(spec_path, defaults.env, eval_episodes, config.seed + 1);

@@ -83,24 +83,24 @@ absl::StatusOr<std::string> env_name(const std::string& policy) {
   if (!flag.empty()) return flag;
   const size_t slash = policy.find_last_of('/');
   const std::string file = absl::AsciiStrToLower(slash == std::string::npos ? policy : policy.substr(slash + 1));
-  for (const std::string& name : tdp::envs::env_names()) {
+  for (const std::string& name : tdp::env::env_names()) {
     if (absl::StartsWith(file, name)) return name;
   }
   return absl::InvalidArgumentError(absl::StrCat("--env: required, since the policy file name \"", file,
                                                  "\" does not start with an environment name (",
-                                                 absl::StrJoin(tdp::envs::env_names(), ", "), ")"));
+                                                 absl::StrJoin(tdp::env::env_names(), ", "), ")"));
 }
 
 // Every input the spec declares must be an observation entry of the environment with the same
 // per-environment shape and dtype (recurrent state excepted: the actor supplies it), and every
 // action key the environment reads must be among the spec's outputs.
-absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& actor, const tdp::envs::BatchedEnv& env) {
-  const std::vector<tdp::envs::EntrySpec> observations = env.observation_spec();
+absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& actor, const tdp::env::BatchedEnv& env) {
+  const std::vector<tdp::env::EntrySpec> observations = env.observation_spec();
   const tdp::policy::Signature& signature = actor.signature();
   for (const tdp::policy::TensorSignature& input : signature.inputs) {
     if (input.state) continue;
     const auto entry = std::find_if(observations.begin(), observations.end(),
-                                    [&](const tdp::envs::EntrySpec& e) { return e.key == input.key; });
+                                    [&](const tdp::env::EntrySpec& e) { return e.key == input.key; });
     if (entry == observations.end()) {
       std::vector<std::string> keys;
       for (const auto& e : observations) keys.push_back(tdp::policy::key_string(e.key));
@@ -118,7 +118,7 @@ absl::Status check_compatible(const std::string& path, const tdp::actor::Actor& 
                                                      input.name, "\" is ", c10::toString(entry->dtype)));
     }
   }
-  for (const tdp::envs::EntrySpec& action : env.action_spec()) {
+  for (const tdp::env::EntrySpec& action : env.action_spec()) {
     if (signature.find_output(action.key) == nullptr) {
       std::vector<std::string> outputs;
       for (const auto& output : signature.outputs) outputs.push_back(output.name);
@@ -147,7 +147,7 @@ absl::StatusOr<std::string> rollout(const char* argv0) {
   if (!path.ok()) return path.status();
   absl::StatusOr<std::string> name = env_name(*path);
   if (!name.ok()) return name.status();
-  auto env = tdp::envs::make_env(*name, tdp::envs::EnvOptions(num_envs));
+  auto env = tdp::env::make_env(*name, tdp::env::EnvOptions(num_envs));
   if (!env.ok()) return absl::InvalidArgumentError(absl::StrCat("--env: ", env.status().message()));
   auto actor = tdp::actor::Actor::load(*path, tdp::actor::ActorOptions().seed(seed).interaction_type(interaction));
   if (!actor.ok()) return actor.status();

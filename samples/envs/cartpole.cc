@@ -4,7 +4,7 @@
 
 #include <limits>
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 constexpr double kGravity = 9.8;
@@ -91,4 +91,4 @@ BatchedEnv::Transition CartPole::transition(const at::Tensor& state, const Tenso
   return {std::move(next_state), std::move(reward), std::move(terminated)};
 }
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

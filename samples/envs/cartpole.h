@@ -1,7 +1,7 @@
 // CartPole: Gym's CartPole-v1 (Barto, Sutton & Anderson's cart-pole) batched over N
 // environments. A pole is hinged on a cart; push the cart left or right to keep the pole up.
 //
-//   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/8));
+//   tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/8));
 //   tdp::TensorDict td = env.reset(/*seed=*/1);           // "observation" [8, 4]
 //   td.set("action", at::ones({8}, at::kLong));            // push every cart right
 //   tdp::TensorDict out = env.step(td);                    // reward 1 per step, until the fall
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 class CartPole : public BatchedEnv {
  public:
@@ -45,4 +45,4 @@ class CartPole : public BatchedEnv {
   at::Tensor limits_;  // |state| above these terminates: (2.4, inf, 12 degrees, inf)
 };
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

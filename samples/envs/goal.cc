@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-namespace tdp::envs {
+namespace tdp::env {
 
 Goal::Goal(const EnvOptions& options) : BatchedEnv(options, kDefaultMaxEpisodeSteps) {}
 
@@ -62,4 +62,4 @@ BatchedEnv::Transition Goal::transition(const at::Tensor& state, const TensorDic
   return {std::move(next_state), std::move(reward), shoot};
 }
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

@@ -5,9 +5,9 @@
 // CompositeDistribution (a Categorical for the type and a bounded continuous one for the
 // parameter) driving two action keys.
 //
-//   tdp::envs::Goal env(tdp::envs::EnvOptions(/*num_envs=*/8));
+//   tdp::env::Goal env(tdp::env::EnvOptions(/*num_envs=*/8));
 //   tdp::TensorDict td = env.reset(/*seed=*/1);                     // "observation" [8, 4]
-//   td.set("action_type", at::full({8}, tdp::envs::Goal::kShoot));  // shoot ...
+//   td.set("action_type", at::full({8}, tdp::env::Goal::kShoot));  // shoot ...
 //   td.set("action_param", at::zeros({8, 1}));                       // ... straight down
 //   tdp::TensorDict out = env.step(td);                              // every episode ends
 //
@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 class Goal : public BatchedEnv {
  public:
@@ -56,4 +56,4 @@ class Goal : public BatchedEnv {
   Transition transition(const at::Tensor& state, const TensorDict& action_td) override;
 };
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

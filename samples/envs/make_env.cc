@@ -11,7 +11,7 @@
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 std::vector<std::string> env_names() { return {"cartpole", "goal", "pendulum"}; }
 
@@ -28,4 +28,4 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, co
                                                  absl::StrJoin(env_names(), ", ")));
 }
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

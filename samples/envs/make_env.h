@@ -1,8 +1,8 @@
 // make_env: a BatchedEnv chosen by name at run time, for command lines and configs that name
 // the simulator ("cartpole", "pendulum", "goal", in any case).
 //
-//   absl::StatusOr<std::unique_ptr<tdp::envs::BatchedEnv>> env =
-//       tdp::envs::make_env("CartPole", tdp::envs::EnvOptions(/*num_envs=*/16));
+//   absl::StatusOr<std::unique_ptr<tdp::env::BatchedEnv>> env =
+//       tdp::env::make_env("CartPole", tdp::env::EnvOptions(/*num_envs=*/16));
 //   if (!env.ok()) return env.status();       // names the known environments
 //   tdp::TensorDict td = (*env)->reset(/*seed=*/0);
 //   std::string name = (*env)->name();        // "CartPole"
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 // The names make_env knows, lower-case: "cartpole", "goal", "pendulum".
 std::vector<std::string> env_names();
@@ -25,4 +25,4 @@ std::vector<std::string> env_names();
 // (num_envs < 1, a non-float dtype) give InvalidArgument with the environment's message.
 absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, const EnvOptions& options);
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

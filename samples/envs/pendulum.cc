@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 constexpr double kPi = 3.141592653589793;
@@ -65,4 +65,4 @@ BatchedEnv::Transition Pendulum::transition(const at::Tensor& state, const Tenso
   return {at::cat({newth, newthdot}, 1), costs.neg(), std::move(terminated)};
 }
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

@@ -1,7 +1,7 @@
 // Pendulum: Gym's Pendulum-v1 batched over N environments. Swing a pendulum up from a random
 // angle and hold it upright with a bounded torque.
 //
-//   tdp::envs::Pendulum env(tdp::envs::EnvOptions(/*num_envs=*/8));
+//   tdp::env::Pendulum env(tdp::env::EnvOptions(/*num_envs=*/8));
 //   tdp::TensorDict td = env.reset(/*seed=*/1);           // "observation" [8, 3]
 //   td.set("action", at::zeros({8, 1}));                   // no torque
 //   tdp::TensorDict out = env.step(td);                    // reward in [-16.27, 0]
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 class Pendulum : public BatchedEnv {
  public:
@@ -41,4 +41,4 @@ class Pendulum : public BatchedEnv {
   Transition transition(const at::Tensor& state, const TensorDict& action_td) override;
 };
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

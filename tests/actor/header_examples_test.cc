@@ -20,7 +20,7 @@ int fail(const absl::Status& status) {
 
 // sdk/actor/actor.h
 int actor_example(tdp::TensorDict& action, tdp::TensorDict& greedy) {
-  tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/8));
+  tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/8));
   const tdp::TensorDict obs = env.reset(/*seed=*/1);
 
   auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt",
@@ -41,7 +41,7 @@ TEST(HeaderExamplesTest, Actor) {
 
 // sdk/actor/cpu_allocator.h (its main()).
 int cpu_allocator_example() {
-  tdp::envs::Pendulum env(tdp::envs::EnvOptions(/*num_envs=*/4));
+  tdp::env::Pendulum env(tdp::env::EnvOptions(/*num_envs=*/4));
   const int steps = 5;
 
   absl::Status tuned = tdp::actor::tune_cpu_allocator();   // once, before the loop
@@ -56,7 +56,7 @@ TEST(HeaderExamplesTest, CpuAllocator) { EXPECT_EQ(cpu_allocator_example(), 0); 
 
 // README.md, "Acting from a simulator".
 int readme_example() {
-  tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/3));
+  tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/3));
   const tdp::TensorDict observation_td = env.reset(/*seed=*/2);
 
   auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt",

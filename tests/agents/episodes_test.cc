@@ -22,9 +22,9 @@
 namespace tdp::agents {
 namespace {
 
-using envs::CartPole;
-using envs::EnvOptions;
-using envs::Goal;
+using env::CartPole;
+using env::EnvOptions;
+using env::Goal;
 
 TensorDict always_left(const TensorDict& observation) {
   TensorDict action(observation.batch_size().vec());
@@ -46,7 +46,7 @@ ActFn goal_policy(std::vector<int64_t> shoot) {
 
 // Every episode of every environment finished within `batched_steps`, as (step, env, return),
 // by stepping `env` by hand with `act`.
-std::vector<std::tuple<int64_t, int64_t, double>> episodes_by_hand(envs::BatchedEnv& env, const ActFn& act,
+std::vector<std::tuple<int64_t, int64_t, double>> episodes_by_hand(env::BatchedEnv& env, const ActFn& act,
                                                                   int64_t batched_steps, uint64_t seed) {
   const int64_t n = env.num_envs();
   std::vector<std::tuple<int64_t, int64_t, double>> finished;

@@ -67,11 +67,11 @@ PpoConfig short_goal_config() {
 TEST(PpoTest, AFewIterationsImproveCartPole) {
   at::set_num_threads(1);
   ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
-  envs::CartPole eval_env(envs::EnvOptions(20));
+  env::CartPole eval_env(env::EnvOptions(20));
   const double before = run_episodes(eval_env, deterministic(policy), 20, /*seed=*/7).mean_return();
 
   PpoConfig config = cartpole_config();
-  envs::CartPole env(envs::EnvOptions(config.num_envs));
+  env::CartPole env(env::EnvOptions(config.num_envs));
   auto result = train_ppo(env, policy, config);
   ASSERT_OK(result);
   ASSERT_EQ(result->iterations.size(), 25u);
@@ -98,7 +98,7 @@ TEST(PpoTest, SameSeedSameTraining) {
   std::vector<at::Tensor> params[2];
   for (int run = 0; run < 2; ++run) {
     ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
-    envs::CartPole env(envs::EnvOptions(config.num_envs));
+    env::CartPole env(env::EnvOptions(config.num_envs));
     ASSERT_OK(train_ppo(env, policy, config));
     params[run] = policy.module->parameters();
   }
@@ -108,7 +108,7 @@ TEST(PpoTest, SameSeedSameTraining) {
 
 // Trains briefly, saves, reloads with Actor::load and compares deterministic outputs (actions
 // and log-probs) on random observations.
-void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedEnv& env, PpoConfig config,
+void expect_reload_acts_identically(const std::string& spec_path, env::BatchedEnv& env, PpoConfig config,
                                     const std::vector<std::string>& keys) {
   at::set_num_threads(1);
   ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy(spec_path));
@@ -144,7 +144,7 @@ void expect_reload_acts_identically(const std::string& spec_path, envs::BatchedE
 }
 
 TEST(PpoTest, SavedCategoricalPolicyReloadsAndActsIdentically) {
-  envs::CartPole env(envs::EnvOptions(8));
+  env::CartPole env(env::EnvOptions(8));
   PpoConfig config = cartpole_config();
   config.total_env_steps = 3 * 256;
   expect_reload_acts_identically("policies/cartpole_categorical.pbtxt", env, config,
@@ -152,14 +152,14 @@ TEST(PpoTest, SavedCategoricalPolicyReloadsAndActsIdentically) {
 }
 
 TEST(PpoTest, SavedHybridPolicyReloadsAndActsIdentically) {
-  envs::Goal env(envs::EnvOptions(16));
+  env::Goal env(env::EnvOptions(16));
   const PpoConfig config = short_goal_config();
   expect_reload_acts_identically("policies/goal_hybrid.pbtxt", env, config,
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
 }
 
 TEST(PpoTest, SavedAutoregressivePolicyReloadsAndActsIdentically) {
-  envs::Goal env(envs::EnvOptions(16));
+  env::Goal env(env::EnvOptions(16));
   const PpoConfig config = short_goal_config();
   expect_reload_acts_identically("policies/goal_autoregressive.pbtxt", env, config,
                                  {"action_type", "action_param", "action_type_log_prob", "action_param_log_prob"});
@@ -175,7 +175,7 @@ TEST(PpoTest, ActionLogProbIsTheJointLogProbOfTheDrawnActions) {
   for (const char* spec_path : {"policies/goal_autoregressive.pbtxt", "policies/goal_hybrid.pbtxt"}) {
     SCOPED_TRACE(spec_path);
     ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy(spec_path));
-    envs::Goal env(envs::EnvOptions(64));
+    env::Goal env(env::EnvOptions(64));
     actor::Actor actor(policy, actor::ActorOptions().seed(3).return_all_entries(true));
     TensorDict drawn = actor.act(env.reset(0), InteractionType::kRandom);
     for (int step = 0; step < 3; ++step) drawn = actor.act(env.step(drawn), InteractionType::kRandom);
@@ -197,7 +197,7 @@ TEST(PpoTest, PartEntropyCoefsWeighEachPart) {
   at::set_num_threads(1);
   auto type_entropy_after = [](double type_coef, double boost) {
     policy::Policy policy = policy::load_policy("policies/goal_autoregressive.pbtxt").value();
-    envs::Goal env(envs::EnvOptions(16));
+    env::Goal env(env::EnvOptions(16));
     PpoConfig config = short_goal_config();
     config.num_envs = 16;
     config.total_env_steps = 6 * 256;
@@ -207,7 +207,7 @@ TEST(PpoTest, PartEntropyCoefsWeighEachPart) {
     EXPECT_OK(train_ppo(env, policy, config));
     at::NoGradGuard no_grad;
     nn::InteractionTypeGuard guard(InteractionType::kDeterministic, /*thread_local_only=*/true);
-    envs::Goal probe(envs::EnvOptions(256));
+    env::Goal probe(env::EnvOptions(256));
     const at::Tensor logits = policy.module->forward(probe.reset(11)).get({"params", "action_type", "logits"});
     const at::Tensor log_p = logits.log_softmax(-1);
     return -(log_p.exp() * log_p).sum(-1).mean().item<double>();
@@ -219,7 +219,7 @@ TEST(PpoTest, PartEntropyCoefsWeighEachPart) {
 }
 
 TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
-  envs::Pendulum env(envs::EnvOptions(8));
+  env::Pendulum env(env::EnvOptions(8));
   PpoConfig config;
   config.steps_per_rollout = 64;
   config.total_env_steps = 2 * 512;
@@ -232,7 +232,7 @@ TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
 
 TEST(PpoTest, ConfigErrorsNameTheField) {
   ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
-  envs::CartPole env(envs::EnvOptions(8));
+  env::CartPole env(env::EnvOptions(8));
   PpoConfig config = cartpole_config();
 
   config.minibatch_size = 512;
@@ -273,7 +273,7 @@ TEST(PpoTest, ConfigErrorsNameTheField) {
 TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
   // recurrent_gru's top module is a plain sequential: no get_dist to score actions with.
   ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/recurrent_gru.pbtxt"));
-  envs::CartPole env(envs::EnvOptions(8));
+  env::CartPole env(env::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("probabilistic_sequential"));
@@ -282,7 +282,7 @@ TEST(PpoTest, PolicyWithoutADistributionIsAnError) {
 TEST(PpoTest, MismatchedPolicyAndEnvironmentIsAnErrorNotACrash) {
   // A CartPole policy (observation [4]) on Pendulum (observation [3]).
   ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("policies/cartpole_categorical.pbtxt"));
-  envs::Pendulum env(envs::EnvOptions(8));
+  env::Pendulum env(env::EnvOptions(8));
   const absl::Status status = train_ppo(env, policy, cartpole_config()).status();
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()), HasSubstr("Pendulum"));

@@ -135,7 +135,7 @@ Row measure(Path path, int clients, int64_t envs, double seconds) {
       // OpenMP's thread count is per thread: one intra-op thread in every client, as in main().
       at::set_num_threads(1);
       c10::InferenceMode inference;
-      tdp::envs::CartPole env{tdp::envs::EnvOptions(envs)};
+      tdp::env::CartPole env{tdp::env::EnvOptions(envs)};
       TensorDict td = env.reset(/*seed=*/c);
       auto act_on_device = [&](const TensorDict& obs) {
         switch (path) {

@@ -12,7 +12,7 @@
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 constexpr int kActionPool = 64;
@@ -55,4 +55,4 @@ BENCHMARK_TEMPLATE(BM_Step, Pendulum)->Arg(1)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_Step, Goal)->Arg(1)->Arg(1024);
 
 }  // namespace
-}  // namespace tdp::envs
+}  // namespace tdp::env

@@ -11,13 +11,13 @@
 #include <memory>
 #include <string>
 
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
 #include "tests/testing/error_of.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 using ::testing::HasSubstr;
@@ -300,7 +300,7 @@ TEST(BatchedEnv, ResetToStartsFromTheGivenStates) {
 // The usage examples of the headers, as written there.
 TEST(HeaderExamples, Run) {
   {  // batched_env.h
-    tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/64));
+    tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/64));
     tdp::TensorDict td = env.reset(/*seed=*/0);
     td.set("action", at::randint(2, {64}, at::kLong));
     tdp::TensorDict out = env.step(td);
@@ -308,14 +308,14 @@ TEST(HeaderExamples, Run) {
     EXPECT_EQ(done.sizes(), c10::IntArrayRef({64, 1}));
   }
   {  // cartpole.h
-    tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/8));
     tdp::TensorDict td = env.reset(/*seed=*/1);
     td.set("action", at::ones({8}, at::kLong));
     tdp::TensorDict out = env.step(td);
     EXPECT_TRUE(out.get("reward").eq(1).all().item<bool>());
   }
   {  // pendulum.h
-    tdp::envs::Pendulum env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::env::Pendulum env(tdp::env::EnvOptions(/*num_envs=*/8));
     tdp::TensorDict td = env.reset(/*seed=*/1);
     td.set("action", at::zeros({8, 1}));
     tdp::TensorDict out = env.step(td);
@@ -323,9 +323,9 @@ TEST(HeaderExamples, Run) {
     EXPECT_TRUE(out.get("reward").ge(-16.2736044).all().item<bool>());
   }
   {  // goal.h
-    tdp::envs::Goal env(tdp::envs::EnvOptions(/*num_envs=*/8));
+    tdp::env::Goal env(tdp::env::EnvOptions(/*num_envs=*/8));
     tdp::TensorDict td = env.reset(/*seed=*/1);
-    td.set("action_type", at::full({8}, tdp::envs::Goal::kShoot));
+    td.set("action_type", at::full({8}, tdp::env::Goal::kShoot));
     td.set("action_param", at::zeros({8, 1}));
     tdp::TensorDict out = env.step(td);
     EXPECT_TRUE(out.get("terminated").all().item<bool>());
@@ -395,4 +395,4 @@ TEST(Goal, ShootingEndsTheEpisodeAndScoresByDistance) {
 }
 
 }  // namespace
-}  // namespace tdp::envs
+}  // namespace tdp::env

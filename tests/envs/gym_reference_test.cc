@@ -19,7 +19,7 @@
 #include "samples/envs/cartpole.h"
 #include "samples/envs/pendulum.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 struct RefStep {
@@ -245,4 +245,4 @@ TEST(GymReference, PendulumEpisodesFloat64) {
 }
 
 }  // namespace
-}  // namespace tdp::envs
+}  // namespace tdp::env

@@ -6,7 +6,7 @@
 
 #include "tests/testing/status_matchers.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 TEST(MakeEnv, BuildsEachKnownEnvironmentWhateverTheCase) {
@@ -36,4 +36,4 @@ TEST(MakeEnv, BadOptionsBecomeAStatusNotAnException) {
 }
 
 }  // namespace
-}  // namespace tdp::envs
+}  // namespace tdp::env

@@ -1,4 +1,4 @@
-#include "samples/envs/batched_env.h"
+#include "sdk/env/batched_env.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-namespace tdp::envs {
+namespace tdp::env {
 namespace {
 
 // Environments never need gradients: running their ops below the autograd and view-tracking
@@ -163,4 +163,4 @@ at::Tensor BatchedEnv::state() const {
   return state_.clone();
 }
 
-}  // namespace tdp::envs
+}  // namespace tdp::env

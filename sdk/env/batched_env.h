@@ -1,8 +1,10 @@
-// BatchedEnv: N copies of one simulator stepped together with tensor ops, reading actions from
-// and writing observations to TensorDicts (batch_size [N]). CartPole, Pendulum and Goal derive
-// from it; agents size their networks from its specs and drive it step by step.
+// BatchedEnv: N copies of one simulator stepped together, reading actions from and writing
+// observations to TensorDicts (batch_size [N]). A simulator implements it by describing its
+// state as one [N, state_dim] tensor and giving three functions of it (initial_state, observe,
+// transition); the SDK's own (samples/envs: CartPole, Pendulum, Goal, the MuJoCo tasks) derive
+// from it, and agents, collectors and `rollout` size their networks from its specs and drive it.
 //
-//   tdp::envs::CartPole env(tdp::envs::EnvOptions(/*num_envs=*/64));
+//   tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/64));
 //   tdp::TensorDict td = env.reset(/*seed=*/0);                 // td["observation"]: [64, 4]
 //   td.set("action", at::randint(2, {64}, at::kLong));           // the policy's choice
 //   tdp::TensorDict out = env.step(td);                          // next observation, reward, ...
@@ -43,7 +45,7 @@
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
 
-namespace tdp::envs {
+namespace tdp::env {
 
 // Options shared by every BatchedEnv, chained in LibTorch's style:
 //   EnvOptions(64).dtype(at::kDouble).max_episode_steps(100)
@@ -155,4 +157,4 @@ class BatchedEnv {
   at::Tensor steps_;  // [N] int64
 };
 
-}  // namespace tdp::envs
+}  // namespace tdp::env
