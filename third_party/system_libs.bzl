@@ -4,7 +4,7 @@
 defines as the packages' own .pc files give them). `libtorch_repository` points at the LibTorch
 that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked
 LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
-to tests. Nothing here downloads: a missing package fails with what to install.
+to tests; `mujoco_repository` exposes the venv's MuJoCo engine and Gymnasium's task models. Nothing here downloads: a missing package fails with what to install.
 """
 
 def _fail_missing(name, what, package):
@@ -205,6 +205,67 @@ exports_files(["python3"])
 
 python_venv = repository_rule(
     implementation = _python_venv_impl,
+    environ = ["TDP_VENV"],
+    local = True,
+)
+
+def _mujoco_repository_impl(ctx):
+    venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
+    python = venv + "/bin/python3"
+    if not venv or not ctx.path(python).exists:
+        fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
+             "through ./bazelw, which creates it.".format(venv))
+
+    # The mujoco wheel carries the engine (libmujoco.so) and its headers as torch's carries LibTorch;
+    # Gymnasium carries the task models. Asking the venv's interpreter where they are avoids
+    # guessing the site-packages layout.
+    result = ctx.execute([python, "-c", "\n".join([
+        "import os, importlib.util as u",
+        "m = u.find_spec('mujoco'); g = u.find_spec('gymnasium')",
+        "print(os.path.dirname(m.origin) if m else '')",
+        "print(os.path.join(os.path.dirname(g.origin), 'envs', 'mujoco', 'assets') if g else '')",
+    ])])
+    lines = result.stdout.strip().split("\n") if result.return_code == 0 else []
+    if len(lines) != 2 or not lines[0] or not lines[1]:
+        fail(("tdpolicy: mujoco or gymnasium is missing from {} ({}). ./bazelw installs them " +
+              "(third_party/python/requirements.txt).").format(venv, result.stderr.strip()))
+    package, assets = lines[0], lines[1]
+    libraries = [f.basename for f in ctx.path(package).readdir() if f.basename.startswith("libmujoco.so.")]
+    if len(libraries) != 1 or not ctx.path(package + "/include/mujoco/mujoco.h").exists:
+        fail("tdpolicy: {} holds no libmujoco.so.* and include/mujoco/mujoco.h.".format(package))
+    ctx.symlink(package + "/include/mujoco", "include/mujoco")
+    ctx.file("include/gymnasium_assets.h", "\n".join([
+        "// Written by tdpolicy's mujoco_repository rule: where the venv's Gymnasium keeps its",
+        "// MuJoCo task models.",
+        "#pragma once",
+        "inline constexpr char kGymnasiumMujocoAssets[] = {};".format(json.encode(assets)),
+        "",
+    ]))
+    ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
+    ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
+
+# MuJoCo {library} from the venv's mujoco wheel ({package}).
+cc_library(
+    name = "mujoco",
+    hdrs = glob(["include/mujoco/*.h"]),
+    includes = ["include"],
+    linkopts = {linkopts},
+)
+
+# The directory of Gymnasium's MuJoCo task models (kGymnasiumMujocoAssets).
+cc_library(
+    name = "gymnasium_assets",
+    hdrs = ["include/gymnasium_assets.h"],
+    includes = ["include"],
+)
+""".format(
+        library = libraries[0],
+        package = package,
+        linkopts = repr(["-L" + package, "-Wl,-rpath," + package, "-l:" + libraries[0]]),
+    ))
+
+mujoco_repository = repository_rule(
+    implementation = _mujoco_repository_impl,
     environ = ["TDP_VENV"],
     local = True,
 )

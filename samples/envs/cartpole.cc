@@ -30,7 +30,7 @@ std::vector<EntrySpec> CartPole::observation_spec() const {
   EntrySpec spec;
   spec.key = "observation";
   spec.shape = {4};
-  spec.dtype = at::kFloat;
+  spec.dtype = observation_dtype();
   spec.low = {-2 * kXThreshold, -inf, -2 * kThetaThresholdRadians, -inf};
   spec.high = {2 * kXThreshold, inf, 2 * kThetaThresholdRadians, inf};
   return {spec};
@@ -50,8 +50,7 @@ at::Tensor CartPole::initial_state(int64_t n) {
 }
 
 at::Tensor CartPole::observe(const at::Tensor& state) const {
-  // A copy even in float32: a caller writing into its observation must not move the cart.
-  return state.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  return state;
 }
 
 BatchedEnv::Transition CartPole::transition(const at::Tensor& state, const TensorDict& action_td) {

@@ -10,7 +10,7 @@ std::vector<EntrySpec> Goal::observation_spec() const {
   EntrySpec spec;
   spec.key = "observation";
   spec.shape = {4};
-  spec.dtype = at::kFloat;
+  spec.dtype = observation_dtype();
   spec.low = {-1.0, -1.0, -2.0, 0.0};
   spec.high = {1.0, 1.0, 2.0, 1.0};
   return {spec};
@@ -40,7 +40,7 @@ at::Tensor Goal::observe(const at::Tensor& state) const {
   const at::Tensor x = state.narrow(1, 0, 1);
   const at::Tensor g = state.narrow(1, 1, 1);
   const at::Tensor time = state.narrow(1, 2, 1) / static_cast<double>(max_episode_steps());
-  return at::cat({x, g, g - x, time}, 1).to(at::kFloat);
+  return at::cat({x, g, g - x, time}, 1);
 }
 
 BatchedEnv::Transition Goal::transition(const at::Tensor& state, const TensorDict& action_td) {

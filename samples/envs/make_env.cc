@@ -9,11 +9,14 @@
 
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
+#include "samples/envs/mujoco_tasks.h"
 #include "samples/envs/pendulum.h"
 
 namespace tdp::env {
 
-std::vector<std::string> env_names() { return {"cartpole", "goal", "pendulum"}; }
+std::vector<std::string> env_names() {
+  return {"ant-v5", "cartpole", "goal", "halfcheetah-v5", "hopper-v5", "pendulum", "walker2d-v5"};
+}
 
 absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, const EnvOptions& options) {
   const std::string lower = absl::AsciiStrToLower(name);
@@ -21,8 +24,15 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, co
     if (lower == "cartpole") return std::unique_ptr<BatchedEnv>(std::make_unique<CartPole>(options));
     if (lower == "goal") return std::unique_ptr<BatchedEnv>(std::make_unique<Goal>(options));
     if (lower == "pendulum") return std::unique_ptr<BatchedEnv>(std::make_unique<Pendulum>(options));
+    if (lower == "halfcheetah-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<HalfCheetah>(options));
+    if (lower == "hopper-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Hopper>(options));
+    if (lower == "walker2d-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Walker2d>(options));
+    if (lower == "ant-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Ant>(options));
   } catch (const std::invalid_argument& error) {
     return absl::InvalidArgumentError(absl::StrCat("environment \"", name, "\": ", error.what()));
+  } catch (const std::runtime_error& error) {
+    // A MuJoCo task whose model file cannot be loaded.
+    return absl::FailedPreconditionError(absl::StrCat("environment \"", name, "\": ", error.what()));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown environment \"", name, "\"; known: ",
                                                  absl::StrJoin(env_names(), ", ")));

@@ -1,5 +1,5 @@
 // make_env: a BatchedEnv chosen by name at run time, for command lines and configs that name
-// the simulator ("cartpole", "pendulum", "goal", in any case).
+// the simulator ("cartpole", "pendulum", "goal", "halfcheetah-v5", ..., in any case).
 //
 //   absl::StatusOr<std::unique_ptr<tdp::env::BatchedEnv>> env =
 //       tdp::env::make_env("CartPole", tdp::env::EnvOptions(/*num_envs=*/16));
@@ -18,11 +18,13 @@
 
 namespace tdp::env {
 
-// The names make_env knows, lower-case: "cartpole", "goal", "pendulum".
+// The names make_env knows, lower-case: "cartpole", "goal", "pendulum" and the MuJoCo tasks
+// "halfcheetah-v5", "hopper-v5", "walker2d-v5", "ant-v5".
 std::vector<std::string> env_names();
 
 // An unknown name gives InvalidArgument listing env_names(); options the environment rejects
-// (num_envs < 1, a non-float dtype) give InvalidArgument with the environment's message.
+// (num_envs < 1, a non-float dtype) give InvalidArgument with the environment's message; a
+// MuJoCo model file that cannot be loaded gives FailedPrecondition naming the file.
 absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, const EnvOptions& options);
 
 }  // namespace tdp::env

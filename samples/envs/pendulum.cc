@@ -19,7 +19,7 @@ std::vector<EntrySpec> Pendulum::observation_spec() const {
   EntrySpec spec;
   spec.key = "observation";
   spec.shape = {3};
-  spec.dtype = at::kFloat;
+  spec.dtype = observation_dtype();
   spec.low = {-1.0, -1.0, -kMaxSpeed};
   spec.high = {1.0, 1.0, kMaxSpeed};
   return {spec};
@@ -44,7 +44,7 @@ at::Tensor Pendulum::initial_state(int64_t n) {
 
 at::Tensor Pendulum::observe(const at::Tensor& state) const {
   const at::Tensor th = state.narrow(1, 0, 1);
-  return at::cat({at::cos(th), at::sin(th), state.narrow(1, 1, 1)}, 1).to(at::kFloat);
+  return at::cat({at::cos(th), at::sin(th), state.narrow(1, 1, 1)}, 1);
 }
 
 BatchedEnv::Transition Pendulum::transition(const at::Tensor& state, const TensorDict& action_td) {

@@ -27,6 +27,7 @@ BatchedEnv::BatchedEnv(const EnvOptions& options, int64_t default_max_episode_st
       max_episode_steps_(options.max_episode_steps() > 0 ? options.max_episode_steps()
                                                          : default_max_episode_steps),
       dtype_(options.dtype()),
+      observation_dtype_(options.observation_dtype()),
       generator_(at::detail::createCPUGenerator()) {
   if (num_envs_ < 1) {
     throw std::invalid_argument("EnvOptions: num_envs must be at least 1, got " +
@@ -36,6 +37,10 @@ BatchedEnv::BatchedEnv(const EnvOptions& options, int64_t default_max_episode_st
     throw std::invalid_argument(std::string("EnvOptions: dtype must be float32 or float64, got ") +
                                 c10::toString(dtype_));
   }
+  if (observation_dtype_ != at::kFloat && observation_dtype_ != at::kDouble) {
+    throw std::invalid_argument(std::string("EnvOptions: observation_dtype must be float32 or float64, got ") +
+                                c10::toString(observation_dtype_));
+  }
   if (options.max_episode_steps() < 0) {
     throw std::invalid_argument("EnvOptions: max_episode_steps must be >= 0 (0: the default), got " +
                                 std::to_string(options.max_episode_steps()));
@@ -43,6 +48,10 @@ BatchedEnv::BatchedEnv(const EnvOptions& options, int64_t default_max_episode_st
 }
 
 at::TensorOptions BatchedEnv::state_options() const { return at::TensorOptions().dtype(dtype_); }
+
+at::Tensor BatchedEnv::observation_of(const at::Tensor& state) const {
+  return observe(state).to(observation_dtype_, /*non_blocking=*/false, /*copy=*/true);
+}
 
 TensorDict BatchedEnv::observation_td(const at::Tensor& observation) const {
   TensorDict td({num_envs_});
@@ -55,7 +64,7 @@ TensorDict BatchedEnv::reset(uint64_t seed) {
   generator_.set_current_seed(seed);
   state_ = initial_state(num_envs_);
   steps_ = at::zeros({num_envs_}, at::kLong);
-  return observation_td(observe(state_));
+  return observation_td(observation_of(state_));
 }
 
 TensorDict BatchedEnv::reset_to(const at::Tensor& state) {
@@ -70,7 +79,7 @@ TensorDict BatchedEnv::reset_to(const at::Tensor& state) {
   // A copy: the caller keeps its tensor, and state_ must never alias a caller's memory.
   state_ = state.to(dtype_, /*non_blocking=*/false, /*copy=*/true);
   steps_ = at::zeros({num_envs_}, at::kLong);
-  return observation_td(observe(state_));
+  return observation_td(observation_of(state_));
 }
 
 TensorDict BatchedEnv::reset(const at::Tensor& env_mask) {
@@ -88,7 +97,7 @@ TensorDict BatchedEnv::reset(const at::Tensor& env_mask) {
   at::Tensor mask = env_mask.unsqueeze(1);
   state_ = at::where(mask, initial_state(num_envs_), state_);
   steps_ = steps_.masked_fill(env_mask, 0);
-  return observation_td(observe(state_));
+  return observation_td(observation_of(state_));
 }
 
 void BatchedEnv::check_actions(const TensorDict& action_td) const {
@@ -134,20 +143,20 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   steps_.add_(1);
   at::Tensor truncated = steps_.ge(max_episode_steps_).unsqueeze(1);
   at::Tensor done = t.terminated.logical_or(truncated);
-  at::Tensor final_observation = observe(t.next_state);
+  at::Tensor final_observation = observation_of(t.next_state);
   at::Tensor observation = final_observation;
   // One check per step keeps the common no-reset step free of the draw and the select.
   if (done.any().item<bool>()) {
     state_ = at::where(done, initial_state(num_envs_), t.next_state);
     steps_.masked_fill_(done.squeeze(1), 0);
-    observation = observe(state_);
+    observation = observation_of(state_);
   } else {
     state_ = t.next_state;
   }
   TensorDict out({num_envs_});
   out.set("observation", observation)
       .set("final_observation", final_observation)
-      .set("reward", t.reward.to(at::kFloat))
+      .set("reward", t.reward.to(observation_dtype_))
       .set("terminated", t.terminated)
       .set("truncated", truncated);
   return out;

@@ -29,8 +29,10 @@
 //
 // Every tensor step() and reset() return is the caller's: writing into it leaves the
 // environments untouched. State is kept in EnvOptions::dtype (float32 by default, float64 to
-// follow Gym's own float64 arithmetic); observations and rewards are always float32. CPU only.
-// Thread safety: none; one thread steps an environment at a time.
+// follow Gym's own float64 arithmetic); observations and rewards are in
+// EnvOptions::observation_dtype (float32 by default). CPU only.
+// Thread safety: none; one thread steps an environment at a time (an environment may step its
+// copies on threads of its own inside step()).
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -55,17 +57,22 @@ struct EnvOptions {
   EnvOptions& num_envs(int64_t n) { num_envs_ = n; return *this; }
   // float32 (default) or float64: the precision of the simulated state.
   EnvOptions& dtype(at::ScalarType t) { dtype_ = t; return *this; }
-  // 0 keeps the environment's own limit (CartPole 500, Pendulum 200, Goal 50).
+  // 0 keeps the environment's own limit (CartPole 500, Pendulum 200, Goal 50, MuJoCo 1000).
   EnvOptions& max_episode_steps(int64_t n) { max_episode_steps_ = n; return *this; }
+  // float32 (default, what policies take) or float64: the dtype of observations and rewards.
+  // float64 with a float64 state gives Gymnasium's own float64 outputs, for exact comparisons.
+  EnvOptions& observation_dtype(at::ScalarType t) { observation_dtype_ = t; return *this; }
 
   int64_t num_envs() const { return num_envs_; }
   at::ScalarType dtype() const { return dtype_; }
   int64_t max_episode_steps() const { return max_episode_steps_; }
+  at::ScalarType observation_dtype() const { return observation_dtype_; }
 
  private:
   int64_t num_envs_;
   at::ScalarType dtype_ = at::kFloat;
   int64_t max_episode_steps_ = 0;
+  at::ScalarType observation_dtype_ = at::kFloat;
 };
 
 // What one entry of an observation or action holds, per environment (without the batch dim).
@@ -103,6 +110,7 @@ class BatchedEnv {
   int64_t num_envs() const { return num_envs_; }
   int64_t max_episode_steps() const { return max_episode_steps_; }
   at::ScalarType dtype() const { return dtype_; }
+  at::ScalarType observation_dtype() const { return observation_dtype_; }
 
   // Reseeds the generator and starts a new episode in every environment.
   // Returns {"observation"} with batch_size [N].
@@ -135,8 +143,8 @@ class BatchedEnv {
   };
   // `n` fresh initial states, [n, state_dim] in dtype(), drawn from generator().
   virtual at::Tensor initial_state(int64_t n) = 0;
-  // The observation of `state`, [N, ...] float32, in memory of its own: callers may write
-  // into what step() returns.
+  // The observation of `state`, [N, ...], in any floating dtype: BatchedEnv converts it to
+  // observation_dtype() in memory of its own (callers may write into what step() returns).
   virtual at::Tensor observe(const at::Tensor& state) const = 0;
   // One step of the dynamics. Actions have already been checked against action_spec().
   virtual Transition transition(const at::Tensor& state, const TensorDict& action_td) = 0;
@@ -147,11 +155,14 @@ class BatchedEnv {
 
  private:
   void check_actions(const TensorDict& action_td) const;
+  // observe(state) in observation_dtype(), never aliasing the state.
+  at::Tensor observation_of(const at::Tensor& state) const;
   TensorDict observation_td(const at::Tensor& observation) const;
 
   int64_t num_envs_;
   int64_t max_episode_steps_;
   at::ScalarType dtype_;
+  at::ScalarType observation_dtype_;
   at::Generator generator_;
   at::Tensor state_;  // undefined until the first reset
   at::Tensor steps_;  // [N] int64

@@ -11,7 +11,9 @@ namespace {
 
 TEST(MakeEnv, BuildsEachKnownEnvironmentWhateverTheCase) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"cartpole", "CartPole"}, {"CartPole", "CartPole"}, {"PENDULUM", "Pendulum"}, {"goal", "Goal"}};
+      {"cartpole", "CartPole"}, {"CartPole", "CartPole"}, {"PENDULUM", "Pendulum"}, {"goal", "Goal"},
+      {"HalfCheetah-v5", "HalfCheetah-v5"}, {"hopper-v5", "Hopper-v5"}, {"Walker2d-v5", "Walker2d-v5"},
+      {"ANT-V5", "Ant-v5"}};
   for (const auto& [name, expected] : cases) {
     auto env = make_env(name, EnvOptions(3).max_episode_steps(7));
     ASSERT_OK(env) << name;
@@ -25,7 +27,9 @@ TEST(MakeEnv, UnknownNameListsTheKnownOnes) {
   auto env = make_env("mountaincar", EnvOptions(1));
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(env.status().message(), "unknown environment \"mountaincar\"; known: cartpole, goal, pendulum");
+  EXPECT_EQ(env.status().message(),
+            "unknown environment \"mountaincar\"; known: ant-v5, cartpole, goal, halfcheetah-v5, hopper-v5, "
+            "pendulum, walker2d-v5");
 }
 
 TEST(MakeEnv, BadOptionsBecomeAStatusNotAnException) {
