@@ -5,6 +5,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 #include <torch/autograd.h>
+#include <torch/nn/init.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
@@ -22,6 +23,7 @@
 #include "sdk/distributions/composite_distribution.h"
 #include "sdk/distributions/composite_lp_aggregate.h"
 #include "sdk/nn/networks.h"
+#include "sdk/nn/transforms.h"
 #include "sdk/nn/tensordict_module.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/probabilistic/probabilistic_sequential.h"
@@ -180,6 +182,70 @@ class FlatParameters {
   at::Tensor flat_;
 };
 
+// Gymnasium's RunningMeanStd (wrappers/utils.py): the mean and population variance of every
+// batch given to update(), combined in float64 by the parallel algorithm; count starts at 1e-4.
+class RunningMeanStd {
+ public:
+  explicit RunningMeanStd(int64_t dim)
+      : mean_(at::zeros({dim}, at::kDouble)), var_(at::ones({dim}, at::kDouble)) {}
+
+  // x: [n, dim].
+  void update(const at::Tensor& x) {
+    const at::Tensor batch = x.to(at::kDouble).reshape({x.size(0), mean_.size(0)});
+    const double n = static_cast<double>(batch.size(0));
+    const at::Tensor delta = batch.mean(0) - mean_;
+    const double total = count_ + n;
+    const at::Tensor m2 = var_ * count_ + batch.var(0, /*unbiased=*/false) * n + delta.square() * (count_ * n / total);
+    mean_ = mean_ + delta * (n / total);
+    var_ = m2 / total;
+    count_ = total;
+  }
+  const at::Tensor& mean() const { return mean_; }
+  // sqrt(var + epsilon): what Gymnasium's normalizing wrappers divide by.
+  at::Tensor std(double epsilon = 1e-8) const { return (var_ + epsilon).sqrt(); }
+
+ private:
+  at::Tensor mean_, var_;
+  double count_ = 1e-4;
+};
+
+// The policy's ObservationNorm, which normalize_observations keeps up to date: exactly one,
+// standardizing.
+absl::StatusOr<std::shared_ptr<nn::ObservationNormImpl>> observation_norm_of(
+    const nn::ProbabilisticTensorDictSequentialImpl& actor, const std::string& policy_name) {
+  std::vector<std::shared_ptr<nn::ObservationNormImpl>> found;
+  // torch::nn::Module::modules(): every submodule (the sequence's own modules() lists its steps).
+  for (const auto& module : static_cast<const torch::nn::Module&>(actor).modules(/*include_self=*/false)) {
+    if (auto norm = std::dynamic_pointer_cast<nn::ObservationNormImpl>(module)) found.push_back(norm);
+  }
+  if (found.size() != 1 || !found[0]->options().standard_normal()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "normalize_observations needs the policy to hold one ObservationNorm network with standard_normal "
+        "(whose loc and scale PPO sets); policy '",
+        policy_name, "' holds ", found.size(), found.size() == 1 ? " without standard_normal" : ""));
+  }
+  return found[0];
+}
+
+// CleanRL's layer_init: orthogonal weights with `gain` for the last weight matrix of `module` and
+// sqrt(2) for the others, zero biases; other parameters (a state-independent log-std) are left.
+void orthogonal_init(torch::nn::Module& module, double last_gain) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> weights;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    at::Tensor p = item.value();
+    if (p.dim() == 2) {
+      weights.push_back(p);
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    }
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    torch::nn::init::orthogonal_(weights[i], i + 1 == weights.size() ? last_gain : std::sqrt(2.0));
+  }
+}
+
 double mean_of(const std::deque<double>& values) {
   if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
   double sum = 0;
@@ -216,14 +282,46 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
                                          .interaction_type(nn::InteractionType::kRandom)
                                          .return_all_entries(true));
 
+  std::shared_ptr<nn::ObservationNormImpl> observation_norm;
+  if (config.normalize_observations) {
+    auto norm = observation_norm_of(*actor, policy.spec.name());
+    if (!norm.ok()) return norm.status();
+    observation_norm = *std::move(norm);
+  }
+  RunningMeanStd observation_stats(obs_dim);
+  // Writes the statistics into the policy and its fused copy (the next rollout's normalization).
+  auto publish_observation_stats = [&]() -> absl::Status {
+    observation_norm->set_statistics(observation_stats.mean().to(at::kFloat),
+                                     observation_stats.std().to(at::kFloat));
+    return rollout_actor.refresh_parameters();
+  };
+
   at::manual_seed(config.seed);  // the critic's initialization
   nn::TensorDictModule critic(
       nn::Mlp(nn::MlpOptions(obs_dim, config.value_hidden_sizes, 1).activation("tanh")),
       nn::TensorDictModuleOptions({"observation"}, {"state_value"}));
+  if (config.orthogonal_init) {
+    orthogonal_init(*actor, /*last_gain=*/0.01);
+    orthogonal_init(*critic, /*last_gain=*/1.0);
+    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
+  }
+  // The critic sees the observation the policy sees after its ObservationNorm.
   auto value_of = [&](const at::Tensor& obs) {
-    TensorDict td({{"observation", obs}}, {obs.size(0)});
+    TensorDict td({{"observation", observation_norm ? observation_norm->forward(obs) : obs}}, {obs.size(0)});
     return critic->forward(td).get("state_value").squeeze(-1);
   };
+  RunningMeanStd return_stats(1);
+  at::Tensor discounted_return = at::zeros({config.num_envs}, at::kDouble);
+  std::vector<double> action_low, action_high;
+  for (const env::EntrySpec& spec : env.action_spec()) {
+    if (config.clip_actions && (spec.is_discrete() || !(spec.key == NestedKey("action")))) {
+      return absl::InvalidArgumentError(absl::StrCat("clip_actions needs one continuous \"action\" entry; ",
+                                                     env.name(), " has ", spec.key.to_string()));
+    }
+    action_low = spec.low;
+    action_high = spec.high;
+  }
+  const at::Tensor low = at::tensor(action_low, at::kFloat), high = at::tensor(action_high, at::kFloat);
 
   std::vector<at::Tensor> params = actor->parameters();
   for (const auto& p : critic->parameters()) params.push_back(p);
@@ -242,6 +340,11 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
   {
     at::NoGradGuard no_grad;
     obs = env.reset(config.seed).get("observation");
+  }
+  if (observation_norm) {
+    // Gymnasium's wrapper counts the first observations too.
+    observation_stats.update(obs);
+    if (absl::Status s = publish_observation_stats(); !s.ok()) return s;
   }
   at::Tensor running_return = at::zeros({N}, at::kDouble);
   std::deque<double> recent;
@@ -272,7 +375,14 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
       at::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
         const TensorDict step_td = rollout_actor.act(TensorDict({{"observation", obs}}, {N}));
-        TensorDict out = env.step(step_td);
+        TensorDict out;
+        if (config.clip_actions) {
+          TensorDict clipped = step_td.clone(/*recurse=*/false);
+          clipped.set("action", at::max(at::min(step_td.get("action"), high), low));
+          out = env.step(clipped);
+        } else {
+          out = env.step(step_td);
+        }
 
         at::Tensor reward = out.get("reward").reshape({N}).to(at::kDouble);
         const at::Tensor terminated = out.get("terminated").reshape({N});
@@ -291,7 +401,13 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
           running_return.masked_fill_(done, 0.0);
         }
 
-        at::Tensor scaled = (reward * config.reward_scale).to(at::kFloat);
+        at::Tensor scaled = reward;
+        if (config.normalize_rewards) {
+          discounted_return = discounted_return * config.gamma * (1.0 - terminated.to(at::kDouble)) + reward;
+          return_stats.update(discounted_return.unsqueeze(1));
+          scaled = (reward / return_stats.std()).clamp(-config.reward_clip, config.reward_clip);
+        }
+        scaled = (scaled * config.reward_scale).to(at::kFloat);
         // A time limit is not the end of the task: bootstrap from the value of the state the
         // step reached (final_observation), as if the episode went on.
         const at::Tensor cut = truncated & terminated.logical_not();
@@ -365,7 +481,13 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         const at::Tensor v = critic->forward(TensorDict({{"observation", mb.get("observation")}}, {M}))
                                  .get("state_value")
                                  .squeeze(-1);
-        const at::Tensor v_loss = 0.5 * (v - returns.index_select(0, idx)).pow(2).mean();
+        const at::Tensor target = returns.index_select(0, idx);
+        at::Tensor v_loss = 0.5 * (v - target).pow(2).mean();
+        if (config.clip_value_loss) {
+          const at::Tensor old_v = values.reshape({B}).index_select(0, idx);
+          const at::Tensor v_clipped = old_v + (v - old_v).clamp(-clip, clip);
+          v_loss = 0.5 * at::max((v - target).pow(2), (v_clipped - target).pow(2)).mean();
+        }
         const at::Tensor entropy = scored.entropy.mean();
         const at::Tensor bonus =
             scored.bonus.defined() ? scored.bonus.mean() : entropy_weights.scale * config.entropy_coef * entropy;
@@ -387,6 +509,10 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
       }
     }
     if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
+    if (observation_norm) {
+      observation_stats.update(b_obs);
+      if (absl::Status s = publish_observation_stats(); !s.ok()) return s;
+    }
 
     IterationStats stats;
     stats.iteration = iter;
@@ -468,6 +594,7 @@ absl::Status validate_config(const PpoConfig& c, int64_t env_num_envs) {
   }
   if (!(c.value_coef >= 0)) return bad(absl::StrCat("value_coef must be >= 0, got ", c.value_coef));
   if (!(c.reward_scale > 0)) return bad(absl::StrCat("reward_scale must be positive, got ", c.reward_scale));
+  if (!(c.reward_clip > 0)) return bad(absl::StrCat("reward_clip must be positive, got ", c.reward_clip));
   if (c.recent_episodes <= 0) return bad(absl::StrCat("recent_episodes must be positive, got ", c.recent_episodes));
   return absl::OkStatus();
 }

@@ -7,8 +7,10 @@
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
 #include <absl/status/status.h>
+#include <absl/strings/ascii.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <absl/strings/str_format.h>
 #include <absl/strings/str_split.h>
 #include <absl/strings/string_view.h>
@@ -57,6 +59,8 @@ ABSL_FLAG(std::string, output_dir, "",
           "where policy.pb, curve.csv and curve.png go (default runs/<name>/, relative to "
           "$BUILD_WORKING_DIRECTORY under bazel run)");
 ABSL_FLAG(std::string, policy, "", "policy spec whose architecture is trained (default: the binary's)");
+ABSL_FLAG(std::string, env, "", "environment to train on, a make_env name (ppo_mujoco: HalfCheetah-v5, Hopper-v5, "
+          "Walker2d-v5, Ant-v5; default: the binary's)");
 ABSL_FLAG(int64_t, eval_episodes, -1, "deterministic evaluation episodes after training (default 100)");
 ABSL_FLAG(double, stop_at_return, std::numeric_limits<double>::quiet_NaN(),
           "stop training once the mean return of the last 20 training episodes reaches this (default: the "
@@ -152,9 +156,24 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   // Keeps freed minibatch activations mapped between steps (see cpu_allocator.h).
   if (absl::Status tuned = actor::tune_cpu_allocator(); !tuned.ok()) std::cerr << tuned << "\n";
 
+  std::string env_name = absl::AsciiStrToLower(absl::GetFlag(FLAGS_env));
+  if (env_name.empty()) env_name = defaults.env;
+  std::string default_policy = defaults.policy;
+  std::string run_name = defaults.name;
+  if (!defaults.policy_by_env.empty()) {
+    const auto it = defaults.policy_by_env.find(env_name);
+    if (it == defaults.policy_by_env.end()) {
+      std::vector<std::string> known;
+      for (const auto& [name, spec] : defaults.policy_by_env) known.push_back(name);
+      return fail(absl::InvalidArgumentError(absl::StrCat("--env: this binary trains on ", absl::StrJoin(known, ", "),
+                                                          "; got '", absl::GetFlag(FLAGS_env), "'")));
+    }
+    default_policy = it->second;
+    run_name = absl::StrCat(defaults.name, "/", env_name);
+  }
   const std::string flag_policy = absl::GetFlag(FLAGS_policy);
   const std::string spec_path =
-      flag_policy.empty() ? workspace_file(defaults.policy, argv[0]) : user_path(flag_policy);
+      flag_policy.empty() ? workspace_file(default_policy, argv[0]) : user_path(flag_policy);
   auto policy = policy::load_policy(spec_path);
   if (!policy.ok()) return fail(policy.status());
 
@@ -196,7 +215,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   }
 
   std::string output_dir = absl::GetFlag(FLAGS_output_dir);
-  output_dir = user_path(output_dir.empty() ? "runs/" + defaults.name : output_dir);
+  output_dir = user_path(output_dir.empty() ? "runs/" + run_name : output_dir);
   std::error_code mkdir_error;
   fs::create_directories(output_dir, mkdir_error);
   if (mkdir_error) {
@@ -207,10 +226,10 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   const std::string csv_out = (fs::path(output_dir) / "curve.csv").string();
   const std::string png_out = (fs::path(output_dir) / "curve.png").string();
 
-  auto env = env::make_env(defaults.env, env::EnvOptions(config.num_envs));
+  auto env = env::make_env(env_name, env::EnvOptions(config.num_envs));
   if (!env.ok()) return fail(env.status());
   // The untrained policy, evaluated the same way: the "before" of the summary.
-  auto before = evaluate(spec_path, defaults.env, eval_episodes, config.seed + 1);
+  auto before = evaluate(spec_path, env_name, eval_episodes, config.seed + 1);
   if (!before.ok()) return fail(before.status());
 
   Progress progress;
@@ -241,7 +260,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   if (absl::Status s = write_line_plot_png(png_out, {curve}, plot); !s.ok()) return fail(s);
 
   // Reload what was written: the evaluated policy is the file, not the in-memory module.
-  auto after = evaluate(policy_out, defaults.env, eval_episodes, config.seed + 1);
+  auto after = evaluate(policy_out, env_name, eval_episodes, config.seed + 1);
   if (!after.ok()) return fail(after.status());
 
   // When training first reached its best mean return: the time to solve CartPole (500).

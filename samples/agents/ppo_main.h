@@ -1,5 +1,5 @@
 // run_ppo_main: the body shared by the PPO sample binaries (ppo_cartpole, ppo_pendulum,
-// ppo_goal). It parses the common flags, trains a policy spec's architecture from scratch with
+// ppo_goal, ppo_mujoco). It parses the common flags, trains a policy spec's architecture from scratch with
 // train_ppo, prints a live progress line on stderr, then saves the trained policy (spec +
 // parameters, one file), reloads it with Actor::load and evaluates it deterministically with
 // run_episodes: the figure it prints is what `rollout` sees for the same file.
@@ -27,6 +27,9 @@ struct PpoMainDefaults {
   std::string name;    // runs/<name>/, and in messages
   std::string env;     // a make_env name: "cartpole", "pendulum", "goal"
   std::string policy;  // spec path relative to the workspace (found in the runfiles)
+  // For binaries that train on several environments (--env picks one, any case): each
+  // environment's spec, in place of `policy`; runs go to runs/<name>/<env>/.
+  std::map<std::string, std::string> policy_by_env;
   PpoConfig config;
   // By policy spec name: changes to `config` for that policy (flags still override them).
   std::map<std::string, std::function<void(PpoConfig&)>> per_policy;

@@ -18,6 +18,7 @@
 #include "samples/agents/episodes.h"
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
+#include "samples/envs/mujoco_tasks.h"
 #include "samples/envs/pendulum.h"
 #include "sdk/actor/actor.h"
 #include "sdk/probabilistic/interaction_type.h"
@@ -228,6 +229,57 @@ TEST(PpoTest, SavedGaussianPolicyReloadsAndActsIdentically) {
   config.reward_scale = 0.1;
   expect_reload_acts_identically("samples/agents/pendulum_ppo_normal.pbtxt", env, config,
                                  {"action", "action_log_prob"});
+}
+
+// CleanRL's MuJoCo recipe: the statistics PPO keeps are written into the policy's
+// ObservationNorm, travel in the saved file (the reload acts as the trained module) and are the
+// observations' (the torso height qpos[1], observation 0, averages about 1.25, not 0).
+TEST(PpoTest, CleanRlRecipeSavesThePolicysObservationStatistics) {
+  env::Hopper env(env::EnvOptions(2));
+  PpoConfig config;
+  config.steps_per_rollout = 64;
+  config.total_env_steps = 2 * 128;
+  config.epochs = 2;
+  config.minibatch_size = 64;
+  config.normalize_observations = true;
+  config.normalize_rewards = true;
+  config.clip_value_loss = true;
+  config.clip_actions = true;
+  config.orthogonal_init = true;
+  expect_reload_acts_identically("samples/agents/mujoco/hopper_ppo.pbtxt", env, config, {"action", "action_log_prob"});
+
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::load_policy("samples/agents/mujoco/hopper_ppo.pbtxt"));
+  config.num_envs = 2;
+  ASSERT_OK(train_ppo(env, policy, config));
+  at::Tensor loc, scale;
+  for (const auto& buffer : policy.module->named_buffers(/*recurse=*/true)) {
+    if (buffer.key().find("loc") != std::string::npos) loc = buffer.value();
+    if (buffer.key().find("scale") != std::string::npos) scale = buffer.value();
+  }
+  ASSERT_TRUE(loc.defined() && scale.defined());
+  EXPECT_NEAR(loc[0].item<double>(), 1.25, 0.1);
+  EXPECT_GT(scale[0].item<double>(), 0.0);
+  EXPECT_LT(scale[0].item<double>(), 0.5);  // the height varies by far less than 1
+}
+
+TEST(PpoTest, RecipeOptionsThePolicyOrEnvironmentCannotTakeAreErrors) {
+  ASSERT_OK_AND_ASSIGN(policy::Policy pendulum, policy::load_policy("samples/agents/pendulum_ppo_normal.pbtxt"));
+  env::Pendulum pendulum_env(env::EnvOptions(8));
+  PpoConfig config;
+  config.normalize_observations = true;
+  EXPECT_THAT(std::string(train_ppo(pendulum_env, pendulum, config).status().message()),
+              HasSubstr("normalize_observations needs the policy to hold one ObservationNorm network with "
+                        "standard_normal"));
+
+  ASSERT_OK_AND_ASSIGN(policy::Policy cartpole, policy::load_policy("policies/cartpole_categorical.pbtxt"));
+  env::CartPole cartpole_env(env::EnvOptions(8));
+  config = cartpole_config();
+  config.clip_actions = true;
+  EXPECT_THAT(std::string(train_ppo(cartpole_env, cartpole, config).status().message()),
+              HasSubstr("clip_actions needs one continuous \"action\" entry; CartPole has 'action'"));
+  config = cartpole_config();
+  config.reward_clip = 0;
+  EXPECT_THAT(std::string(train_ppo(cartpole_env, cartpole, config).status().message()), HasSubstr("reward_clip"));
 }
 
 TEST(PpoTest, ConfigErrorsNameTheField) {
