@@ -1560,7 +1560,15 @@ struct FusedPlan::Impl {
               if (row[k] > row[choice]) choice = k;
             }
           }
-          if (head.kind == HeadKind::kOneHotCategorical) {
+          if (head.kind == HeadKind::kOneHotCategorical && !random) {
+            // The mode as LibTorch's (logits == logits.max(-1)): every maximal class when tied,
+            // none when the maximum is NaN.
+            float top = logits[0];
+            for (int64_t k = 1; k < d; ++k) {
+              if (std::isnan(logits[k]) || logits[k] > top) top = logits[k];
+            }
+            for (int64_t k = 0; k < d; ++k) sample[r * d + k] = logits[k] == top ? 1.0f : 0.0f;
+          } else if (head.kind == HeadKind::kOneHotCategorical) {
             for (int64_t k = 0; k < d; ++k) sample[r * d + k] = k == choice ? 1.0f : 0.0f;
           } else {
             sample[r] = static_cast<float>(choice);

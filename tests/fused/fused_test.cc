@@ -938,5 +938,22 @@ TEST(FusedLowering, Conv2dAndDuelingRunOnLibTorchSayingSo) {
       << q->describe().fused_status;
 }
 
+// ---- one-hot modes: every maximal class, as LibTorch's (logits == logits.max(-1)) ----
+
+// relu(params) is 0 in every class where all four are negative: the mode sets each of them.
+TEST(FusedParity, OneHotModeSetsEveryTiedClassAsLibTorch) {
+  const std::string head =
+      "modules { network { in_keys: 'params' out_keys: 'relu' network { mapping { name: 'relu' } } } }\n"
+      "modules { probabilistic { in_keys_map { name: 'logits' key: 'relu' } out_keys: 'action' distribution: "
+      "'one_hot_categorical' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+  const std::string text = mlp_spec("tanh", false, head, 4, 31);
+  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, "one-hot ties");
+  auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+  at::manual_seed(1000);
+  const at::Tensor mode =
+      reference->act(random_inputs({{"observation", 5}}, 1000), InteractionType::kMode).get("action");
+  EXPECT_GT(mode.sum(-1).gt(1).sum().item<int64_t>(), 0) << "no row with tied classes: the test checks nothing";
+}
+
 }  // namespace
 }  // namespace tdp::fused
