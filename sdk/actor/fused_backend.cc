@@ -112,8 +112,9 @@ TensorDict FusedBackend::act(const ActCall& call) {
   for (int s : plan.input_slots()) {
     const NestedKey& key = plan.slot(s).key;
     if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
-      // An is_init (bool) goes in as 0 / 1 floats; a float64 input (which only a to_dtype reads) as
-      // its float32 cast, the to_dtype the plan lowered to a copy.
+      // A bool input (an is_init, a masked categorical's mask) goes in as 0 / 1 floats; a float64
+      // input (which only a to_dtype reads) as its float32 cast, the to_dtype the plan lowered to a
+      // copy.
       inputs.push_back(given.scalar_type() == at::kFloat ? given.contiguous() : given.to(at::kFloat).contiguous());
     } else if (const std::vector<NestedKey>& keys = core_.state.keys();
                kept && std::find(keys.begin(), keys.end(), key) != keys.end()) {
@@ -148,8 +149,13 @@ TensorDict FusedBackend::act(const ActCall& call) {
       destinations.push_back({s, outs.back().data_ptr<float>()});
     }
   }
-  plan.run(input_data.data(), batch, plan_type(call.type), {core_.options.seed(), calls_.fetch_add(1)},
-           destinations.data(), static_cast<int>(destinations.size()));
+  try {
+    plan.run(input_data.data(), batch, plan_type(call.type), {core_.options.seed(), calls_.fetch_add(1)},
+             destinations.data(), static_cast<int>(destinations.size()));
+  } catch (...) {  // a masked row that allows no class under RANDOM
+    inputs.clear();
+    throw;
+  }
   inputs.clear();  // no reference to the caller's tensors outlives the call
   TensorDict out = core_.options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
   for (size_t i = 0; i < slots.size(); ++i) {

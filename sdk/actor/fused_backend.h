@@ -3,8 +3,9 @@
 // when the policy lowered, the call has one batch dim within the batch limit, an interaction
 // type the plan computes, no generator of its own (the plan draws from a counter-based Philox
 // stream seeded by ActorOptions::seed, so a seeded actor repeats its draws on any number of
-// threads), and well-formed float32 inputs; anything else goes to LibTorch, which gives the same
-// keys, shapes and recurrent-state rules. Internal to sdk/actor.
+// threads), and inputs of their declared dtypes and shapes; anything else goes to LibTorch, which
+// says what is wrong and gives the same keys, shapes and recurrent-state rules. Internal to
+// sdk/actor.
 #pragma once
 
 #include <absl/status/status.h>

@@ -107,9 +107,51 @@ struct Head {
   double low = -1.0, high = 1.0;
   bool safe_tanh = true;
   double atol = 1e-6, rtol = 1e-6;
+  // masked_categorical / masked_one_hot_categorical (kind kCategorical / kOneHotCategorical):
+  // the mask's slot, a bool input of one flag per class or one per row (LibTorch's masked_fill
+  // broadcasts it over the classes); the logit a masked-out class gets, which is also the
+  // log-prob of a value LibTorch scores as not finite; and whether log_prob normalizes the logits
+  // once more (TorchRL's use_cross_entropy).
+  int mask = -1;
+  int64_t mask_width = 0;
+  float neg_inf = -std::numeric_limits<float>::infinity();
+  bool use_cross_entropy = true;
 };
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// log(sum(exp(x))) over n floats, the max factored out and the sum taken in double. NaN when
+// every x is -inf, where LibTorch's x - logsumexp(x) is NaN too (-inf - -inf).
+float log_sum_exp(const float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t k = 1; k < n; ++k) m = std::max(m, x[k]);
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[k]) - m);
+  return static_cast<float>(m + std::log(sum));
+}
+
+// TorchRL's MaskedCategorical.__init__ on one row of d classes: the logits, or the log of the
+// probs zeroed where masked and renormalized, then neg_inf where the mask is false (0). These
+// are the logits Categorical then normalizes.
+void mask_row(const Head& h, const float* given, const float* mask, int64_t d, float* out) {
+  auto allowed = [&](int64_t k) { return mask[h.mask_width == 1 ? 0 : k] != 0.0f; };
+  if (h.from_probs) {
+    double total = 0;
+    for (int64_t k = 0; k < d; ++k) total += allowed(k) ? given[k] : 0.0f;
+    const float sum = static_cast<float>(total);
+    for (int64_t k = 0; k < d; ++k) out[k] = allowed(k) ? std::log(given[k] / sum) : h.neg_inf;
+  } else {
+    for (int64_t k = 0; k < d; ++k) out[k] = allowed(k) ? given[k] : h.neg_inf;
+  }
+}
+
+// MaskedCategorical::log_prob of class k from the row's normalized logits: with
+// use_cross_entropy their log-softmax (torch's cross_entropy normalizes them once more), and
+// neg_inf for a score that is not finite (a masked-out class, a row that allows none).
+float masked_log_prob(const Head& h, const float* logits, int64_t d, int64_t k) {
+  const float score = h.use_cross_entropy ? logits[k] - log_sum_exp(logits, d) : logits[k];
+  return std::isfinite(score) ? score : h.neg_inf;
+}
 
 float apply_mapping(const Mapping& m, float x) {
   switch (m.kind) {
@@ -267,6 +309,11 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": reads the float64 input ", key.to_string(),
                                       "; the plan computes in float32 and reads a float64 input only through a "
                                       "to_dtype to float32 (DoubleToFloat)"));
+    }
+    if (slots[s].boolean) {
+      throw NotLowerable(absl::StrCat(path, ": reads the bool input ", key.to_string(),
+                                      "; the plan reads a bool input only as a masked categorical's mask, a "
+                                      "recurrent module's is_init or through a to_dtype to float32"));
     }
     return s;
   }
@@ -903,16 +950,20 @@ struct FusedPlan::Impl {
       return it == kwargs.end() ? fallback : it->second.toDouble();
     };
     for (const auto& [name, value] : kwargs) {
-      static const char* known[] = {"low", "high", "upscale", "tanh_loc", "safe_tanh", "event_dims", "atol", "rtol"};
+      static const char* known[] = {"low",        "high", "upscale", "tanh_loc", "safe_tanh",
+                                    "event_dims", "atol", "rtol",    "neg_inf",  "use_cross_entropy"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return name == k; }) == std::end(known)) {
         throw NotLowerable(absl::StrCat(path, ": the distribution kwarg '", name, "'"));
       }
     }
     HeadLayout layout;
-    if (h.name == "categorical" || h.name == "one_hot_categorical" || h.name == "bernoulli") {
-      h.kind = h.name == "categorical" ? HeadKind::kCategorical
-               : h.name == "bernoulli" ? HeadKind::kBernoulli
-                                       : HeadKind::kOneHotCategorical;
+    // TorchRL's MaskedCategorical / MaskedOneHotCategorical: (one-hot) categoricals whose logits
+    // are masked first, so they lower as those, with a mask.
+    const bool masked = h.name == "masked_categorical" || h.name == "masked_one_hot_categorical";
+    if (h.name == "categorical" || h.name == "one_hot_categorical" || masked || h.name == "bernoulli") {
+      h.kind = h.name == "categorical" || h.name == "masked_categorical" ? HeadKind::kCategorical
+               : h.name == "bernoulli"                                   ? HeadKind::kBernoulli
+                                                                         : HeadKind::kOneHotCategorical;
       h.p0 = param("logits");
       if (h.p0 < 0) {
         h.p0 = param("probs");
@@ -920,6 +971,7 @@ struct FusedPlan::Impl {
       }
       if (h.p0 < 0) throw NotLowerable(absl::StrCat(path, ": ", h.name, " without logits or probs"));
       h.width = slots[h.p0].width;
+      if (masked) lower_mask(h, kwargs, param);
       if (h.kind == HeadKind::kCategorical) {
         layout.sample_width = 1;
         layout.integer = true;
@@ -970,6 +1022,33 @@ struct FusedPlan::Impl {
     return layout;
   }
 
+  // A masked categorical's mask and kwargs. LibTorch reads the mask as a bool tensor that
+  // masked_fill broadcasts over the logits: here a bool input of one flag per class or one per
+  // row, which the plan reads as 0 / 1 floats. Anything else (LibTorch raises for it) is named
+  // with what was expected.
+  void lower_mask(Head& h, const dist::DistributionKwargs& kwargs,
+                  const std::function<int(const std::string&)>& param) const {
+    h.mask = param("mask");
+    if (h.mask < 0) throw NotLowerable(absl::StrCat(h.path, ": ", h.name, " without a mask"));
+    const Slot& mask = slots[h.mask];
+    if (!mask.boolean || mask.shape.size() != 1 || (mask.width != h.width && mask.width != 1)) {
+      const bool input = std::find(inputs.begin(), inputs.end(), h.mask) != inputs.end();
+      const char* what = mask.boolean   ? "a bool input"
+                         : mask.float64 ? "a float64 input"
+                         : input        ? "a float32 input"
+                                        : "a float32 value";
+      throw NotLowerable(absl::StrCat(h.path, ": the mask ", mask.key.to_string(), " is ", what,
+                                      " of per-environment shape [", absl::StrJoin(mask.shape, ", "), "]; ", h.name,
+                                      " over ", h.width, " classes takes a bool input of per-environment shape [",
+                                      h.width, "] (or [1], one flag per row)"));
+    }
+    h.mask_width = mask.width;
+    auto it = kwargs.find("neg_inf");
+    if (it != kwargs.end()) h.neg_inf = static_cast<float>(it->second.toDouble());
+    it = kwargs.find("use_cross_entropy");
+    if (it != kwargs.end()) h.use_cross_entropy = it->second.toBool();
+  }
+
   // Lowers `h` and gives it its sample slot (at `sample_key`), its log-prob slot (at `lp_key`;
   // "_": computed on request (the flat API), not an entry) and its Philox blocks.
   void add_head(Head h, const dist::DistributionKwargs& kwargs, const std::function<int(const std::string&)>& param,
@@ -1010,7 +1089,10 @@ struct FusedPlan::Impl {
     h.name = o.distribution().to_string();
     auto param = [&](const std::string& name) {
       for (size_t i = 0; i < o.dist_keys().size(); ++i) {
-        if (o.dist_keys()[i] == name) return find(o.in_keys()[i], path);
+        if (o.dist_keys()[i] != name) continue;
+        // A mask is a bool input, which find() keeps from the float kernels; lower_mask checks it.
+        const int mask = name == "mask" ? find_or_none(o.in_keys()[i]) : -1;
+        return mask >= 0 ? mask : find(o.in_keys()[i], path);
       }
       return -1;
     };
@@ -1019,7 +1101,9 @@ struct FusedPlan::Impl {
       if (key != sample_keys[0]) lp_key = key;
     }
     add_head(std::move(h), o.distribution_kwargs(), param, sample_keys[0], lp_key);
-    description.push_back(absl::StrCat(path, ": fused (", heads[0].name, ", default ", default_name, ")"));
+    const std::string mask =
+        heads[0].mask < 0 ? "" : absl::StrCat(", mask ", policy::key_string(slots[heads[0].mask].key));
+    description.push_back(absl::StrCat(path, ": fused (", heads[0].name, mask, ", default ", default_name, ")"));
   }
 
   // A CompositeDistribution: one head per part, reading the part's entries under the module's
@@ -1256,9 +1340,11 @@ struct FusedPlan::Impl {
     std::string input_problem;
     for (size_t i = 0; i < signature.inputs.size(); ++i) {
       const policy::TensorSignature& in = signature.inputs[i];
-      // Besides float32 vectors: a recurrent state [num_layers, hidden_size] and an is_init
-      // (bool, passed in as 0 / 1 floats), which only the recurrent lowerings read.
-      const bool vector = in.shape.size() == 1 && (in.dtype == at::kFloat || in.dtype == at::kDouble);
+      // Besides float32 vectors: a recurrent state [num_layers, hidden_size], an is_init and bool
+      // vectors (action masks), both passed in as 0 / 1 floats, which only the recurrent and the
+      // masked categorical lowerings read.
+      const bool vector =
+          in.shape.size() == 1 && (in.dtype == at::kFloat || in.dtype == at::kDouble || in.dtype == at::kBool);
       const bool state = in.state && in.dtype == at::kFloat;
       const bool is_init = in.optional && in.dtype == at::kBool && in.numel_per_env() == 1;
       if (!vector && !state && !is_init) {
@@ -1267,6 +1353,7 @@ struct FusedPlan::Impl {
       }
       inputs.push_back(add_slot(in.key, in.numel_per_env(), in.shape));
       slots.back().float64 = in.dtype == at::kDouble;  // only a to_dtype may read it (find())
+      slots.back().boolean = in.dtype == at::kBool;
     }
     module(policy.spec.module(), *policy.module, "module");
     // Without a type a LibTorch call explores (TorchRL's EGreedyModule does outside any scope):
@@ -1279,6 +1366,7 @@ struct FusedPlan::Impl {
       const int s = find_or_none(out.key);
       if (s < 0) throw NotLowerable(absl::StrCat("outputs: the plan does not compute \"", out.name, "\""));
       if (slots[s].float64) throw NotLowerable(absl::StrCat("outputs: \"", out.name, "\" is a float64 input"));
+      if (slots[s].boolean) throw NotLowerable(absl::StrCat("outputs: \"", out.name, "\" is a bool input"));
       outputs.push_back(s);
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
@@ -1521,12 +1609,19 @@ struct FusedPlan::Impl {
       case HeadKind::kOneHotCategorical:
       case HeadKind::kCategorical: {
         const float* p = at(head.p0);
+        const float* mask = head.mask >= 0 ? at(head.mask) : nullptr;
         for (int64_t r = 0; r < rows; ++r) {
           const float* row = p + r * d;
+          // A masked head goes on from its masked logits (its probs, if given, become logits).
+          float masked[kMaxEvent];
+          if (mask != nullptr) {
+            mask_row(head, row, mask + r * head.mask_width, d, masked);
+            row = masked;
+          }
           // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
           float logits[kMaxEvent];
           const int64_t k_max = d;
-          if (head.from_probs) {
+          if (head.from_probs && mask == nullptr) {
             double total = 0;
             for (int64_t k = 0; k < k_max; ++k) total += row[k];
             const float eps = std::numeric_limits<float>::epsilon();
@@ -1534,24 +1629,33 @@ struct FusedPlan::Impl {
               logits[k] = std::log(std::min(std::max(static_cast<float>(row[k] / total), eps), 1.0f - eps));
             }
           } else {
-            float m = row[0];
-            for (int64_t k = 1; k < k_max; ++k) m = std::max(m, row[k]);
-            double sum = 0;
-            for (int64_t k = 0; k < k_max; ++k) sum += std::exp(static_cast<double>(row[k]) - m);
-            const float lse = static_cast<float>(m + std::log(sum));
+            const float lse = log_sum_exp(row, k_max);
             for (int64_t k = 0; k < k_max; ++k) logits[k] = row[k] - lse;
           }
           int64_t choice = 0;
           if (random) {
+            // The inverse CDF of exp(logits) scaled to their sum, as multinomial normalizes its
+            // probabilities: they sum to 1 only up to rounding, and not at all in a row whose every
+            // class a finite neg_inf (-1e9) masks (float normalizes those logits to 0 each, and
+            // LibTorch draws from them uniformly).
+            double mass[kMaxEvent];
+            double total = 0;
+            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = std::exp(static_cast<double>(logits[k]));
             const auto bits = draw(rng, stream, first_row + r, head.block0);
-            const double u = uniform01(bits[0]);
+            const double u = uniform01(bits[0]) * total;
             double cdf = 0;
             choice = -1;
             for (int64_t k = 0; k < k_max; ++k) {
-              const double pk = std::exp(static_cast<double>(logits[k]));
-              cdf += pk;
-              if (pk > 0) choice = k;  // the last class with mass, should rounding leave u >= cdf
-              if (u < cdf && pk > 0) break;
+              cdf += mass[k];
+              if (mass[k] > 0) choice = k;  // the last class with mass, should rounding leave u >= cdf
+              if (u < cdf && mass[k] > 0) break;
+            }
+            if (choice < 0 && mask != nullptr) {
+              // Nothing to draw (the logits are NaN); LibTorch's multinomial raises for it too.
+              throw std::invalid_argument(
+                  absl::StrCat(head.path, ": row ", first_row + r, " of the mask ", slots[head.mask].key.to_string(),
+                               " leaves no class with a probability above 0, so ", head.name,
+                               " has nothing to draw (a mask must allow at least one class per row)"));
             }
             if (choice < 0) choice = 0;
           } else {
@@ -1560,12 +1664,20 @@ struct FusedPlan::Impl {
               if (row[k] > row[choice]) choice = k;
             }
           }
-          if (head.kind == HeadKind::kOneHotCategorical) {
+          if (head.kind == HeadKind::kOneHotCategorical && !random) {
+            // The mode as LibTorch's (logits == logits.max(-1)): every maximal class when tied,
+            // none when the maximum is NaN (a masked row that allows no class).
+            float top = logits[0];
+            for (int64_t k = 1; k < d; ++k) {
+              if (std::isnan(logits[k]) || logits[k] > top) top = logits[k];
+            }
+            for (int64_t k = 0; k < d; ++k) sample[r * d + k] = logits[k] == top ? 1.0f : 0.0f;
+          } else if (head.kind == HeadKind::kOneHotCategorical) {
             for (int64_t k = 0; k < d; ++k) sample[r * d + k] = k == choice ? 1.0f : 0.0f;
           } else {
             sample[r] = static_cast<float>(choice);
           }
-          if (want_log_prob) lp[r] = logits[choice];
+          if (want_log_prob) lp[r] = mask != nullptr ? masked_log_prob(head, logits, d, choice) : logits[choice];
         }
         return;
       }

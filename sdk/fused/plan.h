@@ -18,8 +18,10 @@
 // hidden) and LstmCell (input, h, c; h, c) with torch.nn.GRUCell / LSTMCell's equations; lstm
 // and gru modules (TorchRL's LSTMModule / GRUModule, any number of layers: the state inputs
 // [num_layers, hidden_size], the is_init input, bool, passed to run() as 0 / 1 floats); at most
-// one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical, bernoulli,
-// normal, independent_normal, tanh_normal or delta, or a CompositeDistribution of those parts
+// one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical,
+// masked_categorical, masked_one_hot_categorical (the mask: a bool input of one flag per class,
+// or one per row, passed to run() as 0 / 1 floats), bernoulli, normal, independent_normal,
+// tanh_normal or delta, or a CompositeDistribution of those parts
 // (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the
 // LibTorch module writes); no num_samples, no own generator; a q_value module (TorchRL's
 // QValueModule, one_hot or categorical, without a mask or support) and an egreedy module (the
@@ -49,8 +51,8 @@
 //
 // Randomness: Philox4x32-10 keyed by the stream's seed, counter (call, row, block): a call's
 // draws depend on (seed, call, row) only; a composite's parts draw from disjoint blocks.
-// Normals by Box-Muller, categorical by inverse CDF. tanh_normal samples keep the pre-tanh
-// value and score the log-prob from it.
+// Normals by Box-Muller, categorical by inverse CDF (a masked one over its allowed classes only).
+// tanh_normal samples keep the pre-tanh value and score the log-prob from it.
 //
 // Thread safety: a plan is immutable; run() may be called from any number of threads. Each
 // thread has its own scratch (allocated on its first call, grown only for a larger plan): no
@@ -101,6 +103,10 @@ class FusedPlan {
     // An input the policy declares float64, which only a to_dtype (DoubleToFloat) reads: the
     // caller's rows are cast to float32 (that cast is the to_dtype) before run() reads them.
     bool float64 = false;
+    // An input the policy declares bool (an action mask, an is_init): run() reads it as 0 / 1
+    // floats (nonzero: true); only a masked categorical's mask, a recurrent module's is_init and
+    // a to_dtype read one.
+    bool boolean = false;
   };
   // Where run() writes slot `slot`'s rows: [batch, width] contiguous floats.
   struct Destination {
@@ -138,7 +144,9 @@ class FusedPlan {
 
   // Computes rows [0, batch) of `inputs` (inputs[i] is [batch, width] for input_slots()[i])
   // and writes the destinations. `type` must pass check(). No allocation after the thread's
-  // first call.
+  // first call. Throws std::invalid_argument, naming the mask's key and the row, when a masked
+  // categorical's row allows no class under kRandom: there is nothing to draw, and LibTorch's
+  // sampling raises there too (its probabilities are NaN).
   void run(const float* const* inputs, int64_t batch, nn::InteractionType type, const RandomStream& stream,
            const Destination* destinations, int count) const;
   absl::Status run_flat(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <new>
 #include <optional>
@@ -936,6 +937,313 @@ TEST(FusedLowering, Conv2dAndDuelingRunOnLibTorchSayingSo) {
   ASSERT_TRUE(q);
   EXPECT_NE(q->describe().fused_status.message().find("module: dueling runs on LibTorch"), std::string::npos)
       << q->describe().fused_status;
+}
+
+// ---- one-hot modes: every maximal class, as LibTorch's (logits == logits.max(-1)) ----
+
+// relu(params) is 0 in every class where all four are negative: the mode sets each of them.
+TEST(FusedParity, OneHotModeSetsEveryTiedClassAsLibTorch) {
+  const std::string head =
+      "modules { network { in_keys: 'params' out_keys: 'relu' network { mapping { name: 'relu' } } } }\n"
+      "modules { probabilistic { in_keys_map { name: 'logits' key: 'relu' } out_keys: 'action' distribution: "
+      "'one_hot_categorical' return_log_prob: true log_prob_key: 'action_log_prob' } }";
+  const std::string text = mlp_spec("tanh", false, head, 4, 31);
+  expect_parity([&](ActorOptions o) { return load_spec_text(text, o); }, {{"observation", 5}}, "one-hot ties");
+  auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+  at::manual_seed(1000);
+  const at::Tensor mode =
+      reference->act(random_inputs({{"observation", 5}}, 1000), InteractionType::kMode).get("action");
+  EXPECT_GT(mode.sum(-1).gt(1).sum().item<int64_t>(), 0) << "no row with tied classes: the test checks nothing";
+}
+
+// ---- masked categoricals: TorchRL's MaskedCategorical / MaskedOneHotCategorical ----
+
+// obs [5] -> Mlp -> params [4] (softplus'd to probs with `from_probs`) -> `distribution`, which
+// reads its mask from the bool input action_mask of per-environment shape [mask_width].
+std::string masked_spec(const std::string& distribution, bool from_probs, const std::string& kwargs, int64_t mask_width,
+                        uint64_t seed) {
+  std::string head =
+      from_probs
+          ? "modules { network { in_keys: 'params' out_keys: 'probs' network { mapping { name: 'softplus' } } } }\n"
+          : "";
+  head += std::string("modules { probabilistic { in_keys_map { name: '") + (from_probs ? "probs" : "logits") +
+          "' key: '" + (from_probs ? "probs" : "params") +
+          "' } in_keys_map { name: 'mask' key: 'action_mask' } out_keys: 'action' distribution: '" + distribution +
+          "' " + kwargs + " return_log_prob: true log_prob_key: 'action_log_prob' } }";
+  std::string text = mlp_spec("tanh", false, head, 4, seed);
+  const std::string observation = "inputs { key: 'observation' shape: 5 }";
+  text.insert(text.find(observation) + observation.size(),
+              " inputs { key: 'action_mask' shape: " + std::to_string(mask_width) + " dtype: BOOL }");
+  return text;
+}
+
+// [batch, width] flags, about 40% false; with `empty_rows`, rows 3, 8, 13, ... allow nothing.
+at::Tensor random_mask(int64_t batch, int64_t width, bool empty_rows) {
+  at::Tensor mask = at::rand({batch, width}) > 0.4;
+  if (empty_rows) {
+    for (int64_t r = 3; r < batch; r += 5) mask[r].fill_(false);
+  }
+  return mask;
+}
+
+struct MaskedCase {
+  std::string name, distribution, kwargs;
+  bool from_probs = false;
+  int64_t mask_width = 4;
+};
+
+std::vector<MaskedCase> masked_cases() {
+  const std::string finite = "distribution_kwargs { key: 'neg_inf' value { double_value: -1e9 } }";
+  const std::string gathered = finite + " distribution_kwargs { key: 'use_cross_entropy' value { bool_value: false } }";
+  return {{"masked_categorical", "masked_categorical", ""},
+          {"masked_categorical, probs", "masked_categorical", "", true},
+          {"masked_categorical, neg_inf -1e9, no cross entropy", "masked_categorical", gathered},
+          {"masked_categorical, probs, neg_inf -1e9", "masked_categorical", finite, true},
+          {"masked_categorical, one flag per row", "masked_categorical", "", false, 1},
+          {"masked_one_hot_categorical", "masked_one_hot_categorical", ""},
+          {"masked_one_hot_categorical, probs", "masked_one_hot_categorical", "", true},
+          {"masked_one_hot_categorical, neg_inf -1e9", "masked_one_hot_categorical", finite}};
+}
+
+// Deterministic types: the fused actor's outputs equal LibTorch's on random masks, rows that
+// allow no class included (LibTorch's logits are NaN there: action 0, or no class for the one-hot
+// mode, and log-prob neg_inf): the same actions, log-probs to 1e-6 and neg_inf where LibTorch's
+// is. Returns the largest |fused - LibTorch| of the finite log-probs.
+double expect_masked_parity(const MaskedCase& c, uint64_t seed) {
+  const std::string text = masked_spec(c.distribution, c.from_probs, c.kwargs, c.mask_width, seed);
+  auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).run_self_tests(false));
+  auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).run_self_tests(false));
+  EXPECT_TRUE(fused && reference) << c.name;
+  if (!fused || !reference) return 0;
+  EXPECT_OK(fused->describe().fused_status);
+  double worst = 0;
+  int checked = 0;
+  for (int64_t batch : {1, 7, 64, 1000}) {
+    at::manual_seed(batch);
+    TensorDict obs = random_inputs({{"observation", 5}}, batch);
+    obs.set("action_mask", random_mask(batch, c.mask_width, /*empty_rows=*/true));
+    for (InteractionType type : {InteractionType::kDeterministic, InteractionType::kMode}) {
+      EXPECT_TRUE(fused->describe().runs_fused(batch, type)) << c.name;
+      ++checked;
+      const std::string what = c.name + " batch " + std::to_string(batch) + " " + std::string(nn::to_string(type));
+      TensorDict a = fused->act(obs, type);
+      TensorDict b = reference->act(obs, type);
+      EXPECT_EQ(a.keys().size(), b.keys().size()) << what;
+      const at::Tensor action = a.get("action"), expected_action = b.get("action");
+      EXPECT_EQ(action.scalar_type(), expected_action.scalar_type()) << what;
+      EXPECT_TRUE(action.equal(expected_action))
+          << what << "\nfused " << action.slice(0, 0, 8) << "\nlibtorch " << expected_action.slice(0, 0, 8);
+      const at::Tensor lp = a.get("action_log_prob").to(at::kDouble),
+                       expected = b.get("action_log_prob").to(at::kDouble);
+      EXPECT_EQ(lp.sizes(), expected.sizes()) << what;
+      if (lp.sizes() != expected.sizes()) continue;
+      const at::Tensor finite = expected.isfinite();
+      EXPECT_TRUE(lp.isfinite().equal(finite)) << what << "\nfused " << lp << "\nlibtorch " << expected;
+      EXPECT_TRUE(lp.masked_select(finite.logical_not()).equal(expected.masked_select(finite.logical_not()))) << what;
+      const at::Tensor diff = (lp - expected).masked_select(finite).abs();
+      if (diff.numel() > 0) worst = std::max(worst, diff.max().item<double>());
+      EXPECT_TRUE(diff.le(1e-6 + 1e-6 * expected.masked_select(finite).abs()).all().item<bool>())
+          << what << ": max abs diff " << diff.max().item<double>();
+      if (batch >= 7) {
+        // Rows that allow no class were in the batch: neg_inf (or the uniform of -1e9 logits).
+        EXPECT_EQ(std::isinf(expected[3].item<double>()), c.kwargs.empty()) << what << " " << expected[3];
+      }
+    }
+  }
+  EXPECT_EQ(checked, 8) << c.name;
+  return worst;
+}
+
+TEST(FusedParity, MaskedCategoricalsEqualLibTorchWithRowsThatAllowNoClass) {
+  uint64_t seed = 300;
+  for (const MaskedCase& c : masked_cases()) {
+    const double worst = expect_masked_parity(c, seed++);
+    std::cout << "[ masked ] " << c.name << ": max |fused - LibTorch| of the deterministic log-probs " << worst << "\n";
+  }
+}
+
+TEST(FusedLowering, AMaskedCategoricalReadsItsMaskAsAPlanInput) {
+  const std::string text = masked_spec("masked_categorical", false, "", 4, 5);
+  auto actor = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+  ASSERT_TRUE(actor);
+  EXPECT_EQ(actor->describe().modules.back(),
+            "module.probabilistic_sequential.modules[1]: fused (masked_categorical, mask action_mask, default "
+            "deterministic)");
+  tdpolicy::PolicySpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::build_policy(spec, "test", "."));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const FusedPlan> plan, FusedPlan::lower(policy));
+  ASSERT_EQ(plan->input_slots().size(), 2u);
+  const FusedPlan::Slot& mask = plan->slot(plan->input_slots()[1]);
+  EXPECT_EQ(mask.key, NestedKey("action_mask"));
+  EXPECT_TRUE(mask.boolean);
+  EXPECT_EQ(mask.width, 4);
+  // The flat API takes one input: a masked policy runs through act().
+  EXPECT_EQ(plan->flat_status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The log-probs the plan writes beside its draws are LibTorch's log_prob of those draws.
+TEST(FusedSampling, MaskedLogProbsOfSampledActionsEqualLibTorchs) {
+  uint64_t seed = 400;
+  for (const MaskedCase& c : masked_cases()) {
+    const std::string text = masked_spec(c.distribution, c.from_probs, c.kwargs, c.mask_width, seed++);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).seed(4));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+    ASSERT_TRUE(fused && reference);
+    at::manual_seed(17);
+    const int64_t batch = 1000;
+    // At least one allowed class per row: a row that allows none has nothing to draw.
+    at::Tensor mask = random_mask(batch, c.mask_width, false);
+    mask.select(1, 0).logical_or_(mask.any(-1).logical_not());
+    TensorDict obs({{"observation", at::randn({batch, 5})}, {"action_mask", mask}}, {batch});
+    TensorDict sampled = fused->act(obs, InteractionType::kRandom);
+    auto* seq = dynamic_cast<nn::ProbabilisticTensorDictSequentialImpl*>(reference->module().get());
+    ASSERT_NE(seq, nullptr);
+    TensorDict given({{"observation", obs.get("observation")},
+                      {"action_mask", obs.get("action_mask")},
+                      {"action", sampled.get("action")}},
+                     {batch});
+    at::Tensor expected;
+    {
+      c10::InferenceMode inference;
+      expected = std::get<at::Tensor>(seq->log_prob(given)).to(at::kDouble);
+    }
+    const at::Tensor got = sampled.get("action_log_prob").to(at::kDouble);
+    ASSERT_EQ(got.sizes(), expected.sizes()) << c.name;
+    EXPECT_TRUE(got.isfinite().all().item<bool>()) << c.name;
+    const double worst = (got - expected).abs().max().item<double>();
+    EXPECT_TRUE((got - expected).abs().le(1e-6 + 1e-6 * expected.abs()).all().item<bool>())
+        << c.name << ": max abs diff " << worst;
+    std::cout << "[ masked ] " << c.name << ": max |fused - LibTorch| of the sampled actions' log-probs " << worst
+              << "\n";
+  }
+}
+
+// The plan draws from its own Philox stream, not LibTorch's: over 1e5 draws of one row, a
+// masked-out class never comes up and the others come up at the softmax of the masked logits;
+// over random masks, no draw is a masked-out class. Seeded, so a failure repeats.
+TEST(FusedSampling, MaskedDrawsNeverPickAMaskedOutClassAndFollowTheMaskedSoftmax) {
+  const int64_t n = 100000;
+  const at::Tensor row = at::linspace(-1, 1, 5).to(at::kFloat);
+  const at::Tensor allowed = at::tensor({1, 0, 1, 1}).to(at::kBool);
+  uint64_t seed = 500;
+  for (const MaskedCase& c : masked_cases()) {
+    if (c.mask_width != 4) continue;
+    const std::string text = masked_spec(c.distribution, c.from_probs, c.kwargs, 4, seed++);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).seed(3));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).return_all_entries(true));
+    ASSERT_TRUE(fused && reference);
+    TensorDict one({{"observation", row.unsqueeze(0)}, {"action_mask", allowed.unsqueeze(0)}}, {1});
+    const TensorDict params = reference->act(one, InteractionType::kMode);
+    at::Tensor probs;
+    if (c.from_probs) {
+      probs = params.get("probs")[0].to(at::kDouble) * allowed;
+      probs = probs / probs.sum();
+    } else {
+      probs = params.get("params")[0].to(at::kDouble).masked_fill(allowed.logical_not(), -1e300).softmax(-1);
+    }
+    TensorDict obs(
+        {{"observation", row.expand({n, 5}).contiguous()}, {"action_mask", allowed.expand({n, 4}).contiguous()}}, {n});
+    at::Tensor action = fused->act(obs, InteractionType::kRandom).get("action");
+    const bool one_hot = c.distribution == "masked_one_hot_categorical";
+    if (one_hot) {
+      EXPECT_TRUE(action.sum(-1).eq(1).all().item<bool>()) << c.name;
+      action = action.argmax(-1);
+    }
+    const at::Tensor freq = at::one_hot(action, 4).to(at::kDouble).mean(0);
+    EXPECT_EQ(freq[1].item<double>(), 0.0) << c.name << ": a masked-out class was drawn";
+    EXPECT_TRUE(((freq - probs).abs() <= 5 * (probs * (1 - probs) / n).sqrt() + 1e-9).all().item<bool>())
+        << c.name << ": frequencies " << freq << " vs the masked softmax " << probs;
+    // Random observations and masks: every draw is an allowed class.
+    at::manual_seed(23);
+    at::Tensor masks = random_mask(n, 4, false);
+    masks.select(1, 2).logical_or_(masks.any(-1).logical_not());
+    TensorDict many({{"observation", at::randn({n, 5}) * 2}, {"action_mask", masks}}, {n});
+    at::Tensor drawn = fused->act(many, InteractionType::kRandom).get("action");
+    if (one_hot) drawn = drawn.argmax(-1);
+    EXPECT_TRUE(many.get("action_mask").gather(-1, drawn.unsqueeze(-1)).all().item<bool>()) << c.name;
+  }
+}
+
+// A row whose mask allows no class has nothing to draw: LibTorch's sampling raises (its
+// probabilities are NaN), and so does the plan, naming the mask and the row. With a finite
+// neg_inf such a row is a uniform draw over every class in both.
+TEST(FusedSampling, ARowWhoseMaskAllowsNoClassIsAnErrorUnderRandomAsInLibTorch) {
+  for (const std::string distribution : {"masked_categorical", "masked_one_hot_categorical"}) {
+    const std::string text = masked_spec(distribution, false, "", 4, 600);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+    auto reference = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch));
+    ASSERT_TRUE(fused && reference);
+    at::Tensor mask = at::ones({5, 4}, at::kBool);
+    mask[2].fill_(false);
+    TensorDict obs({{"observation", at::randn({5, 5})}, {"action_mask", mask}}, {5});
+    EXPECT_THROW(reference->act(obs, InteractionType::kRandom), std::exception) << distribution;
+    try {
+      fused->act(obs, InteractionType::kRandom);
+      ADD_FAILURE() << distribution << ": no error";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("row 2 of the mask 'action_mask' leaves no class"), std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find(distribution), std::string::npos) << error.what();
+    }
+    // Deterministic types do not draw: no error in either.
+    EXPECT_NO_THROW(fused->act(obs, InteractionType::kDeterministic));
+    EXPECT_NO_THROW(reference->act(obs, InteractionType::kDeterministic));
+  }
+  const std::string text = masked_spec("masked_categorical", false,
+                                       "distribution_kwargs { key: 'neg_inf' value { double_value: -1e9 } }", 4, 601);
+  const int64_t n = 40000;
+  TensorDict obs({{"observation", at::randn({n, 5})}, {"action_mask", at::zeros({n, 4}, at::kBool)}}, {n});
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    auto actor = load_spec_text(text, ActorOptions().backend(backend).seed(2));
+    ASSERT_TRUE(actor);
+    const at::Tensor freq =
+        at::one_hot(actor->act(obs, InteractionType::kRandom).get("action"), 4).to(at::kDouble).mean(0);
+    EXPECT_TRUE(((freq - 0.25).abs() <= 5 * std::sqrt(0.25 * 0.75 / n)).all().item<bool>())
+        << (backend == Backend::kFused ? "fused " : "libtorch ") << freq;
+  }
+}
+
+// A mask that is not a bool of the classes' shape: a call with one goes to LibTorch, whose input
+// check names the key and what it expected; a policy that declares one does not lower, and the
+// error names the key and what the head takes.
+TEST(FusedLowering, ABadMaskIsAnErrorNamingTheKeyAndWhatWasExpected) {
+  const std::string text = masked_spec("masked_categorical", false, "", 4, 700);
+  auto actor = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+  ASSERT_TRUE(actor);
+  auto error_of = [&](const at::Tensor& mask) -> std::string {
+    TensorDict obs({{"observation", at::randn({3, 5})}, {"action_mask", mask}}, {3});
+    try {
+      actor->act(obs, InteractionType::kDeterministic);
+    } catch (const std::invalid_argument& error) {
+      return error.what();
+    }
+    return "no error";
+  };
+  std::string error = error_of(at::ones({3, 4}, at::kFloat));
+  EXPECT_NE(error.find("input \"action_mask\" has dtype Float, expected Bool"), std::string::npos) << error;
+  error = error_of(at::ones({3, 5}, at::kBool));
+  EXPECT_NE(error.find("input \"action_mask\" has shape [3, 5], expected [3, 4]"), std::string::npos) << error;
+
+  tdpolicy::PolicySpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec));
+  ASSERT_OK_AND_ASSIGN(policy::Policy policy, policy::build_policy(spec, "test", "."));
+  const std::string head = "module.probabilistic_sequential.modules[1]: the mask 'action_mask' is ";
+  policy::Policy declared_float = policy;
+  declared_float.signature.inputs[1].dtype = at::kFloat;
+  absl::StatusOr<std::shared_ptr<const FusedPlan>> plan = FusedPlan::lower(declared_float);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find(head + "a float32 input of per-environment shape [4]; masked_categorical "
+                                                "over 4 classes takes a bool input of per-environment shape [4] (or "
+                                                "[1], one flag per row)"),
+            std::string::npos)
+      << plan.status();
+  policy::Policy declared_wider = policy;
+  declared_wider.signature.inputs[1].shape = {5};
+  plan = FusedPlan::lower(declared_wider);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find(head + "a bool input of per-environment shape [5]"), std::string::npos)
+      << plan.status();
 }
 
 }  // namespace

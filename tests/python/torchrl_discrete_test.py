@@ -3,8 +3,10 @@ QValueActor / QValueModule (one_hot and categorical, with an action mask), the d
 DistributionalQValueActor, EGreedyModule exploration, and the MaskedCategorical /
 MaskedOneHotCategorical distributions with their mask read from a key. Each is exported with
 tdpolicy.export (.pbtxt, .pb, .json), checked through the C++ `tdp` by tdpolicy.check to 1e-6
-(deterministic outputs, log-probs of given actions), and the RANDOM paths are checked by what
-they draw (only allowed actions, the fraction eps replaced, the same draws for the same seed).
+(deterministic outputs, log-probs of given actions; the masked distributions on the fused CPU
+plan too), and the RANDOM paths are checked by what they draw (only allowed actions, on both
+backends for the masked distributions, the fraction eps replaced, the same draws for the same
+seed).
 
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
@@ -74,7 +76,10 @@ class TorchRLDiscreteTest(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def export_and_check(self, actor, td, name, actions=None):
+    def export_and_check(self, actor, td, name, actions=None, fused=False):
+        """Exports `actor` and checks the spec through `tdp` on LibTorch and the auto backend, and
+        with `fused` on the fused CPU plan (which must lower: `tdp --backend=fused` refuses to load
+        otherwise)."""
         path = self.path(name)
         spec = tdpolicy.export(actor, path, example=td)
         check_td = td.clone()
@@ -84,17 +89,20 @@ class TorchRLDiscreteTest(unittest.TestCase):
         self.assertTrue(report.ok, str(report))
         report_auto = tdpolicy.check(path, actor, check_td, backend="auto")
         self.assertTrue(report_auto.ok, str(report_auto))
+        if fused:
+            report_fused = tdpolicy.check(path, actor, check_td, backend="fused")
+            self.assertTrue(report_fused.ok, str(report_fused))
         return spec, report
 
     def entries(self, report):
         return {key for key, _, _ in report.entries}
 
-    def run_tdp(self, path, td, interaction, seed):
+    def run_tdp(self, path, td, interaction, seed, backend="libtorch"):
         """`tdp run` on td's entries: the C++ outputs as float64 tensors by key."""
         document = {key: value.tolist() for key, value in td.items()}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, dir=self.dir) as f:
             json.dump(document, f)
-        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + f.name, "--backend=libtorch",
+        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + f.name, "--backend=" + backend,
                                  "--interaction=" + interaction, "--seed=%d" % seed],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -229,18 +237,19 @@ class TorchRLDiscreteTest(unittest.TestCase):
                 index[0] = (~mask[0]).nonzero()[0, 0] if (~mask[0]).any() else index[0]
                 action = index if cls is MaskedCategorical else nn.functional.one_hot(index, ACTIONS)
                 spec, report = self.export_and_check(actor, td, "%s.%s" % (name, fmt),
-                                                     TensorDict({"action": action}, [BATCH]))
+                                                     TensorDict({"action": action}, [BATCH]), fused=True)
                 prob = spec.module.probabilistic_sequential.modules[1].probabilistic
                 self.assertEqual(prob.distribution, name)
                 self.assertEqual({(b.name, b.key) for b in prob.in_keys_map},
                                  {("logits", "logits"), ("mask", "action_mask")})
                 self.assertIn("action_log_prob", self.entries(report))
-                # RANDOM draws allowed actions only.
+                # RANDOM draws allowed actions only, from LibTorch's generator and the plan's own.
                 n = 500
                 big = TensorDict({"observation": torch.randn(n, 3), "action_mask": random_mask(n)}, [n])
-                drawn = self.run_tdp(self.path("%s.%s" % (name, fmt)), big, "random", 3)["action"]
-                index = drawn.long() if cls is MaskedCategorical else drawn.argmax(-1)
-                self.assertTrue(bool(big["action_mask"].gather(-1, index.unsqueeze(-1)).all()))
+                for backend in ("libtorch", "fused"):
+                    drawn = self.run_tdp(self.path("%s.%s" % (name, fmt)), big, "random", 3, backend)["action"]
+                    index = drawn.long() if cls is MaskedCategorical else drawn.argmax(-1)
+                    self.assertTrue(bool(big["action_mask"].gather(-1, index.unsqueeze(-1)).all()), backend)
 
     def test_masked_categorical_kwargs(self):
         actor = ProbabilisticActor(
@@ -251,7 +260,7 @@ class TorchRLDiscreteTest(unittest.TestCase):
         mask = random_mask(BATCH)
         td = TensorDict({"observation": torch.randn(BATCH, 3), "action_mask": mask}, [BATCH])
         actions = TensorDict({"action": torch.randint(0, ACTIONS, (BATCH,))}, [BATCH])
-        spec, _ = self.export_and_check(actor, td, "masked_kwargs.pbtxt", actions)
+        spec, _ = self.export_and_check(actor, td, "masked_kwargs.pbtxt", actions, fused=True)
         kwargs = spec.module.probabilistic_sequential.modules[1].probabilistic.distribution_kwargs
         self.assertEqual(kwargs["neg_inf"].double_value, -1e9)
         self.assertFalse(kwargs["use_cross_entropy"].bool_value)
