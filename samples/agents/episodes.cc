@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <cmath>
 #include <string>
 
 namespace tdp::agents {
@@ -14,6 +15,14 @@ namespace tdp::agents {
 double EpisodeStats::mean_return() const {
   if (returns.empty()) return std::numeric_limits<double>::quiet_NaN();
   return std::accumulate(returns.begin(), returns.end(), 0.0) / static_cast<double>(returns.size());
+}
+
+double EpisodeStats::std_return() const {
+  if (returns.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  const double mean = mean_return();
+  double sum = 0;
+  for (double r : returns) sum += (r - mean) * (r - mean);
+  return std::sqrt(sum / static_cast<double>(returns.size() - 1));
 }
 
 double EpisodeStats::min_return() const {

@@ -35,6 +35,8 @@ struct EpisodeStats {
 
   // NaN when no episode finished.
   double mean_return() const;
+  // The sample standard deviation (n - 1); NaN below two episodes.
+  double std_return() const;
   double min_return() const;
   double max_return() const;
   // 0 when no time was measured.

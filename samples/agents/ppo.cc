@@ -312,16 +312,6 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
   };
   RunningMeanStd return_stats(1);
   at::Tensor discounted_return = at::zeros({config.num_envs}, at::kDouble);
-  std::vector<double> action_low, action_high;
-  for (const env::EntrySpec& spec : env.action_spec()) {
-    if (config.clip_actions && (spec.is_discrete() || !(spec.key == NestedKey("action")))) {
-      return absl::InvalidArgumentError(absl::StrCat("clip_actions needs one continuous \"action\" entry; ",
-                                                     env.name(), " has ", spec.key.to_string()));
-    }
-    action_low = spec.low;
-    action_high = spec.high;
-  }
-  const at::Tensor low = at::tensor(action_low, at::kFloat), high = at::tensor(action_high, at::kFloat);
 
   std::vector<at::Tensor> params = actor->parameters();
   for (const auto& p : critic->parameters()) params.push_back(p);
@@ -375,14 +365,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
       at::NoGradGuard no_grad;
       for (int64_t t = 0; t < T; ++t) {
         const TensorDict step_td = rollout_actor.act(TensorDict({{"observation", obs}}, {N}));
-        TensorDict out;
-        if (config.clip_actions) {
-          TensorDict clipped = step_td.clone(/*recurse=*/false);
-          clipped.set("action", at::max(at::min(step_td.get("action"), high), low));
-          out = env.step(clipped);
-        } else {
-          out = env.step(step_td);
-        }
+        TensorDict out = env.step(step_td);
 
         at::Tensor reward = out.get("reward").reshape({N}).to(at::kDouble);
         const at::Tensor terminated = out.get("terminated").reshape({N});

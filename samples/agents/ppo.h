@@ -70,7 +70,8 @@ struct PpoConfig {
   bool normalize_advantages = true;
   // Rewards are multiplied by this before GAE (the reported returns are not).
   double reward_scale = 1.0;
-  // The parts of CleanRL's recipe for MuJoCo (ppo_continuous_action), off by default:
+  // The parts of CleanRL's recipe for MuJoCo (ppo_continuous_action), off by default (its
+  // ClipAction is every BatchedEnv's own rule: the update scores the drawn, unclipped actions):
   // - normalize_observations: running mean and variance of the observations (Gymnasium's
   //   NormalizeObservation: count from 1e-4, (x - mean) / sqrt(var + 1e-8)) kept by PPO and
   //   written into the policy's ObservationNorm (which must exist, with standard_normal) after
@@ -85,9 +86,6 @@ struct PpoConfig {
   // - clip_value_loss: the critic's loss is max((v - R)^2, (v_clipped - R)^2), v_clipped within
   //   clip_epsilon of the rollout's value (baselines' and CleanRL's value clipping).
   bool clip_value_loss = false;
-  // - clip_actions: the environment gets actions clipped to its bounds (Gymnasium's ClipAction);
-  //   the update scores the drawn, unclipped ones.
-  bool clip_actions = false;
   // - orthogonal_init: every weight matrix orthogonal (gain sqrt 2) and biases 0, the policy's
   //   last layer with gain 0.01 and the critic's with gain 1.
   bool orthogonal_init = false;

@@ -6,7 +6,7 @@
 //   rollout --policy=my_policy.pbtxt --env=cartpole --num_envs=32 --interaction=random --seed=3
 //
 // prints, e.g.
-//   cartpole_categorical on CartPole: 100 episodes in 16 envs, return mean 9.41 min 8 max 11,
+//   cartpole_categorical on CartPole: 100 episodes in 16 envs, return mean 9.41 std 0.8 min 8 max 11,
 //   1072 env steps in 0.02 s (56634 steps/s)
 // Exit status: 0 success, 1 a bad flag, spec or spec/environment mismatch (the reason on stderr).
 #include <absl/flags/flag.h>
@@ -45,7 +45,8 @@ ABSL_FLAG(std::string, policy, "",
           "policy spec (.pbtxt, .pb, .json); a relative path is taken from the directory `bazel run` "
           "was called in (default: policies/cartpole_categorical.pbtxt)");
 ABSL_FLAG(std::string, env, "",
-          "cartpole, pendulum or goal (default: the environment the policy's file name starts with)");
+          "cartpole, pendulum, goal, halfcheetah-v5, hopper-v5, walker2d-v5 or ant-v5 (default: the environment the "
+          "policy's file name starts with)");
 ABSL_FLAG(int64_t, episodes, 100, "complete episodes to run, shared out over the environments");
 ABSL_FLAG(int64_t, num_envs, 16, "environments stepped together (the actor's batch)");
 ABSL_FLAG(std::string, interaction, "deterministic", "mode, median, mean, random or deterministic");
@@ -147,10 +148,16 @@ absl::StatusOr<std::string> rollout(const char* argv0) {
   if (!path.ok()) return path.status();
   absl::StatusOr<std::string> name = env_name(*path);
   if (!name.ok()) return name.status();
-  auto env = tdp::env::make_env(*name, tdp::env::EnvOptions(num_envs));
-  if (!env.ok()) return absl::InvalidArgumentError(absl::StrCat("--env: ", env.status().message()));
   auto actor = tdp::actor::Actor::load(*path, tdp::actor::ActorOptions().seed(seed).interaction_type(interaction));
   if (!actor.ok()) return actor.status();
+  // Observations in the precision the policy declares: an export with DoubleToFloat in its
+  // transforms reads Gymnasium's float64 observations.
+  tdp::env::EnvOptions options(num_envs);
+  for (const tdp::policy::TensorSignature& input : (*actor)->signature().inputs) {
+    if (input.key == tdp::NestedKey("observation") && input.dtype == at::kDouble) options.observation_dtype(at::kDouble);
+  }
+  auto env = tdp::env::make_env(*name, options);
+  if (!env.ok()) return absl::InvalidArgumentError(absl::StrCat("--env: ", env.status().message()));
   if (absl::Status compatible = check_compatible(*path, **actor, **env); !compatible.ok()) return compatible;
 
   tdp::agents::EpisodeStats stats;
@@ -160,10 +167,10 @@ absl::StatusOr<std::string> rollout(const char* argv0) {
     return absl::InvalidArgumentError(absl::StrCat(*path, " on ", (*env)->name(), " with --interaction=",
                                                    std::string(tdp::nn::to_string(interaction)), ": ", error.what()));
   }
-  return absl::StrFormat("%s on %s: %d episodes in %d envs, return mean %.6g min %.6g max %.6g, "
+  return absl::StrFormat("%s on %s: %d episodes in %d envs, return mean %.6g std %.6g min %.6g max %.6g, "
                          "%d env steps in %.2f s (%.0f steps/s)",
                          (*actor)->spec().name(), (*env)->name(), stats.returns.size(), num_envs, stats.mean_return(),
-                         stats.min_return(), stats.max_return(), stats.env_steps, stats.seconds,
+                         stats.std_return(), stats.min_return(), stats.max_return(), stats.env_steps, stats.seconds,
                          stats.steps_per_second());
 }
 
@@ -172,7 +179,7 @@ absl::StatusOr<std::string> rollout(const char* argv0) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "runs a policy spec in a sample simulator for complete episodes and prints the returns.\n"
-      "usage: rollout [--policy=SPEC] [--env=cartpole|pendulum|goal] [--episodes=M] [--num_envs=N]\n"
+      "usage: rollout [--policy=SPEC] [--env=cartpole|pendulum|goal|hopper-v5|...] [--episodes=M] [--num_envs=N]\n"
       "               [--interaction=deterministic|random|mode|mean|median] [--seed=S]");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {

@@ -5,6 +5,7 @@
 #include <gymnasium_assets.h>
 #include <mujoco/mujoco.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -50,6 +51,14 @@ MujocoEnv::MujocoEnv(Task task, const EnvOptions& options)
   nq_ = model_->nq;
   nv_ = model_->nv;
   nu_ = model_->nu;
+  if (nu_ > kMaxActuators) {
+    throw std::runtime_error(task_.name + ": " + model_path_ + " has " + std::to_string(nu_) + " actuators, more than " +
+                             std::to_string(kMaxActuators));
+  }
+  for (int64_t j = 0; j < nu_; ++j) {
+    low_.push_back(static_cast<float>(model_->actuator_ctrlrange[2 * j]));
+    high_.push_back(static_cast<float>(model_->actuator_ctrlrange[2 * j + 1]));
+  }
   data_.reserve(num_envs());
   for (int64_t i = 0; i < num_envs(); ++i) {
     mjData* data = mj_makeData(model_);
@@ -84,11 +93,9 @@ std::vector<EntrySpec> MujocoEnv::action_spec() const {
   spec.key = "action";
   spec.shape = {nu_};
   spec.dtype = at::kFloat;
-  for (int64_t j = 0; j < nu_; ++j) {
-    // Gymnasium's action space: the ctrlrange, as float32.
-    spec.low.push_back(static_cast<float>(model_->actuator_ctrlrange[2 * j]));
-    spec.high.push_back(static_cast<float>(model_->actuator_ctrlrange[2 * j + 1]));
-  }
+  // Gymnasium's action space: the ctrlrange, as float32.
+  spec.low.assign(low_.begin(), low_.end());
+  spec.high.assign(high_.begin(), high_.end());
   return {spec};
 }
 
@@ -165,7 +172,10 @@ MujocoEnv::Transition MujocoEnv::transition(const at::Tensor& state, const Tenso
     for (int64_t i = begin; i < end; ++i) {
       mjData* data = data_[i];
       const double* before = in + i * state_dim();
-      const float* a = action + i * nu_;
+      // BatchedEnv's contract, and Gymnasium's ClipAction: the action is clipped to its bounds
+      // (in float32, as np.clip on the float32 action) before the step and its control cost.
+      float a[kMaxActuators];
+      for (int64_t j = 0; j < nu_; ++j) a[j] = std::clamp(action[i * nu_ + j], low_[j], high_[j]);
       load(before, data);
       for (int64_t j = 0; j < nu_; ++j) data->ctrl[j] = a[j];
       for (int k = 0; k < task_.frame_skip; ++k) mj_step(model_, data);

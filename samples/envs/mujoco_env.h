@@ -11,9 +11,11 @@
 // Equal to Gymnasium step for step (tests/envs/mujoco_test.cc checks 1e-9 in float64): the same
 // engine build (the venv's mujoco wheel), the same model file, the same frame skip, reward
 // terms, termination rules, observation layout and default keyword arguments, and the float32
-// arithmetic Gymnasium's control cost does on a float32 action. Actions are not clipped: as in
-// Gymnasium, MuJoCo clamps the controls to the actuators' ctrlrange and the control cost is taken
-// on the action given.
+// arithmetic Gymnasium's control cost does on a float32 action. As every BatchedEnv, a task clips
+// actions to their bounds (the actuators' ctrlrange) before the step and its control cost: it
+// equals Gymnasium's task under the ClipAction wrapper, which is how PPO recipes (CleanRL's)
+// and evaluations run them; without it, an out-of-range action would pay a control cost on
+// torque the actuator never applies.
 //
 // State: one row per environment, float64 whatever EnvOptions::dtype says (MuJoCo's mjtNum):
 //   [qpos (nq) | qvel (nv) | qacc_warmstart (nv) | the task's cached quantities]
@@ -118,6 +120,8 @@ class MujocoEnv : public BatchedEnv {
   std::string model_path_;
   mjModel_* model_ = nullptr;
   std::vector<mjData_*> data_;  // one per environment: scratch, the state lives in the rows
+  static constexpr int64_t kMaxActuators = 64;
+  std::vector<float> low_, high_;  // the actuators' ctrlrange
   int64_t nq_ = 0;
   int64_t nv_ = 0;
   int64_t nu_ = 0;

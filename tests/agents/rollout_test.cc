@@ -29,7 +29,8 @@ constexpr char kNumber[] = "-?[0-9.e+-]+";
 
 std::string summary_regex(const std::string& head) {
   const std::string n = kNumber;
-  return head + ", return mean " + n + " min " + n + " max " + n + ", [0-9]+ env steps in [0-9.]+ s \\([0-9]+ steps/s\\)\n";
+  return head + ", return mean " + n + " std (" + n + "|nan) min " + n + " max " + n +
+         ", [0-9]+ env steps in [0-9.]+ s \\([0-9]+ steps/s\\)\n";
 }
 
 // The "return mean X" of a summary line.
@@ -62,7 +63,7 @@ TEST(Rollout, GuessesTheEnvironmentFromThePolicyFileName) {
 TEST(Rollout, CommittedTrainedPoliciesKeepTheirReturns) {
   const Result cartpole = rollout({"--policy=" + runfile("samples/agents/trained/cartpole_ppo.pb"), "--episodes=16"});
   ASSERT_EQ(cartpole.exit_code, 0) << cartpole.err;
-  EXPECT_THAT(cartpole.out, HasSubstr("on CartPole: 16 episodes in 16 envs, return mean 500 min 500 max 500"));
+  EXPECT_THAT(cartpole.out, HasSubstr("on CartPole: 16 episodes in 16 envs, return mean 500 std 0 min 500 max 500"));
   const Result pendulum = rollout({"--policy=" + runfile("samples/agents/trained/pendulum_ppo.pb"), "--episodes=16"});
   ASSERT_EQ(pendulum.exit_code, 0) << pendulum.err;
   const Result goal = rollout({"--policy=" + runfile("samples/agents/trained/goal_ppo.pb"), "--episodes=32"});
@@ -105,11 +106,13 @@ TEST(Rollout, BadFlagsExitOneWithTheReason) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "rollout: INVALID_ARGUMENT: --env: required, since the policy file name \"recurrent_gru.pbtxt\" does not "
-            "start with an environment name (cartpole, goal, pendulum)\n");
+            "start with an environment name (ant-v5, cartpole, goal, halfcheetah-v5, hopper-v5, pendulum, walker2d-v5)\n");
 
   r = rollout({"--env=mountaincar"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "rollout: INVALID_ARGUMENT: --env: unknown environment \"mountaincar\"; known: cartpole, goal, pendulum\n");
+  EXPECT_EQ(r.err,
+            "rollout: INVALID_ARGUMENT: --env: unknown environment \"mountaincar\"; known: ant-v5, cartpole, goal, "
+            "halfcheetah-v5, hopper-v5, pendulum, walker2d-v5\n");
 
   r = rollout({"--episodes=0"});
   EXPECT_EQ(r.exit_code, 1);

@@ -1,9 +1,10 @@
 """Gymnasium's MuJoCo tasks stepped with random actions: the reference mujoco_gymnasium_test
 replays in C++.
 
-For each task: gymnasium.make(task) with its registered defaults (1000-step time limit), reset
-with a seed, then `steps` steps of actions drawn uniformly from 1.1x the action space (so some
-leave the ctrlrange that MuJoCo clamps), resetting on terminated or truncated. Writes
+For each task: gymnasium.make(task) with its registered defaults (1000-step time limit) under
+ClipAction (as the C++ tasks clip, being BatchedEnvs), reset with a seed, then `steps` steps of
+actions drawn uniformly from 1.1x the action space (so some are clipped), resetting on
+terminated or truncated. The actions recorded are the unclipped ones both sides are given. Writes
 <out>/<task>.f64: float64 little-endian values,
   header: nq, nv, nu, observation size, number of records
   reset record: 0, qpos, qvel, observation
@@ -19,11 +20,11 @@ import numpy as np
 
 
 def record_task(task: str, steps: int, out_dir: str, seed: int) -> None:
-    env = gym.make(task)
+    env = gym.wrappers.ClipAction(gym.make(task))
     base = env.unwrapped
     rng = np.random.default_rng(seed)
     nq, nv, nu = base.model.nq, base.model.nv, base.model.nu
-    low, high = env.action_space.low, env.action_space.high
+    low, high = base.action_space.low, base.action_space.high
     records = []
 
     def reset(**kwargs):
