@@ -394,7 +394,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         // A time limit is not the end of the task: bootstrap from the value of the state the
         // step reached (final_observation), as if the episode went on.
         const at::Tensor cut = truncated & terminated.logical_not();
-        if (cut.any().item<bool>()) {
+        if (config.bootstrap_truncated && cut.any().item<bool>()) {
           scaled = scaled + config.gamma * value_of(out.get("final_observation")) * cut.to(at::kFloat);
         }
 

@@ -83,6 +83,9 @@ struct PpoConfig {
   //   [-reward_clip, reward_clip].
   bool normalize_rewards = false;
   double reward_clip = 10.0;
+  // - bootstrap_truncated false: a time limit ends the return as a termination does (CleanRL's
+  //   `done = terminated or truncated`), instead of bootstrapping from V(final_observation).
+  bool bootstrap_truncated = true;
   // - clip_value_loss: the critic's loss is max((v - R)^2, (v_clipped - R)^2), v_clipped within
   //   clip_epsilon of the rollout's value (baselines' and CleanRL's value clipping).
   bool clip_value_loss = false;

@@ -3,8 +3,8 @@
 // minibatches, gamma 0.99, GAE lambda 0.95, clip 0.2 (also on the value loss), Adam 3e-4
 // annealed to 0, gradient norm 0.5, tanh MLPs 64x64 with orthogonal init and a
 // state-independent log-std, observation normalization (inside the policy, saved with it) and
-// reward normalization, both clipped to 10, actions clipped to [-1, 1] by the environment,
-// 1M steps; then 10 deterministic evaluation episodes of the saved policy.
+// reward normalization, both clipped to 10, actions clipped to [-1, 1] by the environment, the
+// time limit ending returns as a termination does, 1M steps; then 10 deterministic evaluation episodes of the saved policy.
 //
 //   ./bazelw run -c opt //samples:ppo_mujoco -- --env=HalfCheetah-v5   # runs/mujoco/halfcheetah-v5/
 #include "samples/agents/ppo_main.h"
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   c.normalize_rewards = true;
   c.reward_clip = 10.0;
   c.clip_value_loss = true;
+  c.bootstrap_truncated = false;
   c.orthogonal_init = true;
   return tdp::agents::run_ppo_main(argc, argv, d);
 }

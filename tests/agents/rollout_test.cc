@@ -70,6 +70,11 @@ TEST(Rollout, CommittedTrainedPoliciesKeepTheirReturns) {
   ASSERT_EQ(goal.exit_code, 0) << goal.err;
   EXPECT_GT(mean_return(pendulum.out), -300) << pendulum.out;  // untrained: about -1200
   EXPECT_GT(mean_return(goal.out), 0.3) << goal.out;           // untrained: about -0.4
+  // The file name names the environment: rollout finds HalfCheetah-v5 itself.
+  const Result cheetah = rollout({"--policy=" + runfile("samples/agents/trained/halfcheetah-v5_ppo.pb"), "--episodes=8"});
+  ASSERT_EQ(cheetah.exit_code, 0) << cheetah.err;
+  EXPECT_THAT(cheetah.out, HasSubstr("halfcheetah_ppo on HalfCheetah-v5: 8 episodes"));
+  EXPECT_GT(mean_return(cheetah.out), 400) << cheetah.out;  // untrained: about -100
 }
 
 TEST(Rollout, SameSeedSameReturns) {

@@ -16,11 +16,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 from tensordict import TensorDict
-from tensordict.nn import TensorDictModule, TensorDictSequential
+from tensordict.nn import AddStateIndependentNormalScale, TensorDictModule, TensorDictSequential
 from torch import nn
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MLP, ProbabilisticActor
-from torchrl.modules.models.utils import AddStateIndependentNormalScale
 
 
 class ClippedStandardize(nn.Module):
@@ -88,7 +87,7 @@ def envpool_steps_per_second(task, num_envs, seconds):
 def cpp_results(binary, tasks, seconds):
     names = "|".join(t.split("-")[0] for t in tasks)
     out = subprocess.run(
-        [binary, f"--benchmark_filter=<({names})>", f"--benchmark_min_time={seconds}s", "--benchmark_format=json"],
+        [binary, f"--benchmark_filter=<({names})[,>]", f"--benchmark_min_time={seconds}", "--benchmark_format=json"],
         check=True, capture_output=True, text=True).stdout
     results = {}
     for b in json.loads(out)["benchmarks"]:
