@@ -647,7 +647,8 @@ struct FusedPlan::Impl {
     }
     Op op{Op::kMapping};
     op.in = find_or_none(module.in_keys()[0]);
-    if (op.in < 0) op.in = find(module.in_keys()[0], path);  // the error naming the key
+    // The error naming the key, or a value that is not a vector (the copy below is a vector's).
+    if (op.in < 0 || slots[op.in].shape.size() > 1) op.in = find(module.in_keys()[0], path);
     op.out_w = slots[op.in].width;
     op.out = add_temp(op.out_w);
     ops.push_back(op);
@@ -713,6 +714,7 @@ struct FusedPlan::Impl {
     }
     const int out = add_slot(NestedKey("_"), agents * out_w, {agents, out_w});
     const int64_t nets = o.centralized() && o.share_params() ? 1 : agents;
+    std::vector<size_t> first_agent_linears;  // shared weights: agent 0's ops, whose arena the others read
     for (int64_t a = 0; a < nets; ++a) {
       int y = x;
       if (!o.centralized()) {
@@ -721,7 +723,15 @@ struct FusedPlan::Impl {
       }
       for (size_t i = 0; i < layers.size(); ++i) {
         const auto& [weight, bias] = layers[i];
-        y = o.share_params() ? add_dense(y, weight, bias, -1) : add_dense(y, weight[a], bias[a], -1);
+        if (o.share_params() && a > 0) {
+          Op op = ops[first_agent_linears[i]];
+          op.in = y;
+          op.out = y = add_temp(op.out_w);
+          ops.push_back(op);
+        } else {
+          y = o.share_params() ? add_dense(y, weight, bias, -1) : add_dense(y, weight[a], bias[a], -1);
+          if (a == 0) first_agent_linears.push_back(ops.size() - 1);
+        }
         if (i + 1 < layers.size() || o.activate_last_layer()) {
           Op op{Op::kActivation};
           op.in = op.out = y;
