@@ -1149,7 +1149,9 @@ struct FusedPlan::Impl {
       return t.detach().cpu();
     };
     for (const auto& [name, value] : tensors) {
-      if (name != "low" && name != "high") throw NotLowerable(absl::StrCat(h.path, ": the tensor kwarg \"", name, "\""));
+      if (name != "low" && name != "high") {
+        throw NotLowerable(absl::StrCat(h.path, ": the tensor kwarg \"", name, "\" of tanh_delta"));
+      }
     }
     const Bound low = bound("low", -1.0), high = bound("high", 1.0);
     // Numbers stay numbers (double arithmetic, then one rounding to float32), tensors are float32.
@@ -1879,7 +1881,7 @@ struct FusedPlan::Impl {
         const float lim = 1.0f - 1e-6f;
         const float atol = static_cast<float>(head.atol), rtol = static_cast<float>(head.rtol);
         for (int64_t r = 0; r < rows; ++r) {
-          bool equal = true;
+          bool equal = true, nan = false;
           for (int64_t j = 0; j < d; ++j) {
             const float loc = (p[r * d + j] + half_range[j]) + low[j];
             float t = std::tanh(loc);
@@ -1888,12 +1890,19 @@ struct FusedPlan::Impl {
             sample[r * d + j] = y;
             // log_prob(y) inverts the map and asks the Delta whether that is its point: +inf when
             // every element is within atol + rtol * |loc| (a saturated tanh does not invert back),
-            // else -inf; the Jacobian's finite terms do not change an infinity.
+            // else -inf; the Jacobian's finite terms do not change an infinity. Without `safe` a
+            // tanh rounded to +-1 inverts to an infinity, whose Jacobian term is infinite too (or
+            // NaN): LibTorch's sum is NaN there, as it is for a NaN param.
             float x = (y - centre[j]) / half_range[j];
             if (head.safe_tanh) x = std::min(std::max(x, -lim), lim);
-            equal = equal && std::fabs(std::atanh(x) - loc) < atol + rtol * std::fabs(loc);
+            const float pre = std::atanh(x);
+            nan = nan || !std::isfinite(pre);
+            equal = equal && std::fabs(pre - loc) < atol + rtol * std::fabs(loc);
           }
-          if (want_log_prob) lp[r] = equal ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+          if (want_log_prob) {
+            const float inf = std::numeric_limits<float>::infinity();
+            lp[r] = nan ? std::numeric_limits<float>::quiet_NaN() : equal ? inf : -inf;
+          }
         }
         return;
       }

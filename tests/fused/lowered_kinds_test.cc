@@ -73,10 +73,11 @@ double expect_same_outputs(Actor& fused, Actor& reference, const TensorDict& inp
         continue;
       }
       const at::Tensor fd = f.to(at::kDouble), rd = r.to(at::kDouble);
-      const at::Tensor finite = rd.isfinite();
-      EXPECT_TRUE(fd.isfinite().equal(finite)) << at_key << "\nfused " << f.slice(0, 0, 8) << "\nlibtorch "
-                                               << r.slice(0, 0, 8);
-      EXPECT_TRUE(fd.masked_select(finite.logical_not()).equal(rd.masked_select(finite.logical_not()))) << at_key;
+      const at::Tensor finite = rd.isfinite(), infinite = rd.isinf();
+      EXPECT_TRUE(fd.isfinite().equal(finite))
+          << at_key << "\nfused " << f.slice(0, 0, 8) << "\nlibtorch " << r.slice(0, 0, 8);
+      EXPECT_TRUE(fd.isnan().equal(rd.isnan())) << at_key;
+      EXPECT_TRUE(fd.masked_select(infinite).equal(rd.masked_select(infinite))) << at_key;
       const at::Tensor diff = (fd - rd).masked_select(finite).abs();
       if (diff.numel() == 0) continue;
       const double max = diff.max().item<double>();
@@ -89,14 +90,20 @@ double expect_same_outputs(Actor& fused, Actor& reference, const TensorDict& inp
 
 // ---- TanhDelta ----------------------------------------------------------------------------
 
-// obs [5] -> Mlp -> param [3] -> tanh_delta with `kwargs`, its log-prob returned.
-std::string tanh_delta_spec(const std::string& kwargs) {
-  return "inputs { key: 'observation' shape: 5 }\n"
+// obs [5] -> Mlp -> param [3] -> tanh_delta with `kwargs`, its log-prob returned; `direct`: the
+// param is the observation [3] itself (so that both backends squash the same values).
+std::string tanh_delta_spec(const std::string& kwargs, bool direct = false) {
+  const std::string network =
+      direct ? ""
+             : "  modules { network { in_keys: 'observation' out_keys: 'param' network { mlp { in_features: 5 "
+               "hidden_sizes: [16] out_features: 3 activation: 'relu' } } } }\n";
+  return std::string("inputs { key: 'observation' shape: ") + (direct ? "3" : "5") +
+         " }\n"
          "output_keys: 'action' output_keys: 'action_log_prob'\n"
-         "module { probabilistic_sequential {\n"
-         "  modules { network { in_keys: 'observation' out_keys: 'param' network { mlp { in_features: 5 "
-         "hidden_sizes: [16] out_features: 3 activation: 'relu' } } } }\n"
-         "  modules { probabilistic { in_keys_map { name: 'param' key: 'param' } out_keys: 'action' "
+         "module { probabilistic_sequential {\n" +
+         network + "  modules { probabilistic { in_keys_map { name: 'param' key: '" +
+         (direct ? "observation" : "param") +
+         "' } out_keys: 'action' "
          "distribution: 'tanh_delta' " +
          kwargs +
          " return_log_prob: true log_prob_key: 'action_log_prob' default_interaction_type: 'deterministic' } }\n"
@@ -117,30 +124,43 @@ TEST(FusedParity, TanhDeltaEqualsLibTorchWithNumberAndTensorBounds) {
       {"not safe, atol 1e-4", kwarg("safe", "bool_value: false") + " " + kwarg("atol", "double_value: 1e-4")},
   };
   for (const auto& [name, kwargs] : cases) {
-    const std::string text = tanh_delta_spec(kwargs);
-    auto fused = load(text, Backend::kFused);
-    auto reference = load(text, Backend::kLibTorch);
-    ASSERT_TRUE(fused && reference) << name;
-    ASSERT_OK(fused->describe().fused_status);
-    // LibTorch estimates the mean by averaging draws and has no median: those stay there.
-    EXPECT_FALSE(fused->describe().runs_fused(1, InteractionType::kMean)) << name;
-    EXPECT_FALSE(fused->describe().runs_fused(1, InteractionType::kMedian)) << name;
-    double worst = 0;
-    int64_t finite_log_probs = 0;
-    for (int64_t batch : {1, 7, 64}) {
-      at::manual_seed(batch);
-      TensorDict obs({batch});
-      obs.set("observation", at::randn({batch, 5}) * 2);
-      worst = std::max(worst, expect_same_outputs(*fused, *reference, obs,
-                                                  {InteractionType::kDeterministic, InteractionType::kMode,
-                                                   InteractionType::kRandom},
-                                                  "tanh_delta, " + name));
-      finite_log_probs +=
-          reference->act(obs, InteractionType::kDeterministic).get("action_log_prob").gt(0).sum().item<int64_t>();
+    for (bool direct : {false, true}) {
+      const std::string text = tanh_delta_spec(kwargs, direct);
+      auto fused = load(text, Backend::kFused);
+      auto reference = load(text, Backend::kLibTorch);
+      ASSERT_TRUE(fused && reference) << name;
+      ASSERT_OK(fused->describe().fused_status);
+      // LibTorch estimates the mean by averaging draws and has no median: those stay there.
+      EXPECT_FALSE(fused->describe().runs_fused(1, InteractionType::kMean)) << name;
+      EXPECT_FALSE(fused->describe().runs_fused(1, InteractionType::kMedian)) << name;
+      double worst = 0;
+      int64_t on_delta = 0, off_delta = 0;
+      // A param up to about 30 (the observation times 8) saturates the tanh: those actions do not
+      // invert back onto the Delta.
+      for (double scale : {2.0, 8.0}) {
+        if (!direct && scale > 2) continue;  // the Mlp's rounding, not the squashing, would dominate
+        for (int64_t batch : {1, 7, 64}) {
+          at::manual_seed(batch);
+          TensorDict obs({batch});
+          obs.set("observation", at::randn({batch, direct ? 3 : 5}) * scale);
+          worst = std::max(worst, expect_same_outputs(*fused, *reference, obs,
+                                                      {InteractionType::kDeterministic, InteractionType::kMode,
+                                                       InteractionType::kRandom},
+                                                      "tanh_delta, " + name));
+          const at::Tensor lp = reference->act(obs, InteractionType::kDeterministic).get("action_log_prob");
+          on_delta += lp.gt(0).sum().item<int64_t>();
+          off_delta += lp.lt(0).sum().item<int64_t>();
+        }
+      }
+      // +inf occurs (the action inverts back onto the Delta), and with saturated values -inf.
+      EXPECT_GT(on_delta, 0) << name;
+      if (direct) {
+        EXPECT_GT(off_delta, 0) << name;
+      }
+      std::cout << "[ tanh_delta ] " << name << (direct ? ", param given" : ", param from an Mlp")
+                << ": max |fused - LibTorch| of the actions " << worst << "; log-probs +inf " << on_delta << ", -inf "
+                << off_delta << " (the same in both)\n";
     }
-    // Most rows score +inf (the action inverts back onto the Delta); the rest -inf.
-    EXPECT_GT(finite_log_probs, 0) << name;
-    std::cout << "[ tanh_delta ] " << name << ": max |fused - LibTorch| of the actions " << worst << "\n";
   }
 }
 
@@ -180,10 +200,10 @@ TEST(FusedParity, MaskedQValueActorsEqualLibTorchWithRowsThatAllowNoAction) {
         if (batch > 1) mask[1].fill_(false);  // a row that allows no action: every value finfo.min
         if (batch > 2) mask[2].fill_(true);
         obs.set("action_mask", mask);
-        worst = std::max(worst, expect_same_outputs(*fused, *reference, obs,
-                                                    {InteractionType::kDeterministic, InteractionType::kMode,
-                                                     InteractionType::kRandom},
-                                                    name));
+        worst = std::max(
+            worst, expect_same_outputs(
+                       *fused, *reference, obs,
+                       {InteractionType::kDeterministic, InteractionType::kMode, InteractionType::kRandom}, name));
         // The greedy action is an allowed one wherever the row allows any.
         const at::Tensor action = fused->act(obs, InteractionType::kDeterministic).get("action");
         const at::Tensor index = space == "one_hot" ? action.argmax(-1) : action;
@@ -205,8 +225,7 @@ std::string multi_agent_spec(bool centralized, bool share_params, const std::str
          "multi_agent_mlp { n_agents: 3 n_agent_inputs: 4 n_agent_outputs: 6 centralized: " +
          (centralized ? "true" : "false") + " share_params: " + (share_params ? "true" : "false") +
          " mlp { in_features: " + (centralized ? "12" : "4") + " hidden_sizes: [16, 16] out_features: 6 activation: '" +
-         activation + "' activate_last_layer: " + (activate_last_layer ? "true" : "false") +
-         " } } } } }\ninit_seed: 5";
+         activation + "' activate_last_layer: " + (activate_last_layer ? "true" : "false") + " } } } } }\ninit_seed: 5";
 }
 
 TEST(FusedParity, MultiAgentMlpEqualsLibTorchCentralizedOrNotSharedOrNot) {
