@@ -14,10 +14,13 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 #include "sdk/fused/math.h"
 #include "sdk/fused/philox.h"
 #include "sdk/nn/layers.h"
+#include "sdk/nn/multi_agent_mlp.h"
 #include "sdk/nn/networks.h"
 #include "sdk/nn/normal_param_extractor.h"
 #include "sdk/nn/q_value_module.h"
@@ -87,9 +90,14 @@ struct Op {
   // kClampBox: out clamped in place into [low at w, high at w2].
   bool clamp = false;
   bool one_hot = false;  // kQValue: a one-hot action (else the index)
+  // kQValue with an action mask: the mask's slot (0 / 1 floats, one per action) and the slot of
+  // the masked values, which LibTorch writes back at the action-value key.
+  int mask = -1, masked = -1;
 };
 
-enum class HeadKind { kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta };
+enum class HeadKind {
+  kNone, kCategorical, kOneHotCategorical, kBernoulli, kNormal, kIndependentNormal, kTanhNormal, kDelta, kTanhDelta
+};
 
 // One distribution: the probabilistic module's, or one part of its composite.
 struct Head {
@@ -116,6 +124,11 @@ struct Head {
   int64_t mask_width = 0;
   float neg_inf = -std::numeric_limits<float>::infinity();
   bool use_cross_entropy = true;
+  // tanh_delta: arena offsets of four [width] float32 arrays, each as TanhDelta computes it from
+  // its bounds (in double for numbers, in float32 for tensors): (high - low) / 2, which the Delta's
+  // shift adds to param before low, then low, then the affine map's loc (high + low) / 2; its scale
+  // is (high - low) / 2 again. `safe_tanh` is TanhDelta's `safe`.
+  int64_t tanh_delta_bounds = -1;
 };
 
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
@@ -303,6 +316,17 @@ struct FusedPlan::Impl {
     return -1;
   }
   int find(const NestedKey& key, const std::string& path) const {
+    const int s = find_agents(key, path);
+    if (slots[s].shape.size() > 1) {
+      throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), " of per-environment shape [",
+                                      absl::StrJoin(slots[s].shape, ", "),
+                                      "]; the plan's kernels read vectors, and such values only as a multi_agent_mlp's "
+                                      "input or a recurrent module's state"));
+    }
+    return s;
+  }
+  // find() for a value that may be [n_agents, features] per row (held flat, n_agents * features).
+  int find_agents(const NestedKey& key, const std::string& path) const {
     const int s = find_or_none(key);
     if (s < 0) throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), ", which the plan does not compute"));
     if (slots[s].float64) {
@@ -329,16 +353,20 @@ struct FusedPlan::Impl {
     return at_offset;
   }
   int add_linear(int in, const torch::nn::LinearImpl& linear, int out_slot) {
+    return add_dense(in, linear.weight, linear.options.bias() ? linear.bias : at::Tensor(), out_slot);
+  }
+  // x @ weight.T + bias (bias may be undefined) over slot `in`, as torch.nn.Linear.
+  int add_dense(int in, const at::Tensor& weight, const at::Tensor& bias, int out_slot) {
     Op op{Op::kLinear};
     op.in = in;
-    op.in_w = linear.options.in_features();
-    op.out_w = linear.options.out_features();
+    op.in_w = weight.size(1);
+    op.out_w = weight.size(0);
     if (slots[in].width != op.in_w) {
       throw NotLowerable(absl::StrCat("a Linear with in_features ", op.in_w, " reads a value of width ", slots[in].width));
     }
     op.out = out_slot < 0 ? add_temp(op.out_w) : out_slot;
-    op.w = put(linear.weight.t());
-    if (linear.options.bias()) op.b = put(linear.bias);
+    op.w = put(weight.t());
+    if (bias.defined()) op.b = put(bias);
     ops.push_back(op);
     return op.out;
   }
@@ -619,7 +647,8 @@ struct FusedPlan::Impl {
     }
     Op op{Op::kMapping};
     op.in = find_or_none(module.in_keys()[0]);
-    if (op.in < 0) op.in = find(module.in_keys()[0], path);  // the error naming the key
+    // The error naming the key, or a value that is not a vector (the copy below is a vector's).
+    if (op.in < 0 || slots[op.in].shape.size() > 1) op.in = find(module.in_keys()[0], path);
     op.out_w = slots[op.in].width;
     op.out = add_temp(op.out_w);
     ops.push_back(op);
@@ -657,11 +686,68 @@ struct FusedPlan::Impl {
                                     "(an image policy runs on LibTorch)"));
   }
 
-  void lower_multi_agent_mlp(const nn::TensorDictModuleImpl&, const std::string& path) {
-    throw NotLowerable(absl::StrCat(path,
-                                    ": a MultiAgentMlp reads and writes [n_agents, features] per row; the plan's "
-                                    "values are vectors and its heads have no agent dim (a multi-agent policy "
-                                    "runs on LibTorch)"));
+  // TorchRL's MultiAgentMLP on a row of [n_agents, n_agent_inputs] values, which the plan holds
+  // flat: each agent's MLP is the plan's Linear and activation ops on its own temporaries, reading
+  // the agent's columns (or, centralized, the whole row), its output copied into the agent's
+  // columns of the [n_agents, n_agent_outputs] result. With share_params every agent's Linear
+  // reads the same weights; centralized and shared, one MLP's output is copied to every agent.
+  void lower_multi_agent_mlp(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    const auto& mlp = network_as<nn::MultiAgentMlpImpl>(module, path);
+    need(module, 1, 1, "MultiAgentMlp", path);
+    const auto& o = mlp.options();
+    const int64_t agents = o.n_agents(), in_w = o.n_agent_inputs(), out_w = o.n_agent_outputs();
+    const int x = find_agents(module.in_keys()[0], path);
+    if (slots[x].shape != std::vector<int64_t>{agents, in_w}) {
+      throw NotLowerable(absl::StrCat(path, ": a MultiAgentMlp of n_agents ", agents, " and n_agent_inputs ", in_w,
+                                      " reads ", module.in_keys()[0].to_string(), " of per-environment shape [",
+                                      absl::StrJoin(slots[x].shape, ", "), "]"));
+    }
+    const Activation activation = parse_activation(o.activation());
+    // TorchRL's parameter names: params.<2 i>.weight / .bias, stacked over agents unless shared.
+    const auto params = mlp.named_parameters(/*recurse=*/true);
+    std::vector<std::pair<at::Tensor, at::Tensor>> layers;
+    for (size_t i = 0; i <= o.hidden_sizes().size(); ++i) {
+      const at::Tensor* weight = params.find(absl::StrCat("params.", 2 * i, ".weight"));
+      const at::Tensor* bias = params.find(absl::StrCat("params.", 2 * i, ".bias"));
+      if (weight == nullptr || bias == nullptr) throw SpecMismatch(path);
+      layers.emplace_back(*weight, *bias);
+    }
+    const int out = add_slot(NestedKey("_"), agents * out_w, {agents, out_w});
+    const int64_t nets = o.centralized() && o.share_params() ? 1 : agents;
+    std::vector<size_t> first_agent_linears;  // shared weights: agent 0's ops, whose arena the others read
+    for (int64_t a = 0; a < nets; ++a) {
+      int y = x;
+      if (!o.centralized()) {
+        y = add_temp(in_w);
+        copy_columns(x, a * in_w, in_w, y, 0);
+      }
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const auto& [weight, bias] = layers[i];
+        if (o.share_params() && a > 0) {
+          Op op = ops[first_agent_linears[i]];
+          op.in = y;
+          op.out = y = add_temp(op.out_w);
+          ops.push_back(op);
+        } else {
+          y = o.share_params() ? add_dense(y, weight, bias, -1) : add_dense(y, weight[a], bias[a], -1);
+          if (a == 0) first_agent_linears.push_back(ops.size() - 1);
+        }
+        if (i + 1 < layers.size() || o.activate_last_layer()) {
+          Op op{Op::kActivation};
+          op.in = op.out = y;
+          op.out_w = slots[y].width;
+          op.activation = activation;
+          ops.push_back(op);
+        }
+      }
+      for (int64_t to = nets == 1 ? 0 : a; to < (nets == 1 ? agents : a + 1); ++to) {
+        copy_columns(y, 0, out_w, out, to * out_w);
+      }
+    }
+    output(out, module.out_keys_source()[0]);
+    description.push_back(absl::StrCat(path, ": fused (MultiAgentMlp, ", agents, " agents, ",
+                                       o.centralized() ? "centralized" : "decentralized",
+                                       o.share_params() ? ", shared params" : ", one MLP per agent", ")"));
   }
 
   // ---- layers (activation, layer_norm, flatten, sequence): each from input slots to new ones ----
@@ -942,16 +1028,21 @@ struct FusedPlan::Impl {
 
   // Reads the distribution `h.name` with `kwargs` into `h`; `param(name)` is the slot of the
   // distribution parameter `name`, -1 when it has none.
-  HeadLayout lower_head(Head& h, const dist::DistributionKwargs& kwargs,
-                        const std::function<int(const std::string&)>& param) const {
+  // `tensors`: the kwargs given as tensors (tanh_delta's per-element bounds).
+  HeadLayout lower_head(Head& h, const dist::DistributionKwargs& kwargs, const dist::DistributionTensorKwargs& tensors,
+                        const std::function<int(const std::string&)>& param) {
     const std::string& path = h.path;
+    if (!tensors.empty() && h.name != "tanh_delta") {
+      throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", tensors.begin()->first, "\" of ", h.name,
+                                      " (per-element distribution bounds have no fused kernel here)"));
+    }
     auto kw = [&](const char* name, double fallback) {
       auto it = kwargs.find(name);
       return it == kwargs.end() ? fallback : it->second.toDouble();
     };
     for (const auto& [name, value] : kwargs) {
-      static const char* known[] = {"low",        "high", "upscale", "tanh_loc", "safe_tanh",
-                                    "event_dims", "atol", "rtol",    "neg_inf",  "use_cross_entropy"};
+      static const char* known[] = {"low",  "high", "upscale", "tanh_loc",          "safe_tanh", "event_dims",
+                                    "atol", "rtol", "neg_inf", "use_cross_entropy", "safe"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return name == k; }) == std::end(known)) {
         throw NotLowerable(absl::StrCat(path, ": the distribution kwarg '", name, "'"));
       }
@@ -1012,6 +1103,10 @@ struct FusedPlan::Impl {
       h.rtol = kw("rtol", 1e-6);
       layout.sample_width = h.width;
       layout.sample_shape = {h.width};  // one event per row (Delta's event shape is param's last dim)
+    } else if (h.name == "tanh_delta") {
+      lower_tanh_delta(h, kwargs, tensors, param);
+      layout.sample_width = h.width;
+      layout.sample_shape = {h.width};
     } else {
       throw NotLowerable(absl::StrCat(path, ": the distribution '", h.name, "' has no fused kernel"));
     }
@@ -1020,6 +1115,62 @@ struct FusedPlan::Impl {
           absl::StrCat(path, ": ", h.name, " over ", h.width, " values (the plan takes at most ", kMaxEvent, ")"));
     }
     return layout;
+  }
+
+  // TorchRL's TanhDelta over param's last dim: its bounds (numbers or float32 tensors of one value
+  // or one per element) as the four arrays of Head::tanh_delta_bounds, computed as TanhDelta does,
+  // so that the plan's float32 ops are LibTorch's.
+  void lower_tanh_delta(Head& h, const dist::DistributionKwargs& kwargs, const dist::DistributionTensorKwargs& tensors,
+                        const std::function<int(const std::string&)>& param) {
+    h.kind = HeadKind::kTanhDelta;
+    h.p0 = param("param");
+    if (h.p0 < 0) throw NotLowerable(absl::StrCat(h.path, ": tanh_delta without param"));
+    h.width = slots[h.p0].width;
+    if (kwargs.count("event_dims") && kwargs.at("event_dims").toLong() != 1) {
+      throw NotLowerable(absl::StrCat(h.path, ": tanh_delta with event_dims other than 1"));
+    }
+    auto kw = [&](const char* name, double fallback) {
+      auto it = kwargs.find(name);
+      return it == kwargs.end() ? fallback : it->second.toDouble();
+    };
+    h.atol = kw("atol", 1e-6);
+    h.rtol = kw("rtol", 1e-6);
+    h.safe_tanh = !kwargs.count("safe") || kwargs.at("safe").toBool();
+    using Bound = std::variant<double, at::Tensor>;
+    auto bound = [&](const char* name, double fallback) -> Bound {
+      auto it = tensors.find(name);
+      if (it == tensors.end()) return kw(name, fallback);
+      const at::Tensor& t = it->second;
+      if (t.scalar_type() != at::kFloat || t.dim() > 1 || (t.numel() != 1 && t.numel() != h.width)) {
+        throw NotLowerable(absl::StrCat(h.path, ": a tanh_delta bound '", name, "' of dtype ",
+                                        c10::toString(t.scalar_type()), " and shape [", absl::StrJoin(t.sizes(), ", "),
+                                        "]; the plan takes a number or a float32 tensor of one value or ", h.width));
+      }
+      return t.detach().cpu();
+    };
+    for (const auto& [name, value] : tensors) {
+      if (name != "low" && name != "high") {
+        throw NotLowerable(absl::StrCat(h.path, ": the tensor kwarg \"", name, "\" of tanh_delta"));
+      }
+    }
+    const Bound low = bound("low", -1.0), high = bound("high", 1.0);
+    // Numbers stay numbers (double arithmetic, then one rounding to float32), tensors are float32.
+    auto as_row = [&](const auto& v) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>) {
+        return at::full({h.width}, v, at::kFloat);
+      } else {
+        return at::Tensor(v).expand({h.width});
+      }
+    };
+    auto half_range = std::visit([](const auto& l, const auto& u) -> Bound { return (u - l) / 2; }, low, high);
+    auto centre = std::visit([](const auto& l, const auto& u) -> Bound { return (u + l) / 2; }, low, high);
+    const at::Tensor range = std::visit(as_row, half_range);
+    if (!(range > 0).all().item<bool>()) {
+      throw NotLowerable(absl::StrCat(h.path, ": tanh_delta bounds with high <= low (LibTorch raises for them)"));
+    }
+    h.tanh_delta_bounds = put(range);
+    put(std::visit(as_row, low));
+    put(std::visit(as_row, centre));
   }
 
   // A masked categorical's mask and kwargs. LibTorch reads the mask as a bool tensor that
@@ -1051,9 +1202,10 @@ struct FusedPlan::Impl {
 
   // Lowers `h` and gives it its sample slot (at `sample_key`), its log-prob slot (at `lp_key`;
   // "_": computed on request (the flat API), not an entry) and its Philox blocks.
-  void add_head(Head h, const dist::DistributionKwargs& kwargs, const std::function<int(const std::string&)>& param,
-                const NestedKey& sample_key, const NestedKey& lp_key) {
-    const HeadLayout layout = lower_head(h, kwargs, param);
+  void add_head(Head h, const dist::DistributionKwargs& kwargs, const dist::DistributionTensorKwargs& tensors,
+                const std::function<int(const std::string&)>& param, const NestedKey& sample_key,
+                const NestedKey& lp_key) {
+    const HeadLayout layout = lower_head(h, kwargs, tensors, param);
     h.block0 = next_block;
     const bool one_draw = h.kind == HeadKind::kCategorical || h.kind == HeadKind::kOneHotCategorical;
     next_block += static_cast<uint32_t>(one_draw ? 1 : (h.width + 3) / 4);
@@ -1068,12 +1220,12 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": a second probabilistic module (autoregressive heads are not lowered)"));
     }
     if (!o.num_samples().empty()) throw NotLowerable(absl::StrCat(path, ": num_samples"));
-    if (!o.distribution_tensor_kwargs().empty()) {
-      throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", o.distribution_tensor_kwargs().begin()->first,
-                                      "\" (per-element distribution bounds have no fused kernel)"));
-    }
     if (o.generator().has_value() || o.generator_key().has_value()) {
       throw NotLowerable(absl::StrCat(path, ": a module-owned generator or generator_key"));
+    }
+    if (o.is_composite() && !o.distribution_tensor_kwargs().empty()) {
+      throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", o.distribution_tensor_kwargs().begin()->first,
+                                      "\" (per-element distribution bounds have no fused kernel)"));
     }
     head_path = path;
     default_type = o.default_interaction_type();
@@ -1100,7 +1252,7 @@ struct FusedPlan::Impl {
     for (const NestedKey& key : module.out_keys()) {
       if (key != sample_keys[0]) lp_key = key;
     }
-    add_head(std::move(h), o.distribution_kwargs(), param, sample_keys[0], lp_key);
+    add_head(std::move(h), o.distribution_kwargs(), o.distribution_tensor_kwargs(), param, sample_keys[0], lp_key);
     const std::string mask =
         heads[0].mask < 0 ? "" : absl::StrCat(", mask ", policy::key_string(slots[heads[0].mask].key));
     description.push_back(absl::StrCat(path, ": fused (", heads[0].name, mask, ", default ", default_name, ")"));
@@ -1147,7 +1299,7 @@ struct FusedPlan::Impl {
       NestedKey lp_key("_");
       if (o.return_log_prob()) lp_key = aggregate ? dist::add_suffix(name, "_log_prob") : lp_keys[index];
       const std::string part_path = h.path;
-      add_head(std::move(h), kwargs, param, name, lp_key);
+      add_head(std::move(h), kwargs, {}, param, name, lp_key);
       // LibTorch builds the part from every entry under its params key: one the kernel does not
       // read would change the distribution (or be an error there).
       for (const Slot& s : slots) {
@@ -1251,23 +1403,38 @@ struct FusedPlan::Impl {
     if (q.distributional()) {
       throw NotLowerable(absl::StrCat(path, ": a distributional q_value (its values are [atoms, actions])"));
     }
-    if (q.options().action_mask_key()) {
-      throw NotLowerable(absl::StrCat(path, ": an action mask (the plan reads float32 inputs only)"));
-    }
     Op op{Op::kQValue};
     op.in = find(q.options().action_value_key(), path);
     op.in_w = slots[op.in].width;
     if (slots[op.in].shape.size() != 1 || op.in_w > kMaxEvent) {
       throw NotLowerable(absl::StrCat(path, ": action values that are not a vector of at most ", kMaxEvent));
     }
+    if (const auto& mask_key = q.options().action_mask_key()) {
+      // LibTorch's where(mask, values, lowest): here a bool input of one flag per action (what the
+      // spec's validation lets through), which the plan reads as 0 / 1 floats.
+      op.mask = find_or_none(*mask_key);
+      if (op.mask < 0) find(*mask_key, path);  // the error naming the key
+      const Slot& mask = slots[op.mask];
+      if (!mask.boolean || mask.shape != std::vector<int64_t>{op.in_w}) {
+        throw NotLowerable(absl::StrCat(path, ": a ", q.type_name(), "'s action mask ", mask_key->to_string(),
+                                        " of per-environment shape [", absl::StrJoin(mask.shape, ", "), "]",
+                                        mask.boolean ? "" : " that is not a bool input", "; over ", op.in_w,
+                                        " actions it takes a bool input of per-environment shape [", op.in_w, "]"));
+      }
+    }
     op.one_hot = q.options().action_space() == nn::ActionSpace::kOneHot;
     const std::vector<NestedKey>& keys = q.out_keys_source();
     op.out = op.one_hot ? add_slot(keys[0], op.in_w, {op.in_w}, /*integer=*/true)
                         : add_slot(keys[0], 1, {}, /*integer=*/true);
-    // The action values pass through unmasked: the slot read is the one written back.
+    // Unmasked, the action values pass through: the slot read is the one written back; masked,
+    // LibTorch writes the masked values there.
+    if (op.mask >= 0) op.masked = add_slot(keys[1], op.in_w, {op.in_w});
     op.out2 = add_slot(keys[2], 1, {1});
     ops.push_back(op);
-    description.push_back(absl::StrCat(path, ": fused (QValue, ", nn::to_string(q.options().action_space()), ")"));
+    const std::string mask =
+        op.mask < 0 ? "" : absl::StrCat(", mask ", policy::key_string(*q.options().action_mask_key()));
+    description.push_back(
+        absl::StrCat(path, ": fused (QValue, ", nn::to_string(q.options().action_space()), mask, ")"));
   }
 
   void egreedy(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
@@ -1346,8 +1513,10 @@ struct FusedPlan::Impl {
       const bool vector =
           in.shape.size() == 1 && (in.dtype == at::kFloat || in.dtype == at::kDouble || in.dtype == at::kBool);
       const bool state = in.state && in.dtype == at::kFloat;
+      // [n_agents, features] per environment, held flat: only a multi_agent_mlp reads it (find()).
+      const bool agents = in.shape.size() == 2 && in.dtype == at::kFloat;
       const bool is_init = in.optional && in.dtype == at::kBool && in.numel_per_env() == 1;
-      if (!vector && !state && !is_init) {
+      if (!vector && !state && !is_init && !agents) {
         input_problem = absl::StrCat("inputs[", i, "] (", in.name, "): the plan takes float32 vectors");
         continue;
       }
@@ -1478,6 +1647,17 @@ struct FusedPlan::Impl {
           float* action = at(op.out);
           float* chosen = at(op.out2);
           const int64_t n = op.in_w;
+          if (op.mask >= 0) {
+            // Masked-out actions get float32's lowest value (torch.finfo.min), as LibTorch's where.
+            const float* mask = at(op.mask);
+            float* masked = at(op.masked);
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t k = 0; k < n; ++k) {
+                masked[r * n + k] = mask[r * n + k] != 0.0f ? values[r * n + k] : std::numeric_limits<float>::lowest();
+              }
+            }
+            values = masked;
+          }
           for (int64_t r = 0; r < rows; ++r) {
             const float* v = values + r * n;
             int64_t best = 0;
@@ -1690,6 +1870,42 @@ struct FusedPlan::Impl {
         }
         return;
       }
+      case HeadKind::kTanhDelta: {
+        // TanhDelta's ops in its order, in float32: the Delta at (param + half_range) + low, its
+        // value squashed as tanh, clamped when safe, then half_range * t + centre. Every interaction
+        // type the plan runs (random draws the Delta) gives that value.
+        const float* p = at(head.p0);
+        const float* half_range = arena.data() + head.tanh_delta_bounds;
+        const float* low = half_range + d;
+        const float* centre = low + d;
+        const float lim = 1.0f - 1e-6f;
+        const float atol = static_cast<float>(head.atol), rtol = static_cast<float>(head.rtol);
+        for (int64_t r = 0; r < rows; ++r) {
+          bool equal = true, nan = false;
+          for (int64_t j = 0; j < d; ++j) {
+            const float loc = (p[r * d + j] + half_range[j]) + low[j];
+            float t = std::tanh(loc);
+            if (head.safe_tanh) t = std::min(std::max(t, -lim), lim);
+            const float y = half_range[j] * t + centre[j];
+            sample[r * d + j] = y;
+            // log_prob(y) inverts the map and asks the Delta whether that is its point: +inf when
+            // every element is within atol + rtol * |loc| (a saturated tanh does not invert back),
+            // else -inf; the Jacobian's finite terms do not change an infinity. Without `safe` a
+            // tanh rounded to +-1 inverts to an infinity, whose Jacobian term is infinite too (or
+            // NaN): LibTorch's sum is NaN there, as it is for a NaN param.
+            float x = (y - centre[j]) / half_range[j];
+            if (head.safe_tanh) x = std::min(std::max(x, -lim), lim);
+            const float pre = std::atanh(x);
+            nan = nan || !std::isfinite(pre);
+            equal = equal && std::fabs(pre - loc) < atol + rtol * std::fabs(loc);
+          }
+          if (want_log_prob) {
+            const float inf = std::numeric_limits<float>::infinity();
+            lp[r] = nan ? std::numeric_limits<float>::quiet_NaN() : equal ? inf : -inf;
+          }
+        }
+        return;
+      }
       case HeadKind::kNormal:
       case HeadKind::kIndependentNormal:
       case HeadKind::kTanhNormal: {
@@ -1804,6 +2020,9 @@ absl::Status check_head(const Head& h, nn::InteractionType type) {
       break;
     case HeadKind::kDelta:
       ok = type != T::kMedian;
+      break;
+    case HeadKind::kTanhDelta:  // no mean (LibTorch averages draws) nor median (no icdf)
+      ok = type != T::kMedian && type != T::kMean;
       break;
   }
   if (ok) return absl::OkStatus();

@@ -17,14 +17,19 @@
 // NormalParamExtractor, AddStateIndependentNormalScale, GruCell (in_keys input, hidden; out_keys
 // hidden) and LstmCell (input, h, c; h, c) with torch.nn.GRUCell / LSTMCell's equations; lstm
 // and gru modules (TorchRL's LSTMModule / GRUModule, any number of layers: the state inputs
-// [num_layers, hidden_size], the is_init input, bool, passed to run() as 0 / 1 floats); at most
+// [num_layers, hidden_size], the is_init input, bool, passed to run() as 0 / 1 floats);
+// multi_agent_mlp (TorchRL's MultiAgentMLP, every centralized / share_params variant: its
+// [n_agents, features] input and output held flat, each agent's MLP on its columns; only a
+// multi_agent_mlp reads such a value); at most
 // one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical,
 // masked_categorical, masked_one_hot_categorical (the mask: a bool input of one flag per class,
 // or one per row, passed to run() as 0 / 1 floats), bernoulli, normal, independent_normal,
-// tanh_normal or delta, or a CompositeDistribution of those parts
+// tanh_normal, delta or tanh_delta (number or float32 tensor bounds of one value or one per
+// element), or a CompositeDistribution of those parts
 // (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the
 // LibTorch module writes); no num_samples, no own generator; a q_value module (TorchRL's
-// QValueModule, one_hot or categorical, without a mask or support) and an egreedy module (the
+// QValueModule, one_hot or categorical, with or without an action mask (a bool input of one
+// flag per action), without a support) and an egreedy module (the
 // action as is: RANDOM and calls without a type, where it explores, are reported by check() and
 // run on LibTorch, whose draws the plan does not reproduce). A module's output that overwrites
 // an input (a recurrent state) goes to a new slot: the input keeps the old value. Anything else
@@ -32,7 +37,7 @@
 // (a second probabilistic module, as in an autoregressive policy, among them). Interaction
 // types a head has no closed form for (what LibTorch throws for, or estimates by drawing:
 // (one-hot) categorical mean/median, bernoulli, independent_normal and delta median,
-// tanh_normal mode/median/mean, any composite's median) are reported by check(); the actor
+// tanh_normal mode/median/mean, tanh_delta mean/median, any composite's median) are reported by check(); the actor
 // runs those on LibTorch.
 //
 // lower() walks policy.spec's module tree beside policy.module: each spec node's kind picks its

@@ -1,6 +1,6 @@
 // The fused plan on the observation transforms: observation_norm (clip included) and a to_dtype
-// from a float64 input lower and equal LibTorch; to_tensor_image and multi_agent_mlp do not
-// lower, and say why (an Actor runs them on LibTorch).
+// from a float64 input lower and equal LibTorch; to_tensor_image does not lower, and says why
+// (an Actor runs it on LibTorch). multi_agent_mlp lowers: lowered_kinds_test.cc.
 #include <ATen/ATen.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
@@ -115,7 +115,7 @@ TEST(FusedTransforms, AFloat64InputThroughToDtypeLowersAndEqualsLibTorch) {
             "(DoubleToFloat)");
 }
 
-TEST(FusedTransforms, ImagesAndMultiAgentNetworksRunOnLibTorchAndSayWhy) {
+TEST(FusedTransforms, ImagesRunOnLibTorchAndSayWhy) {
   auto image = actor_with_statistics(
       "inputs { key: 'pixels' shape: [4, 4, 3] dtype: UINT8 } output_keys: 'image'\n"
       "module { network { in_keys: 'pixels' out_keys: 'image' network { to_tensor_image { from_int: true } } } }\n"
@@ -126,17 +126,6 @@ TEST(FusedTransforms, ImagesAndMultiAgentNetworksRunOnLibTorchAndSayWhy) {
             "not lowerable to the fused CPU plan: module: a ToTensorImage reads an image [H, W, C]; the plan's values "
             "are vectors (an image policy runs "
             "on LibTorch)");
-  auto agents = actor_with_statistics(
-      "inputs { key: 'observation' shape: [2, 4] } output_keys: 'out'\n"
-      "module { network { in_keys: 'observation' out_keys: 'out' network { multi_agent_mlp { n_agents: 2 "
-      "n_agent_inputs: 4 n_agent_outputs: 3 mlp { in_features: 4 hidden_sizes: 8 out_features: 3 } } } } }\n"
-      "init_seed: 1",
-      Backend::kAuto);
-  ASSERT_TRUE(agents);
-  EXPECT_EQ(agents->describe().fused_status.message(),
-            "not lowerable to the fused CPU plan: module: a MultiAgentMlp reads and writes [n_agents, features] per "
-            "row; the plan's values are vectors "
-            "and its heads have no agent dim (a multi-agent policy runs on LibTorch)");
 }
 
 }  // namespace

@@ -133,7 +133,7 @@ class TorchRLDiscreteTest(unittest.TestCase):
             TensorDictModule(q_net(), in_keys=["observation"], out_keys=["action_value"]),
             QValueModule(spec=Categorical(ACTIONS), action_mask_key="action_mask"))
         td = TensorDict({"observation": torch.randn(BATCH, 3), "action_mask": random_mask(BATCH)}, [BATCH])
-        spec, report = self.export_and_check(actor, td, "dqn_categorical.pb")
+        spec, report = self.export_and_check(actor, td, "dqn_categorical.pb", fused=True)
         q = spec.module.sequential.modules[1].q_value
         self.assertEqual((q.action_space, q.action_mask_key), ("categorical", "action_mask"))
         self.assertEqual([i.key for i in spec.inputs], ["observation", "action_mask"])
@@ -146,7 +146,7 @@ class TorchRLDiscreteTest(unittest.TestCase):
             TensorDictModule(q_net(), in_keys=["observation"], out_keys=["action_value"]),
             QValueModule(spec=OneHot(ACTIONS), action_mask_key="action_mask"))
         td = TensorDict({"observation": torch.randn(BATCH, 3), "action_mask": random_mask(BATCH)}, [BATCH])
-        self.export_and_check(actor, td, "dqn_one_hot_mask.json")
+        self.export_and_check(actor, td, "dqn_one_hot_mask.json", fused=True)
 
     def test_distributional_q_value_actor(self):
         support = torch.linspace(-2.0, 2.0, 5)

@@ -322,8 +322,14 @@ class TransformsTest(unittest.TestCase):
                                      (12 if centralized else 4, [16, 16], 6))
                     report = tdpolicy.check(self.path(name), module, td)
                     self.assertTrue(report.ok, str(report))
+                    # The fused plan lowers every variant (each agent's MLP on its columns of the row).
+                    report_fused = tdpolicy.check(self.path(name), module, td, backend="fused", atol=1e-5, rtol=1e-5)
+                    self.assertTrue(report_fused.ok, str(report_fused))
                     cpp = cpp_run(self.path(name), td)
                     self.record("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
+                        ("agents", "out")]))
+                    fused = cpp_run(self.path(name), td, backend="fused")
+                    self.record("fused multi_agent_mlp", max_diff(fused[("agents", "out")], module(td.clone())[
                         ("agents", "out")]))
 
     def test_mappo_actor_with_a_separate_normal_param_extractor(self):
@@ -345,10 +351,11 @@ class TransformsTest(unittest.TestCase):
                 report = tdpolicy.check(path, actor, td)
                 self.assertTrue(report.ok, str(report))
                 self.assertIn("agents/action_log_prob", {k for k, _, _ in report.entries})
-                # auto runs a multi-agent policy on LibTorch; fused refuses, naming the module.
+                # The MultiAgentMLP lowers, not the NormalParamExtractor splitting its per-agent
+                # output: auto runs the policy on LibTorch; fused refuses, naming the module and why.
                 self.assertTrue(tdpolicy.check(path, actor, td, backend="auto").ok)
-                with self.assertRaisesRegex(tdpolicy.CheckError, r"a MultiAgentMlp reads and writes \[n_agents, "
-                                            r"features\] per row"):
+                with self.assertRaisesRegex(tdpolicy.CheckError, r"modules\[1\]: reads .*params.* of "
+                                            r"per-environment shape \[3, 4\]"):
                     tdpolicy.check(path, actor, td, backend="fused")
 
     @classmethod
