@@ -14,7 +14,7 @@ bazel-bootstrap, `build --spawn_strategy=local`). Repositories the other workspa
 (say, its own rules_cc) are left alone.
 """
 
-load("//third_party:system_libs.bzl", "libtorch_repository", "pkg_config_library", "python_venv")
+load("//third_party:system_libs.bzl", "libtorch_repository", "pkg_config_library", "python_venv", "torch_python")
 
 def _stand_in_impl(ctx):
     # One of tdpolicy's offline stand-ins (third_party/<name>), linked into its own repository.
@@ -42,6 +42,7 @@ def tdpolicy_dependencies():
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
     _maybe(libtorch_repository, "libtorch")
     _maybe(python_venv, "python_venv")
+    _maybe(torch_python, "torch_python")
     _maybe(
         pkg_config_library,
         "absl",
