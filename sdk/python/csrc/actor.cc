@@ -9,6 +9,7 @@
 #include <map>
 
 #include "sdk/nn/tensordict_module_base.h"
+#include "sdk/python/csrc/bindings.h"
 #include "sdk/python/csrc/convert.h"
 
 namespace tdp::python {
@@ -239,7 +240,7 @@ py::object PyActor::act(py::object td, py::object interaction, py::kwargs tensor
   return returns == kTensorDict ? to_py_tensordict(out) : py::object(to_py_dict(out));
 }
 
-void PyActor::refresh_from(py::object module) {
+std::vector<std::pair<at::Tensor, at::Tensor>> PyActor::refresh_copies(py::object module) {
   if (mapped_module_.is_none() || !mapped_module_.is(module)) {
     // The example the exporter walks the module with: zeros of the declared inputs at batch 1.
     TensorDict example({1});
@@ -275,12 +276,21 @@ void PyActor::refresh_from(py::object module) {
     }
     copies.emplace_back(target->second, tensor.detach());
   }
+  return copies;
+}
+
+absl::Status PyActor::apply_refresh(actor::Actor& actor, const std::vector<std::pair<at::Tensor, at::Tensor>>& copies) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [target, value] : copies) at::Tensor(target).copy_(value);
+  return actor.refresh_parameters();
+}
+
+void PyActor::refresh_from(py::object module) {
+  const std::vector<std::pair<at::Tensor, at::Tensor>> copies = refresh_copies(std::move(module));
   absl::Status status;
   {
     py::gil_scoped_release release;
-    torch::NoGradGuard no_grad;
-    for (auto& [target, value] : copies) target.copy_(value);
-    status = actor_->refresh_parameters();
+    status = apply_refresh(*actor_, copies);
   }
   if (!status.ok()) raise_status(status);
 }

@@ -36,6 +36,10 @@ class PyActor {
   // Copies the weights of `module` (the tensordict / TorchRL module the spec was exported from,
   // or any module of the same structure) into the C++ actor.
   void refresh_from(py::object module);
+  // refresh_from in two halves, for a collector that applies the copy between its steps: the
+  // checked (C++ parameter, module tensor) pairs (GIL held), and the copy itself (GIL not needed).
+  std::vector<std::pair<at::Tensor, at::Tensor>> refresh_copies(py::object module);
+  static absl::Status apply_refresh(actor::Actor& actor, const std::vector<std::pair<at::Tensor, at::Tensor>>& copies);
   // The call's interaction type: None -> the actor's own, else a name or an InteractionType.
   std::optional<nn::InteractionType> interaction_of(py::handle interaction) const;
 
@@ -52,8 +56,6 @@ class PyActor {
   py::object mapped_module_;
   std::vector<std::pair<std::string, py::object>> mapping_;
 };
-
-void bind_actor(py::module_& m);
 
 // "random", "deterministic", ... or a tensordict.nn.InteractionType; ValueError / TypeError name
 // the interaction argument.

@@ -107,8 +107,10 @@ void fill_dict(py::dict& target, const TensorDict& td, bool nested_dicts) {
 py::object to_py_tensordict(const TensorDict& td) {
   py::dict source;
   fill_dict(source, td, true);
-  py::tuple batch(td.batch_size().size());
-  for (size_t i = 0; i < td.batch_size().size(); ++i) batch[i] = py::int_(td.batch_size()[i]);
+  static py::object* size_class = new py::object(py::module_::import("torch").attr("Size"));
+  py::tuple dims(td.batch_size().size());
+  for (size_t i = 0; i < td.batch_size().size(); ++i) dims[i] = py::int_(td.batch_size()[i]);
+  py::object batch = (*size_class)(dims);
   // _new_unsafe: the entries were checked against the batch size on the C++ side already.
   return tensordict_class("TensorDict").attr("_new_unsafe")(py::arg("source") = source,
                                                              py::arg("batch_size") = batch);
