@@ -35,8 +35,17 @@ def __getattr__(name):
         raise AttributeError("module 'tdpolicy' has no attribute %r" % name)
     import importlib
 
-    import torch  # noqa: F401  (the extension uses torch's tensor types: torch is imported first)
+    import torch  # (the extension uses torch's tensor types: torch is imported first)
 
+    try:
+        from tdpolicy._build_info import TORCH_VERSION
+    except ImportError:
+        TORCH_VERSION = None  # a build that did not go through setup.py (the tests copy _C.so in)
+    if TORCH_VERSION is not None and TORCH_VERSION != torch.__version__:
+        raise ImportError("tdpolicy.%s: the extension tdpolicy._C was built against torch %s but this Python has "
+                          "torch %s; reinstall the package (pip install ./sdk/python) in an environment with "
+                          "torch %s, or use the project's venv" % (name, TORCH_VERSION, torch.__version__,
+                                                                   TORCH_VERSION))
     try:
         module = importlib.import_module(_NATIVE[name])
     except ImportError as error:
