@@ -14,7 +14,7 @@ bazel-bootstrap, `build --spawn_strategy=local`). Repositories the other workspa
 (say, its own rules_cc) are left alone.
 """
 
-load("//third_party:system_libs.bzl", "libtorch_repository", "mujoco_repository", "pkg_config_library", "python_venv")
+load("//third_party:system_libs.bzl", "libtorch_repository", "mujoco_repository", "pkg_config_library", "python_venv", "torch_python")
 
 def _stand_in_impl(ctx):
     # One of tdpolicy's offline stand-ins (third_party/<name>), linked into its own repository.
@@ -33,16 +33,19 @@ def _maybe(rule, name, **kwargs):
         rule(name = name, **kwargs)
 
 def tdpolicy_dependencies():
-    """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, Debian's
-    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog, Eigen, OpenSSL's libcrypto and cairo, and the offline
-    Bazel stand-ins, and MuJoCo with Gymnasium's task models from the venv. Repositories are fetched only when a target being built uses them, so a
-    workspace that builds only the SDK never needs cairo (only the sample agents' plots use it)."""
+    """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, MuJoCo with
+    Gymnasium's task models and torch's Python extension headers (all from the venv), Debian's
+    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog, Eigen, OpenSSL's libcrypto and
+    cairo, and the offline Bazel stand-ins. Repositories are fetched only when a target being built
+    uses them, so a workspace that builds only the SDK never needs cairo (only the sample agents'
+    plots use it)."""
     for name in ["rules_cc", "rules_java", "rules_proto", "remote_coverage_tools"]:
         _maybe(_stand_in, name, workspace_file = Label("//third_party/" + name + ":WORKSPACE"))
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
     _maybe(libtorch_repository, "libtorch")
     _maybe(python_venv, "python_venv")
     _maybe(mujoco_repository, "mujoco")
+    _maybe(torch_python, "torch_python")
     _maybe(
         pkg_config_library,
         "absl",

@@ -4,7 +4,9 @@
 defines as the packages' own .pc files give them). `libtorch_repository` points at the LibTorch
 that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked
 LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
-to tests; `mujoco_repository` exposes the venv's MuJoCo engine and Gymnasium's task models. Nothing here downloads: a missing package fails with what to install.
+to tests; `mujoco_repository` the venv's MuJoCo engine and Gymnasium's task models;
+`torch_python` what a Python extension built against the venv's torch needs. Nothing here
+downloads: a missing package fails with what to install.
 """
 
 def _fail_missing(name, what, package):
@@ -187,14 +189,20 @@ libtorch_repository = repository_rule(
     local = True,
 )
 
-def _python_venv_impl(ctx):
+def _venv_python(ctx):
+    """The project venv (TDP_VENV, which ./bazelw sets) and its interpreter; fails without them."""
     venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
-    if not venv or not ctx.path(venv + "/bin/python3").exists:
+    python = venv + "/bin/python3"
+    if not venv or not ctx.path(python).exists:
         fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
              "through ./bazelw, which creates it.".format(venv))
+    return venv, python
+
+def _python_venv_impl(ctx):
+    venv, python = _venv_python(ctx)
 
     # A wrapper, not a symlink: a venv's python finds its site-packages through its own path.
-    ctx.file("python3", "#!/bin/sh\nexec {} \"$@\"\n".format(repr(venv + "/bin/python3")), executable = True)
+    ctx.file("python3", "#!/bin/sh\nexec {} \"$@\"\n".format(repr(python)), executable = True)
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
@@ -210,11 +218,7 @@ python_venv = repository_rule(
 )
 
 def _mujoco_repository_impl(ctx):
-    venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
-    python = venv + "/bin/python3"
-    if not venv or not ctx.path(python).exists:
-        fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
-             "through ./bazelw, which creates it.".format(venv))
+    venv, python = _venv_python(ctx)
 
     # The mujoco wheel carries the engine (libmujoco.so) and its headers as torch's carries LibTorch;
     # Gymnasium carries the task models. Asking the venv's interpreter where they are avoids
@@ -266,6 +270,58 @@ cc_library(
 
 mujoco_repository = repository_rule(
     implementation = _mujoco_repository_impl,
+    environ = ["TDP_VENV"],
+    local = True,
+)
+
+_TORCH_PYTHON_BUILD = """
+package(default_visibility = ["//visibility:public"])
+
+# What a Python extension built against the venv's torch compiles and links with: the base
+# interpreter's headers (a venv has none of its own), the pybind11 that torch's wheel ships (the
+# one its own bindings are built with, so torch's tensor casters and ours agree), and
+# libtorch_python for those casters. The symbols of libpython itself are left undefined: the
+# interpreter that imports the extension provides them.
+cc_library(
+    name = "torch_python",
+    hdrs = glob(["python_include/**", "pybind11_include/**"]),
+    includes = ["python_include", "pybind11_include"],
+    linkopts = {linkopts},
+    deps = ["@libtorch"],
+)
+"""
+
+def _torch_python_impl(ctx):
+    venv, python = _venv_python(ctx)
+
+    # sysconfig in a venv names the base interpreter's include folder (pyenv's, Debian's, ...).
+    result = ctx.execute([python, "-c", "\n".join([
+        "import os, sysconfig, torch",
+        "print(sysconfig.get_paths()['include'])",
+        "print(os.path.dirname(torch.__file__))",
+    ])])
+    if result.return_code != 0:
+        fail("tdpolicy: {} cannot import torch: {}".format(python, result.stderr))
+    include, torch_dir = result.stdout.strip().split("\n")
+    if not ctx.path(include + "/Python.h").exists:
+        fail(("tdpolicy: no Python.h in {} (the headers of the venv's base interpreter). Install " +
+              "the interpreter's development headers (Debian: python3-dev).").format(include))
+    if not ctx.path(torch_dir + "/include/pybind11/pybind11.h").exists:
+        fail("tdpolicy: the torch wheel in {} ships no pybind11 headers.".format(torch_dir))
+    ctx.symlink(include, "python_include")
+    ctx.symlink(torch_dir + "/include/pybind11", "pybind11_include/pybind11")
+    libdir = torch_dir + "/lib"
+    ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
+    ctx.file("BUILD.bazel", _TORCH_PYTHON_BUILD.format(linkopts = repr([
+        "-L" + libdir,
+        "-Wl,-rpath," + libdir,
+        "-Wl,--no-as-needed",
+        "-ltorch_python",
+        "-Wl,--as-needed",
+    ])))
+
+torch_python = repository_rule(
+    implementation = _torch_python_impl,
     environ = ["TDP_VENV"],
     local = True,
 )

@@ -3,13 +3,16 @@
 # runs protoc on proto/tdpolicy/*.proto) into a scratch folder, without touching the shared venv,
 # then runs the test file given (through junit_runner.py, which writes each case to Bazel's
 # XML) with it on PYTHONPATH and the C++ `tdp` as TDP_BIN.
-# Usage (from tests/python/BUILD.bazel): exporter_test.sh PYTHON TDP TEST_PY
+# With a fourth argument, the compiled extension (//sdk/python:_C.so) is copied into the package
+# as tdpolicy/_C.so, where `pip install ./sdk/python` puts it.
+# Usage (from tests/python/BUILD.bazel): exporter_test.sh PYTHON TDP TEST_PY [_C.so]
 set -euo pipefail
 
 absolute() { [[ "$1" == /* ]] && echo "$1" || echo "$PWD/$1"; }
 python="$(absolute "$1")"
 tdp="$(absolute "$2")"
 test_py="$(absolute "$3")"
+extension="${4:+$(absolute "$4")}"
 
 if ! versions="$("$python" -c 'import torch, tensordict, torchrl, google.protobuf as p
 print("torch", torch.__version__, "tensordict", tensordict.__version__, "torchrl", torchrl.__version__,
@@ -34,6 +37,10 @@ for generated in spec_pb2.py tensor_pb2.py; do
     exit 1
   fi
 done
+
+if [[ -n "$extension" ]]; then
+  cp "$extension" "$scratch/lib/tdpolicy/_C.so"
+fi
 
 export PYTHONPATH="$scratch/lib"
 export PYTHONDONTWRITEBYTECODE=1

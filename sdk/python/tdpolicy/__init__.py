@@ -3,6 +3,12 @@
     import tdpolicy
     tdpolicy.export(actor, "actor.pbtxt", example=td)      # spec + weights + self test
     report = tdpolicy.check("actor.pbtxt", actor, td)      # the C++ `tdp` against Python, per key
+    cpp = tdpolicy.Actor.load("actor.pbtxt", seed=0)       # the C++ Actor, in this process
+    out = cpp.act(td)                                      # a TensorDict of its outputs
+
+Actor, envs and Collector come from the compiled extension tdpolicy._C (built by
+`pip install ./sdk/python` with the repository's ./bazelw); they are imported on first use, so
+the exporter works without it.
 
 The spec's protobuf classes (tdpolicy.spec_pb2, tdpolicy.tensor_pb2) are generated from
 proto/tdpolicy/*.proto when the package is built; see setup.py.
@@ -20,4 +26,34 @@ from tdpolicy._export import export, spec_format  # noqa: E402
 from tdpolicy._check import CheckReport, check, find_tdp  # noqa: E402
 from tdpolicy._modules import LSTMCell  # noqa: E402
 
-__all__ = ["export", "check", "ExportError", "CheckError", "CheckReport", "LSTMCell", "find_tdp", "spec_format"]
+_NATIVE = {"Actor": "tdpolicy._C", "Collector": "tdpolicy._collector", "envs": "tdpolicy.envs"}
+
+
+def __getattr__(name):
+    # The compiled half is imported only when asked for: export and check need no compiler.
+    if name not in _NATIVE:
+        raise AttributeError("module 'tdpolicy' has no attribute %r" % name)
+    import importlib
+
+    import torch  # (the extension uses torch's tensor types: torch is imported first)
+
+    try:
+        from tdpolicy._build_info import TORCH_VERSION
+    except ImportError:
+        TORCH_VERSION = None  # a build that did not go through setup.py (the tests copy _C.so in)
+    if TORCH_VERSION is not None and TORCH_VERSION != torch.__version__:
+        raise ImportError("tdpolicy.%s: the extension tdpolicy._C was built against torch %s but this Python has "
+                          "torch %s; reinstall the package (pip install ./sdk/python) in an environment with "
+                          "torch %s, or use the project's venv" % (name, TORCH_VERSION, torch.__version__,
+                                                                   TORCH_VERSION))
+    try:
+        module = importlib.import_module(_NATIVE[name])
+    except ImportError as error:
+        raise ImportError("tdpolicy.%s needs the compiled extension tdpolicy._C (%s); `pip install ./sdk/python` "
+                          "from the repository builds it with ./bazelw" % (name, error)) from error
+    value = module if name == "envs" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["Actor", "Collector", "envs", "export", "check", "ExportError", "CheckError", "CheckReport", "LSTMCell", "find_tdp", "spec_format"]

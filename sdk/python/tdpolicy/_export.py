@@ -1804,6 +1804,31 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
     return spec
 
 
+def parameter_tensors(module, example, *, transforms=None):
+    """[(C++ name, tensor)] for every parameter and buffer of `module` that the spec export(module,
+    ..., example, transforms=transforms) writes holds, the tensors being the module's own (not
+    copies): what tdpolicy.Actor.refresh_from copies into a loaded C++ actor. Frozen transform
+    statistics (written as copies) are left out: they are not the module's."""
+    example = _with_recurrent_inputs(module, _example_td(example))
+    was_training = module.training
+    module.eval()
+    try:
+        runner = _plan_transforms(transforms, module, example) if transforms is not None else None
+        computes = runner if runner is not None else module
+        input_shapes = _input_shapes(module, computes, example)
+        walker = _Walker(module, example, "refresh", None, None)
+        walker.input_shapes = input_shapes
+        spec = spec_pb2.PolicySpec()
+        if runner is None:
+            walker.module(module, "actor", out=spec.module)
+        else:
+            _transform_modules(runner, walker, spec.module.sequential.modules)
+            walker.module_at(module, "actor", "policy", "module.policy.", "", spec.module.sequential.modules.add())
+    finally:
+        module.train(was_training)
+    return [(cpp, value) for cpp, python, value in walker.parameters if python is not None]
+
+
 def _describe(module):
     return type(module).__name__
 

@@ -1,0 +1,234 @@
+"""tdpolicy.Actor, the C++ Actor called from Python through the compiled extension tdpolicy._C.
+
+- every ready PyTorch policy (policies/pytorch/*.pbtxt, exported from real tensordict / TorchRL
+  actors) acted on from Python gives what Python computed (their *.reference.pbtxt) to 1e-6, in
+  both composite_lp_aggregate modes, on the fused plan and on LibTorch;
+- TensorDicts, dicts, key=tensor and one plain tensor all go in, tensors cross without copies;
+- refresh_from(module) makes the C++ actor compute what the live module computes after its
+  weights change, without writing a file;
+- bad arguments raise Python exceptions that name them.
+
+Run by tests/python/exporter_test.sh with the package (tdpolicy/_C.so included) on PYTHONPATH.
+"""
+
+import importlib.util
+import os
+import tempfile
+import threading
+import unittest
+
+import torch
+from tensordict import TensorDict
+from tensordict.nn import InteractionType, set_composite_lp_aggregate, set_interaction_type
+
+import tdpolicy
+from tdpolicy import spec_pb2
+from tdpolicy._tensors import from_tensor_proto, parse_key
+from google.protobuf import text_format
+
+POLICIES = os.path.join(os.getcwd(), "policies")
+READY = ["gaussian_actor", "tanh_gaussian_actor", "categorical_actor", "composite_actor", "gru_actor",
+         "torchscript_actor"]
+
+
+def reference(name):
+    """{section: TensorDict} from NAME.reference.pbtxt: inputs, actions, <mode>/outputs, <mode>/log_prob."""
+    message = spec_pb2.Parameters()
+    with open(os.path.join(POLICIES, "pytorch", name + ".reference.pbtxt")) as f:
+        text_format.Parse(f.read(), message)
+    sections = {}
+    for named in message.tensors:
+        parts = named.name.split("/")
+        cut = 1 if parts[0] in ("inputs", "actions") else 2
+        section, key = "/".join(parts[:cut]), parse_key("/".join(parts[cut:]))
+        sections.setdefault(section, {})[key] = from_tensor_proto(named.tensor)
+    batch = next(iter(sections["inputs"].values())).shape[:1]
+    return {s: TensorDict(entries, batch_size=batch)
+            for s, entries in sections.items()}
+
+
+def regenerate_module():
+    spec = importlib.util.spec_from_file_location("regenerate", os.path.join(POLICIES, "pytorch", "regenerate.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ReadyPoliciesTest(unittest.TestCase):
+    def test_deterministic_outputs_match_python(self):
+        for name in READY:
+            ref = reference(name)
+            for mode, aggregate in (("lp_aggregate_false", False), ("lp_aggregate_true", True)):
+                expected = ref[mode + "/outputs"]
+                for backend in ("auto", "libtorch"):
+                    with self.subTest(policy=name, mode=mode, backend=backend):
+                        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "pytorch", name + ".pbtxt"),
+                                                    backend=backend, composite_lp_aggregate=aggregate, run_self_tests=not aggregate,
+                                                    interaction="deterministic", return_all_entries=True, seed=0)
+                        got = actor.act(ref["inputs"].clone())
+                        self.assertIsInstance(got, TensorDict)
+                        compared = 0
+                        for key, value in got.items(include_nested=True, leaves_only=True):
+                            if key in expected.keys(include_nested=True, leaves_only=True):
+                                torch.testing.assert_close(value, expected.get(key).to(value.dtype),
+                                                           atol=1e-6, rtol=1e-6, msg=lambda m: "%s: %s" % (key, m))
+                                compared += 1
+                        for key in actor.out_keys:
+                            self.assertIn(key, got.keys(include_nested=True), key)
+                        self.assertGreater(compared, 1)
+
+    def test_ready_specs_at_the_root_load_and_act(self):
+        for name in sorted(os.listdir(POLICIES)):
+            if not name.endswith(".pbtxt"):
+                continue
+            with self.subTest(spec=name):
+                actor = tdpolicy.Actor.load(os.path.join(POLICIES, name), seed=0)
+                td = TensorDict({}, batch_size=[3])
+                for entry in actor.in_specs:
+                    td.set(entry["key"], torch.zeros((3,) + tuple(entry["shape"]), dtype=entry["dtype"]))
+                out = actor.act(td)
+                self.assertEqual(out.batch_size, torch.Size([3]))
+                for key in actor.out_keys:
+                    self.assertIn(key, out.keys(include_nested=True))
+
+
+class InputFormsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0,
+                                        interaction="deterministic")
+
+    def test_every_form_gives_the_same_outputs(self):
+        obs = torch.randn(5, 4)
+        as_td = self.actor.act(TensorDict(observation=obs, extra=torch.zeros(5), batch_size=[5]))
+        self.assertEqual(as_td.batch_size, torch.Size([5]))
+        self.assertEqual(set(as_td.keys()), set(self.actor.out_keys))
+        for out in (self.actor.act(observation=obs), self.actor.act({"observation": obs}), self.actor.act(obs)):
+            self.assertIsInstance(out, dict)
+            self.assertEqual(set(out), set(self.actor.out_keys))
+            for key in out:
+                torch.testing.assert_close(out[key], as_td[key])
+
+    def test_inputs_are_not_copied_nor_modified(self):
+        obs = torch.randn(2, 4)
+        before = obs.clone()
+        ptr = obs.data_ptr()
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), backend="libtorch",
+                                    return_all_entries=True, seed=0)
+        out = actor.act(observation=obs)
+        self.assertEqual(out["observation"].data_ptr(), ptr)
+        torch.testing.assert_close(obs, before)
+
+    def test_random_actions_are_seeded(self):
+        path = os.path.join(POLICIES, "cartpole_categorical.pbtxt")
+        obs = torch.zeros(64, 4)
+        a = tdpolicy.Actor.load(path, seed=3).act(obs)["action"]
+        b = tdpolicy.Actor.load(path, seed=3).act(obs)["action"]
+        self.assertTrue(torch.equal(a, b))
+
+    def test_act_releases_the_gil(self):
+        # Many Python threads acting at once on one actor (act is thread-safe in C++).
+        errors = []
+
+        def work():
+            try:
+                for _ in range(200):
+                    self.actor.act(observation=torch.zeros(8, 4))
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+
+
+class RefreshFromTest(unittest.TestCase):
+    def test_weights_of_a_live_module(self):
+        regenerate = regenerate_module()
+        for name in ("gaussian_actor", "categorical_actor", "composite_actor", "gru_actor"):
+            with self.subTest(policy=name):
+                module, inputs, _, _ = regenerate.build(regenerate.ACTORS[name], 7, False)
+                actor = tdpolicy.Actor.load(os.path.join(POLICIES, "pytorch", name + ".pbtxt"), seed=0,
+                                            interaction="deterministic", composite_lp_aggregate=False)
+                with torch.no_grad():
+                    for p in module.parameters():
+                        p.add_(0.1 * torch.randn_like(p))
+                actor.refresh_from(module)
+                got = actor.act(inputs.clone())
+                with torch.no_grad(), set_composite_lp_aggregate(False), \
+                        set_interaction_type(InteractionType.DETERMINISTIC):
+                    want = module(inputs.clone())
+                for key in actor.out_keys:
+                    if key in want.keys(include_nested=True):
+                        torch.testing.assert_close(got.get(key), want.get(key).to(got.get(key).dtype),
+                                                   atol=1e-6, rtol=1e-6, msg=lambda m: "%s: %s" % (key, m))
+
+    def test_load_a_module_then_refresh(self):
+        from torchrl.modules import MLP, ProbabilisticActor
+        from tensordict.nn import TensorDictModule
+
+        torch.manual_seed(0)
+        net = TensorDictModule(MLP(in_features=4, out_features=2, num_cells=[16]), ["observation"], ["logits"])
+        policy = ProbabilisticActor(net, in_keys=["logits"], distribution_class=torch.distributions.Categorical,
+                                    return_log_prob=True)
+        example = TensorDict(observation=torch.randn(3, 4), batch_size=[3])
+        actor = tdpolicy.Actor.load(policy, example=example, interaction="deterministic", seed=0)
+        obs = TensorDict(observation=torch.randn(9, 4), batch_size=[9])
+        for step in range(2):
+            with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+                want = policy(obs.clone())
+            got = actor.act(obs)
+            torch.testing.assert_close(got["logits"], want["logits"], atol=1e-6, rtol=1e-6)
+            torch.testing.assert_close(got["action_log_prob"], want["action_log_prob"], atol=1e-6, rtol=1e-6)
+            with torch.no_grad():
+                for p in policy.parameters():
+                    p.mul_(-1.5)
+            actor.refresh_from(policy)
+
+    def test_a_module_of_another_shape_is_refused(self):
+        from torchrl.modules import MLP
+        from tensordict.nn import TensorDictModule, ProbabilisticTensorDictSequential, ProbabilisticTensorDictModule
+
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "pytorch", "categorical_actor.pbtxt"), seed=0)
+        other = ProbabilisticTensorDictSequential(
+            TensorDictModule(MLP(in_features=5, out_features=3, num_cells=[8]), ["observation"], ["logits"]),
+            ProbabilisticTensorDictModule(["logits"], ["action"], distribution_class=torch.distributions.Categorical))
+        with self.assertRaises((KeyError, ValueError, Exception)) as caught:
+            actor.refresh_from(other)
+        self.assertTrue("parameter" in str(caught.exception) or "shape" in str(caught.exception), str(caught.exception))
+
+
+class ErrorsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.path = os.path.join(POLICIES, "cartpole_categorical.pbtxt")
+        cls.actor = tdpolicy.Actor.load(cls.path, seed=0)
+
+    def check(self, error, words, fn, *args, **kwargs):
+        with self.assertRaises(error) as caught:
+            fn(*args, **kwargs)
+        for word in words:
+            self.assertIn(word, str(caught.exception))
+
+    def test_bad_arguments_are_named(self):
+        self.check(ValueError, ["backend", "nope"], tdpolicy.Actor.load, self.path, backend="nope")
+        self.check(ValueError, ["interaction", "sideways"], tdpolicy.Actor.load, self.path, interaction="sideways")
+        self.check(ValueError, ["device"], tdpolicy.Actor.load, self.path, device="warp:0")
+        self.check(ValueError, ["seed"], tdpolicy.Actor.load, self.path, seed=-1)
+        self.check(ValueError, ["cuda_graph", "device"], tdpolicy.Actor.load, self.path, backend="cuda_graph")
+        self.check(FileNotFoundError, ["missing.pbtxt"], tdpolicy.Actor.load, "missing.pbtxt")
+        self.check(ValueError, ["interaction", "sideways"], self.actor.act, torch.zeros(1, 4), interaction="sideways")
+
+    def test_bad_inputs_are_named(self):
+        self.check(ValueError, ["observation", "[4]"], self.actor.act, observation=torch.zeros(2, 5))
+        self.check(ValueError, ["observation"], self.actor.act, TensorDict(obs=torch.zeros(2, 4), batch_size=[2]))
+        self.check(TypeError, ["observation"], self.actor.act, observation=[1.0, 2.0])
+        self.check(TypeError, ["td"], self.actor.act, "observation")
+        self.check(TypeError, ["no inputs"], self.actor.act)
+
+
+if __name__ == "__main__":
+    unittest.main()
