@@ -163,7 +163,8 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
 absl::Status Actor::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
                              std::optional<nn::InteractionType> type) {
   FusedBackend& fused = impl_->fused;
-  if (fused.plan() == nullptr) {
+  const std::shared_ptr<const fused::FusedPlan> taken = fused.plan();
+  if (taken == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("Actor.act_flat needs the fused plan: ", impl_->fused.status().message()));
   }
@@ -176,7 +177,7 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
     return absl::InvalidArgumentError("Actor.act_flat: a negative batch, or a null observation or action buffer");
   }
   // LibTorch: larger batches under kAuto, and interaction types the plan has no closed form for.
-  const fused::FusedPlan& plan = *fused.plan();
+  const fused::FusedPlan& plan = *taken;
   try {
     at::Tensor obs = at::from_blob(const_cast<float*>(observation), {batch, plan.observation_size()}, at::kFloat);
     TensorDict out = act(TensorDict({{plan.slot(plan.input_slots()[0]).key, obs}}, {batch}), type);

@@ -13,6 +13,27 @@
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 
 namespace tdp::actor {
+namespace {
+
+// accepts() and the output slots were decided on the first plan: a refreshed plan must read and
+// write the same slots, or calls would be run on a plan they were not checked against.
+absl::Status same_layout(const fused::FusedPlan& was, const fused::FusedPlan& now) {
+  bool same = was.slot_count() == now.slot_count() && was.input_slots() == now.input_slots() &&
+              was.output_slots() == now.output_slots() && was.action_slot() == now.action_slot() &&
+              was.log_prob_slot() == now.log_prob_slot() && was.description() == now.description();
+  for (int s = 0; same && s < was.slot_count(); ++s) {
+    const fused::FusedPlan::Slot& a = was.slot(s);
+    const fused::FusedPlan::Slot& b = now.slot(s);
+    same = a.key == b.key && a.width == b.width && a.shape == b.shape && a.integer == b.integer &&
+           a.float64 == b.float64 && a.boolean == b.boolean;
+  }
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "refresh_parameters: the parameters no longer lower to a plan of the same layout (a parameter changed "
+      "shape?); load the policy again");
+}
+
+}  // namespace
 
 FusedBackend::FusedBackend(ActorCore& core) : core_(core) {
   const ActorOptions& options = core_.options;
@@ -33,7 +54,16 @@ FusedBackend::FusedBackend(ActorCore& core) : core_(core) {
   }
   auto lowered = lower();
   if (precondition.ok() && lowered.ok()) {
-    set_plan(*std::move(lowered));
+    layout_ = *std::move(lowered);
+    current_ = layout_;
+    output_slots_ = layout_->output_slots();
+    // return_all_entries: every entry the modules write, after the observation's.
+    const std::vector<int>& inputs = layout_->input_slots();
+    for (int s = 0; s < layout_->slot_count(); ++s) {
+      if (std::find(inputs.begin(), inputs.end(), s) == inputs.end() && layout_->slot(s).key != NestedKey("_")) {
+        all_slots_.push_back(s);
+      }
+    }
     return;
   }
   status_ = precondition.ok() ? lowered.status() : precondition;
@@ -50,37 +80,26 @@ absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> FusedBackend::lower() co
   return fused::FusedPlan::lower(core_.policy);
 }
 
-void FusedBackend::set_plan(std::shared_ptr<const fused::FusedPlan> plan) {
-  plan_ = std::move(plan);
-  output_slots_ = plan_->output_slots();
-  // return_all_entries: every entry the modules write, after the observation's.
-  all_slots_.clear();
-  const std::vector<int>& inputs = plan_->input_slots();
-  for (int s = 0; s < plan_->slot_count(); ++s) {
-    if (std::find(inputs.begin(), inputs.end(), s) == inputs.end() && plan_->slot(s).key != NestedKey("_")) {
-      all_slots_.push_back(s);
-    }
-  }
-}
+std::shared_ptr<const fused::FusedPlan> FusedBackend::plan() const { return std::atomic_load(&current_); }
 
 nn::InteractionType FusedBackend::plan_type(std::optional<nn::InteractionType> type) const {
-  return type.value_or(plan_->default_interaction_type());
+  return type.value_or(layout_->default_interaction_type());
 }
 
 bool FusedBackend::runs(int64_t batch, std::optional<nn::InteractionType> type) const {
-  if (!plan_) return false;
+  if (!layout_) return false;
   if (core_.options.backend() == Backend::kAuto && batch > core_.options.fused_max_batch()) return false;
-  return plan_->check(plan_type(type)).ok();
+  return layout_->check(plan_type(type)).ok();
 }
 
 bool FusedBackend::accepts(const ActCall& call) const {
-  if (!plan_ || call.generator || call.observation.batch_size().size() != 1) return false;
+  if (!layout_ || call.generator || call.observation.batch_size().size() != 1) return false;
   if (!runs(call.observation.batch_size()[0], call.type)) return false;
   // Well-formed inputs only (else LibTorch's path says what is wrong); a state key the
   // observation lacks comes from the kept state, a missing is_init is false.
-  const std::vector<int>& slots = plan_->input_slots();
+  const std::vector<int>& slots = layout_->input_slots();
   for (size_t i = 0; i < slots.size(); ++i) {
-    const fused::FusedPlan::Slot& slot = plan_->slot(slots[i]);
+    const fused::FusedPlan::Slot& slot = layout_->slot(slots[i]);
     const policy::TensorSignature& input = core_.policy.signature.inputs[i];
     // One lookup: an absent key gives an undefined tensor.
     const at::Tensor x = call.observation.get(slot.key, at::Tensor());
@@ -99,7 +118,9 @@ bool FusedBackend::accepts(const ActCall& call) const {
 TensorDict FusedBackend::act(const ActCall& call) {
   const TensorDict& observation = call.observation;
   const int64_t batch = observation.batch_size()[0];
-  const fused::FusedPlan& plan = *plan_;
+  // Taken once: a refresh during the call swaps in a new plan without touching this one.
+  const std::shared_ptr<const fused::FusedPlan> taken = std::atomic_load(&current_);
+  const fused::FusedPlan& plan = *taken;
   c10::InferenceMode inference;
   const bool kept = core_.state.uses_kept(observation);
   const std::vector<at::Tensor> state = kept ? core_.state.get({batch}) : std::vector<at::Tensor>{};
@@ -171,44 +192,46 @@ TensorDict FusedBackend::act(const ActCall& call) {
 }
 
 absl::Status FusedBackend::flat_status() const {
-  if (!plan_) return absl::FailedPreconditionError(absl::StrCat("the policy has no fused plan: ", status_.message()));
+  if (!layout_) return absl::FailedPreconditionError(absl::StrCat("the policy has no fused plan: ", status_.message()));
   if (!core_.state.empty()) {
     std::vector<std::string> keys;
     for (const NestedKey& key : core_.state.keys()) keys.push_back(policy::key_string(key));
     return absl::FailedPreconditionError(absl::StrCat("the policy is recurrent (state ", absl::StrJoin(keys, ", "),
                                                       "); the flat API carries no state: use act()"));
   }
-  return plan_->flat_status();
+  return layout_->flat_status();
 }
 
 absl::Status FusedBackend::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
                                     std::optional<nn::InteractionType> type) {
-  return plan_->run_flat(observation, batch, plan_type(type), {core_.options.seed(), calls_.fetch_add(1)},
+  return std::atomic_load(&current_)->run_flat(observation, batch, plan_type(type), {core_.options.seed(), calls_.fetch_add(1)},
                          fused::FlatOutputs{action, log_prob});
 }
 
 absl::Status FusedBackend::refresh() {
-  if (!plan_) return absl::OkStatus();
+  if (!layout_) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(refresh_mutex_);
   auto lowered = lower();
   if (!lowered.ok()) return lowered.status();
-  set_plan(*std::move(lowered));
+  if (absl::Status same = same_layout(*layout_, **lowered); !same.ok()) return same;
+  std::atomic_store(&current_, std::shared_ptr<const fused::FusedPlan>(*std::move(lowered)));
   return absl::OkStatus();
 }
 
 void FusedBackend::describe(ActorInfo& info) const {
   info.fused_status = status_;
   info.flat_status = flat_status();
-  if (!plan_) return;
-  info.modules = plan_->description();
+  if (!layout_) return;
+  info.modules = layout_->description();
   // Of the types the policy runs (its signature's), those the plan computes.
   for (nn::InteractionType type : core_.policy.signature.interaction_types) {
-    if (plan_->check(type).ok()) info.fused_interaction_types.push_back(type);
+    if (layout_->check(type).ok()) info.fused_interaction_types.push_back(type);
   }
   info.fused_max_batch = core_.options.backend() == Backend::kAuto ? core_.options.fused_max_batch()
                                                                    : std::numeric_limits<int64_t>::max();
   if (info.flat_status.ok()) {
-    info.flat_observation_size = plan_->observation_size();
-    info.flat_action_size = plan_->action_size();
+    info.flat_observation_size = layout_->observation_size();
+    info.flat_action_size = layout_->action_size();
   }
 }
 

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "sdk/actor/backend.h"
@@ -37,19 +38,28 @@ class FusedBackend : public ActorBackend {
   // The flat call on the plan; runs(batch, type) must hold.
   absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
                         std::optional<nn::InteractionType> type);
-  // Lowers the module's current parameters again; an error leaves the plan as it was.
+  // Lowers the module's current parameters again and swaps the new plan in; an error (a plan of
+  // another layout: a parameter changed shape) leaves the plan as it was. Safe while other
+  // threads act: a call runs wholly on the plan it took when it started, the old or the new one.
   absl::Status refresh();
-  // Null when the policy did not lower; status() says why.
-  const fused::FusedPlan* plan() const { return plan_.get(); }
+  // The plan calls run now (null when the policy did not lower; status() says why). A refresh may
+  // replace it at any time: the pointer keeps this one alive for the caller.
+  std::shared_ptr<const fused::FusedPlan> plan() const;
   const absl::Status& status() const { return status_; }
 
  private:
   nn::InteractionType plan_type(std::optional<nn::InteractionType> type) const;
   absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> lower() const;
-  void set_plan(std::shared_ptr<const fused::FusedPlan> plan);
 
   ActorCore& core_;
-  std::shared_ptr<const fused::FusedPlan> plan_;
+  // The first plan lowered: what accepts(), runs() and describe() read. A refresh keeps the
+  // layout (slots, shapes, heads), so these answers hold for every later plan too.
+  std::shared_ptr<const fused::FusedPlan> layout_;
+  // The plan calls run, with the refreshed weights; read and replaced only through
+  // std::atomic_load / std::atomic_store (taken once per call), so a refresh racing a call never
+  // frees the plan under it nor mixes two plans in one call.
+  std::shared_ptr<const fused::FusedPlan> current_;
+  std::mutex refresh_mutex_;  // one refresh at a time
   absl::Status status_ = absl::OkStatus();
   // Calls on the plan so far: the Philox counter of the next one.
   std::atomic<uint64_t> calls_{0};

@@ -18,6 +18,7 @@
 // wrapper always runs (a subclass opts in with honor_skip_existing()).
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -60,6 +61,37 @@ class ParameterResettable {
   virtual ~ParameterResettable() = default;
   virtual void reset_parameters() = 0;
 };
+
+// LibTorch's layers draw their initial parameters from the global generator, which any thread
+// may draw from at any time. While an InitGeneratorGuard is alive on a thread,
+// reset_parameters_recursive() (and so an EnsembleModule's reset) on that thread draws from the
+// guard's generator instead, as reset_layer_parameters() does: a seeded build (a spec's
+// init_seed) gets the same weights whatever other threads draw.
+//
+//   tdp::nn::InitGeneratorGuard seeded(at::detail::createCPUGenerator(spec.init_seed()));
+//   module->reset_parameters_recursive();
+class InitGeneratorGuard {
+ public:
+  explicit InitGeneratorGuard(at::Generator generator);
+  ~InitGeneratorGuard();
+  InitGeneratorGuard(const InitGeneratorGuard&) = delete;
+  InitGeneratorGuard& operator=(const InitGeneratorGuard&) = delete;
+
+ private:
+  std::optional<at::Generator> previous_;
+};
+
+// The generator of this thread's innermost InitGeneratorGuard; empty: none (the global one).
+std::optional<at::Generator> init_generator();
+
+// Draws the parameters of one LibTorch layer that draws at initialization (Linear, Bilinear,
+// Conv*, ConvTranspose*, Embedding*, RNN/LSTM/GRU and their cells) from `generator`, with exactly
+// the bounds and order of the layer's own reset_parameters(): the same generator state gives the
+// same values. False for any other module (norms initialize to ones and zeros, drawing nothing).
+bool reset_layer_parameters(torch::nn::Module& module, const at::Generator& generator);
+
+// torch::nn::init::kaiming_uniform_(tensor, a) (fan in, leaky_relu), drawn from `generator`.
+void kaiming_uniform(at::Tensor& tensor, double a, const at::Generator& generator);
 
 class TensorDictModuleBase : public torch::nn::Module {
  public:

@@ -6,13 +6,18 @@
 #include <absl/strings/str_join.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 
 #include "sdk/log/log.h"
+#include "sdk/nn/ensemble_module.h"
+#include "sdk/nn/layers.h"
+#include "sdk/nn/multi_agent_mlp.h"
 #include "sdk/nn/safe_module.h"
+#include "sdk/nn/tensordict_module_base.h"
 #include "sdk/policy/kinds/action_spec.h"
 #include "sdk/policy/kinds/kind.h"
 #include "sdk/policy/limits.h"
@@ -103,6 +108,42 @@ absl::Status load_parameters(const tdpolicy::Parameters& parameters, const std::
   return absl::OkStatus();
 }
 
+// A seeded policy's initial parameters, drawn from `generator` in the order the modules' own
+// constructors drew them from the global generator (depth first, children in order; a layer's
+// parameters in its reset's order), so the weights are those a seeded global generator gave.
+// An EnsembleModule drew its template (built first), then each copy: the same here.
+void initialize(torch::nn::Module& module, const at::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  if (nn::reset_layer_parameters(module, generator)) return;
+  if (auto* conv = dynamic_cast<nn::Conv2dImpl*>(&module)) {
+    nn::kaiming_uniform(conv->weight, std::sqrt(5.0), generator);
+    if (conv->bias.defined()) {
+      const at::Tensor& w = conv->weight;
+      const double bound = 1.0 / std::sqrt(static_cast<double>(w.size(1) * w.size(2) * w.size(3)));
+      conv->bias.uniform_(-bound, bound, generator);
+    }
+    return;
+  }
+  if (dynamic_cast<nn::MultiAgentMlpImpl*>(&module) != nullptr) {
+    // One child per Linear under "params": weight, then bias, U(-1/sqrt(in), 1/sqrt(in)).
+    for (const auto& layer : module.named_children()["params"]->children()) {
+      auto tensors = layer->named_parameters(/*recurse=*/false);
+      at::Tensor weight = tensors["weight"];
+      at::Tensor bias = tensors["bias"];
+      const double bound = 1.0 / std::sqrt(static_cast<double>(weight.size(-1)));
+      weight.uniform_(-bound, bound, generator);
+      bias.uniform_(-bound, bound, generator);
+    }
+    return;
+  }
+  if (auto* ensemble = dynamic_cast<nn::EnsembleModuleImpl*>(&module)) {
+    initialize(*ensemble->module(), generator);
+    ensemble->reset_parameters();  // the copies, from the InitGeneratorGuard's generator
+    return;
+  }
+  for (const auto& child : module.children()) initialize(*child, generator);
+}
+
 absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, const std::string& source,
                                              const std::string& base_dir, const LoadOptions& options) {
   if (absl::Status valid = validate_spec(spec, source, options); !valid.ok()) return valid;
@@ -112,23 +153,25 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
   try {
     kinds::BuildContext builder(base_dir, options.limits);
     if (spec.has_init_seed()) {
-      // Layers initialize from the default generator: seed it for the build, then put back the
-      // caller's state, so loading never disturbs the caller's random stream. Seeded loads are
-      // serialized so that concurrent loads get the same weights. (The generator's own mutex
-      // can't be held: the initializers take it themselves. Other threads drawing from the
-      // default generator during a seeded load would still interleave with it.)
+      // The layers' constructors draw from the global generator, which other threads may draw
+      // from meanwhile: those values are discarded, and every parameter is drawn again from a
+      // generator of the spec's own, in construction order (see initialize). Saved and restored,
+      // so that a load on its own never disturbs the caller's random stream; serialized so that
+      // concurrent loads restore it in turn.
       static std::mutex seeded_build;
       std::lock_guard<std::mutex> serialized(seeded_build);
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      at::Tensor state = generator.get_state();
-      generator.set_current_seed(spec.init_seed());
+      at::Generator global = at::detail::getDefaultCPUGenerator();
+      at::Tensor state = global.get_state();
       try {
         policy.module = builder.module(spec.module(), "module");
       } catch (...) {
-        generator.set_state(state);
+        global.set_state(state);
         throw;
       }
-      generator.set_state(state);
+      global.set_state(state);
+      at::Generator own = at::detail::createCPUGenerator(spec.init_seed());
+      nn::InitGeneratorGuard guard(own);
+      initialize(*policy.module, own);
     } else {
       policy.module = builder.module(spec.module(), "module");
     }

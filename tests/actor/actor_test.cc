@@ -9,11 +9,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
@@ -449,6 +451,56 @@ TEST(ActorBackendTest, RefreshParametersMakesTheFusedPlanSeeAnInPlaceUpdate) {
   nn::CompositeLpAggregateGuard other_mode(false, /*thread_local_only=*/true);
   ASSERT_OK(aggregated->refresh_parameters());
   EXPECT_EQ(aggregated->act(obs, InteractionType::kDeterministic).keys(), keys_before);
+}
+
+TEST(ActorBackendTest, RefreshWhileOtherThreadsActGivesTheOldOrTheNewWeightsNeverAMix) {
+  ASSERT_OK_AND_ASSIGN(auto loaded, load(kCategorical, ActorOptions().backend(Backend::kFused)));
+  policy::Policy policy{loaded->spec(), loaded->module()};
+  Actor fused(policy, ActorOptions().backend(Backend::kFused));
+  const TensorDict obs = observations(3);
+  // Two weight sets, A (as loaded) and B, and the exact answer of each.
+  std::vector<at::Tensor> a, b;
+  {
+    at::NoGradGuard no_grad;
+    for (const at::Tensor& p : policy.module->parameters()) {
+      a.push_back(p.detach().clone());
+      b.push_back(p.detach() * -3.0 + 0.25);
+    }
+  }
+  auto use = [&](const std::vector<at::Tensor>& weights) {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> params = policy.module->parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(weights[i]);
+  };
+  auto answer = [&] { return fused.act(obs, InteractionType::kDeterministic).get("action_log_prob"); };
+  const at::Tensor answer_a = answer();
+  use(b);
+  ASSERT_OK(fused.refresh_parameters());
+  const at::Tensor answer_b = answer();
+  ASSERT_FALSE(answer_a.equal(answer_b));
+
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> mixed{0}, calls{0};
+  std::vector<std::thread> actors;
+  for (int t = 0; t < 4; ++t) {
+    actors.emplace_back([&] {
+      while (!done.load()) {
+        const at::Tensor got = answer();
+        if (!got.equal(answer_a) && !got.equal(answer_b)) ++mixed;
+        ++calls;
+      }
+    });
+  }
+  // Acting threads read only the plan's own copy of the weights: changing the module's
+  // parameters here races nothing but the refresh, which runs on this thread.
+  for (int i = 0; i < 300; ++i) {
+    use(i % 2 == 0 ? a : b);
+    ASSERT_OK(fused.refresh_parameters());
+  }
+  while (calls.load() < 200) std::this_thread::yield();
+  done = true;
+  for (std::thread& thread : actors) thread.join();
+  EXPECT_EQ(mixed.load(), 0) << "of " << calls.load() << " calls";
 }
 
 }  // namespace

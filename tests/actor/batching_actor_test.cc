@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "sdk/nn/tensordict_module_base.h"
 #include "tdpolicy/spec.pb.h"
 #include "tests/testing/error_of.h"
 
@@ -280,6 +281,52 @@ TEST(BatchingActorTest, AThrowingCallFailsEveryRequestOfItsBatchAndTheBatcherGoe
   auto next = batcher.submit(observation(at::zeros({3, 4})));
   ASSERT_TRUE(ready(next));
   EXPECT_EQ(next.get().batch_size(), c10::IntArrayRef({3}));
+}
+
+TEST(BatchingActorTest, RefreshingTheWrappedActorWhileItsWorkerActsGivesTheOldOrTheNewWeights) {
+  std::shared_ptr<Actor> actor = load_actor(kPendulum);
+  ASSERT_NE(actor, nullptr);
+  std::vector<at::Tensor> params = actor->module()->parameters();
+  std::vector<at::Tensor> a, b;
+  for (const at::Tensor& p : params) {
+    a.push_back(p.detach().clone());
+    b.push_back(p.detach() * -0.5 + 0.125);
+  }
+  auto use = [&](const std::vector<at::Tensor>& weights) {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(weights[i]);
+  };
+  const at::Tensor obs = random_obs(1, observation_size(*actor), 7);
+  const auto deterministic = BatchingRequest().interaction_type(InteractionType::kDeterministic);
+  // The fused plan runs batch 1 here; the answers of each weight set, exactly.
+  const at::Tensor answer_a = actor->act(observation(obs), InteractionType::kDeterministic).get("action");
+  use(b);
+  ASSERT_TRUE(actor->refresh_parameters().ok());
+  const at::Tensor answer_b = actor->act(observation(obs), InteractionType::kDeterministic).get("action");
+  ASSERT_FALSE(answer_a.equal(answer_b));
+
+  BatchingActor batcher(actor);
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> mixed{0}, calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      while (!done.load()) {
+        const at::Tensor got = batcher.act(observation(obs), deterministic).get("action");
+        // Merged rows may round differently from a batch-1 call: within 1e-5 of one answer.
+        if (!at::allclose(got, answer_a, 0, 1e-5) && !at::allclose(got, answer_b, 0, 1e-5)) ++mixed;
+        ++calls;
+      }
+    });
+  }
+  for (int i = 0; i < 2000; ++i) {
+    use(i % 2 == 0 ? a : b);
+    ASSERT_TRUE(batcher.actor().refresh_parameters().ok());
+  }
+  while (calls.load() < 200) std::this_thread::yield();
+  done = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mixed.load(), 0) << "of " << calls.load() << " calls";
 }
 
 // The reference: one environment stepped alone through Actor::act with its state passed in.
