@@ -108,6 +108,8 @@ TensorDict Collector::collect() {
       inputs.set(*is_init_key_, flag.expand(shape).to(is_init_dtype_).contiguous());
     }
     TensorDict out = actor_->act(inputs, type);
+    // An actor on a GPU answers there; the simulators and the batch live on the CPU.
+    if (std::optional<c10::Device> device = out.device(); device && !device->is_cpu()) out = out.to(at::kCPU);
     // The next state is kept apart from the step's root entries: at ("next", state key).
     std::vector<at::Tensor> next_state;
     for (const NestedKey& key : next_state_keys_) next_state.push_back(out.pop(key));

@@ -25,6 +25,9 @@
 //   policy reads one (true on a trajectory's first step).
 // The step after the last of a batch is the first of the next batch: episodes run across batches.
 //
+// The actor may run on a GPU (it moves each observation there); its outputs come back to the CPU,
+// where the environments and the batches live.
+//
 // Threads: next() collects on the calling thread, or, with prefetch, on the collector's own
 // thread while the caller works on the batch just returned. update_actor() runs a function on the
 // actor when no step is in flight; which batch sees the change is documented there. A Collector

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Frames per second collected with the policy in the loop: tdpolicy.Collector (the SDK's C++
 CartPole / Pendulum and the C++ Actor, stepped in C++) against TorchRL's Collector (the class
-named SyncDataCollector before TorchRL 0.13) over Gymnasium's CartPole-v1 / Pendulum-v1 (a
-gymnasium vector env of N copies: GymEnv(num_envs=N)), the same tensordict policy in both
+named SyncDataCollector before TorchRL 0.13) over Gymnasium's CartPole-v1 / Pendulum-v1 (N
+copies in one gymnasium SyncVectorEnv, in this process like the C++ ones: TorchRL's GymWrapper of
+gymnasium.make_vec(..., vectorization_mode="sync"); one plain GymEnv for N = 1), the same
+tensordict policy in both
 (the C++ side runs its tdpolicy.export). Then tdpolicy.Actor.act from Python at batch 1, with
 plain tensors and with TensorDicts, and where the TensorDict call's time goes.
 
@@ -62,11 +64,17 @@ def tdpolicy_rate(task, policy, n, steps, seconds):
 
 
 def torchrl_rate(gym_name, policy, n, steps, seconds):
+    import gymnasium
     from torchrl.collectors import Collector
-    from torchrl.envs import GymEnv
+    from torchrl.envs import GymEnv, GymWrapper
 
-    env = GymEnv(gym_name, num_envs=n, categorical_action_encoding=True) if n > 1 else \
-        GymEnv(gym_name, categorical_action_encoding=True)
+    if n == 1:
+        env = GymEnv(gym_name, categorical_action_encoding=True)
+    else:
+        # TorchRL takes a vector env that resets on the step that ends an episode (SAME_STEP).
+        vector = gymnasium.make_vec(gym_name, num_envs=n, vectorization_mode="sync",
+                                    vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP})
+        env = GymWrapper(vector, categorical_action_encoding=True)
     collector = Collector(env, policy, frames_per_batch=n * steps, total_frames=-1)
     try:
         return rate(collector, seconds)
@@ -75,6 +83,7 @@ def torchrl_rate(gym_name, policy, n, steps, seconds):
 
 
 def per_call_us(fn, number):
+    """The best of 5 runs; timeit turns Python's garbage collector off while it times."""
     fn()
     return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
 
@@ -111,14 +120,17 @@ def main():
         ("  TensorDict._new_unsafe({2 entries}) alone",
          lambda: TensorDict._new_unsafe(source={"action": obs, "action_log_prob": obs}, batch_size=torch.Size([1]))),
         ("  td.get('observation') alone", lambda: td.get("observation", None)),
-        ("TorchRL module on the same input (eager)", None),
+        ("TorchRL module on the same input (eager, no_grad, td)", None),
     ]
     module = cartpole_policy()
+
+    def python_module():
+        with torch.no_grad():
+            module(td)
+
     for name, fn in rows:
         if fn is None:
-            with torch.no_grad():
-                fn = lambda: module(td)  # noqa: E731
-            n = number // 20
+            fn, n = python_module, number // 20
         else:
             n = number
         print("%-52s %8.2f" % (name, per_call_us(fn, n)), flush=True)

@@ -120,6 +120,22 @@ void raise_status(const absl::Status& status) {
 PyActor::PyActor(std::unique_ptr<actor::Actor> actor) : actor_(std::move(actor)) {
   in_keys_ = actor_->signature().input_keys();
   in_keys_py_ = keys_to_py(in_keys_);
+  if (!actor_->options().return_all_entries()) {
+    for (const NestedKey& key : actor_->signature().output_keys()) out_keys_py_.emplace_back(key, key_to_py(key));
+  }
+}
+
+py::dict PyActor::outputs_to_dict(const TensorDict& out) const {
+  if (out_keys_py_.empty()) return to_py_dict(out);
+  py::dict result;
+  for (const auto& [key, py_key] : out_keys_py_) {
+    at::Tensor value = out.get(key, at::Tensor());
+    if (!value.defined()) continue;
+    py::object wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(value)));
+    if (!wrapped) throw py::error_already_set();
+    if (PyDict_SetItem(result.ptr(), py_key.ptr(), wrapped.ptr()) != 0) throw py::error_already_set();
+  }
+  return result;
 }
 
 std::optional<nn::InteractionType> PyActor::interaction_of(py::handle interaction) const {
@@ -237,7 +253,7 @@ py::object PyActor::act(py::object td, py::object interaction, py::kwargs tensor
     py::gil_scoped_release release;
     out = actor_->act(inputs, type);
   }
-  return returns == kTensorDict ? to_py_tensordict(out) : py::object(to_py_dict(out));
+  return returns == kTensorDict ? to_py_tensordict(out) : py::object(outputs_to_dict(out));
 }
 
 std::vector<std::pair<at::Tensor, at::Tensor>> PyActor::refresh_copies(py::object module) {

@@ -48,10 +48,14 @@ class PyActor {
   TensorDict inputs_from_tensordict(py::handle td) const;
   TensorDict inputs_from_dict(py::handle dict) const;
   TensorDict inputs_with_batch(std::vector<std::pair<NestedKey, at::Tensor>> entries) const;
+  // {key: tensor} of a call's outputs, with the keys' Python objects made once.
+  py::dict outputs_to_dict(const TensorDict& out) const;
 
   std::shared_ptr<actor::Actor> actor_;
   std::vector<NestedKey> in_keys_;
   std::vector<py::object> in_keys_py_;
+  // The signature's outputs and their Python keys (empty with return_all_entries: any key comes back).
+  std::vector<std::pair<NestedKey, py::object>> out_keys_py_;
   // refresh_from's mapping, kept for the module it was computed for: (C++ name, live tensor).
   py::object mapped_module_;
   std::vector<std::pair<std::string, py::object>> mapping_;
