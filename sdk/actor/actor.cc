@@ -26,6 +26,9 @@ namespace {
 // and a visible GPU; without them this is a load error, not a failure at the first act().
 at::Generator make_generator(const c10::Device& device, uint64_t seed) {
   if (device.is_cpu()) return at::detail::createCPUGenerator(seed);
+  if (!device.is_cuda()) {
+    throw std::invalid_argument(absl::StrCat("device ", device.str(), " requested; an actor runs on the cpu or a cuda device"));
+  }
   if (device.is_cuda() && !at::hasCUDA()) {
     throw std::invalid_argument(absl::StrCat(
         "device ", device.str(), " requested, but ",

@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,14 @@
 
 namespace tdp::actor {
 namespace {
+
+// "Sparse", "SparseCsr", ...: c10::toString(Layout) would convert to a whole TensorOptions.
+std::string layout_name(c10::Layout layout) {
+  std::ostringstream name;
+  name << layout;
+  return name.str();
+}
+
 
 using Clock = std::chrono::steady_clock;
 
@@ -141,7 +150,7 @@ class BatchingActor::Impl {
       const at::Tensor given = observation.get(input.key, at::Tensor());
       if (!given.defined()) continue;
       if (given.layout() != at::kStrided) {
-        fail(absl::StrCat("input ", input.name, " is a ", c10::toString(given.layout()),
+        fail(absl::StrCat("input ", input.name, " is a ", layout_name(given.layout()),
                           " tensor; expected a dense (strided) tensor"));
       }
       if (given.is_meta()) fail(absl::StrCat("input ", input.name, " is on the meta device; expected data on a real device"));

@@ -24,6 +24,7 @@
 #include "tdpolicy/spec.pb.h"
 
 #include "tests/actor/actor_specs.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/files.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/status_matchers.h"
@@ -501,6 +502,27 @@ TEST(ActorBackendTest, RefreshWhileOtherThreadsActGivesTheOldOrTheNewWeightsNeve
   done = true;
   for (std::thread& thread : actors) thread.join();
   EXPECT_EQ(mixed.load(), 0) << "of " << calls.load() << " calls";
+}
+
+TEST(ActorTest, SparseAndMetaObservationsGetAShortErrorNamingTheKeyOnEveryBackend) {
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+    SCOPED_TRACE(static_cast<int>(backend));
+    ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(backend)));
+    const std::string sparse = test_util::error_of<std::invalid_argument>(
+        [&] { actor->act(TensorDict({{"observation", at::zeros({2, 4}).to_sparse()}}, {2})); });
+    EXPECT_THAT(sparse, testing::HasSubstr("input \"observation\" is a Sparse tensor; expected a dense (strided) tensor"));
+    EXPECT_LT(sparse.size(), 300u) << "no backtrace";
+    const std::string meta = test_util::error_of<std::invalid_argument>([&] {
+      actor->act(TensorDict({{"observation", at::empty({2, 4}, at::TensorOptions().device(at::kMeta))}}, {2}));
+    });
+    EXPECT_THAT(meta, testing::HasSubstr("input \"observation\" is on the meta device"));
+    EXPECT_LT(meta.size(), 300u) << "no backtrace";
+  }
+  auto meta_actor = load(kCategorical, ActorOptions().device(at::Device(at::kMeta)));
+  ASSERT_FALSE(meta_actor.ok());
+  EXPECT_THAT(std::string(meta_actor.status().message()),
+              testing::HasSubstr("device meta requested; an actor runs on the cpu or a cuda device"));
+  EXPECT_LT(meta_actor.status().message().size(), 300u);
 }
 
 }  // namespace
