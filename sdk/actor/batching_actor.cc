@@ -156,6 +156,8 @@ class BatchingActor::Impl {
       if (given.is_meta()) fail(absl::StrCat("input ", input.name, " is on the meta device; expected data on a real device"));
     }
     actor->signature().check_observation(observation, "BatchingActor.submit", /*state_optional=*/!stateless_form);
+    // The wrapped actor's rule for non-finite inputs, here, so that a bad row fails its own request.
+    if (actor->options().check_finite()) check_finite_inputs(actor->signature(), observation, "BatchingActor.submit");
     TensorDict selected({rows});
     for (const policy::TensorSignature& input : actor->signature().inputs) {
       if (input.state && !stateless_form) continue;

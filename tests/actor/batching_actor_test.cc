@@ -519,8 +519,9 @@ TEST(BatchingActorTest, AFullQueueFailsTheRequestNamingTheLimit) {
 }
 
 TEST(BatchingActorTest, WhenAMergedCallThrowsOnlyTheRequestsThatFailAloneFail) {
-  // LibTorch's categorical sampling rejects NaN logits: a NaN row makes the merged call throw.
-  auto actor = load_actor(kCartPole, ActorOptions().backend(Backend::kLibTorch));
+  // LibTorch's categorical sampling rejects NaN logits: without the finite check at submit, a
+  // NaN row makes the merged call throw.
+  auto actor = load_actor(kCartPole, ActorOptions().backend(Backend::kLibTorch).check_finite(false));
   ASSERT_NE(actor, nullptr);
   BatchingActor batcher(actor, BatchingActorOptions().min_batch_size(3).max_delay(std::chrono::seconds(5)));
   const auto random = BatchingRequest().interaction_type(InteractionType::kRandom);
@@ -594,6 +595,18 @@ TEST(BatchingActorTest, TheLargestMaxDelayWaitsForMinBatchSize) {
   auto second = batcher.submit(observation(at::zeros({1, 4})));
   ASSERT_TRUE(ready(first) && ready(second));
   EXPECT_EQ(batcher.stats().batches, 1);
+}
+
+TEST(BatchingActorTest, ANonFiniteRowIsRejectedAtSubmitNamingTheKeyAndRow) {
+  BatchingActor batcher(load_actor(kCartPole));
+  at::Tensor obs = at::zeros({3, 4});
+  obs[2][1] = std::numeric_limits<float>::infinity();
+  auto bad = batcher.submit(observation(obs));
+  ASSERT_EQ(bad.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { bad.get(); }),
+              AllOf(HasSubstr("BatchingActor.submit: input \"observation\" has inf in row 2"),
+                    HasSubstr("expected finite values")));
+  EXPECT_EQ(batcher.stats().rejected, 1);
 }
 
 TEST(BatchingActorTest, BadOptionsAndANullActorAreErrors) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -423,6 +424,12 @@ TEST(CApiTest, ActErrorsSayWhatWasExpected) {
   const int64_t huge = (int64_t{1} << 62) + 1;
   EXPECT_EQ(act({{"observation", TDP_FLOAT32, obs.data(), 4}}, {}, huge), TDP_INVALID_ARGUMENT);
   EXPECT_THAT(tdp_last_error(), HasSubstr("is more elements than a size_t holds"));
+
+  // Non-finite inputs: rejected naming the key and the row (the rule of actor.h and tdp_c.h).
+  std::vector<float> nan_obs = observations(2, 4);
+  nan_obs[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, nan_obs.data(), nan_obs.size()}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("input \"observation\" has nan in row 1"));
 
   // A success clears the message; outputs may be left out entirely.
   EXPECT_EQ(act({good}, {}), TDP_OK);
