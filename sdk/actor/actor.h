@@ -107,7 +107,20 @@ struct ActorOptions {
   TORCH_ARG(int64_t, fused_max_batch) = 64;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
   TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
+  // The rule for non-finite inputs, the same on every backend (LibTorch, the fused plan, CUDA
+  // graphs), in act_flat, the C API and BatchingActor::submit: a NaN or +-Inf in a declared
+  // floating-point input is an error naming the key and the first bad row (std::invalid_argument
+  // from act, InvalidArgument from act_flat), checked in one pass over the input before the
+  // policy runs. false skips the check for speed; what a non-finite input then gives differs
+  // between backends (the fused plan's fast exp/tanh map NaN to finite values).
+  TORCH_ARG(bool, check_finite) = true;
 };
+
+// Throws std::invalid_argument when a declared floating-point input of `observation` holds a NaN
+// or +-Inf: "<who>: input "observation" has nan in row 3 (element 13); expected finite values".
+// Rows count over the batch dims, flattened. Inputs missing, not strided or on the meta device
+// are left to the shape checks.
+void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who);
 
 // What an actor does with its policy, for logs, tests and tools (`tdp validate` prints it).
 struct ActorInfo {

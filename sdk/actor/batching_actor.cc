@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,14 @@
 
 namespace tdp::actor {
 namespace {
+
+// "Sparse", "SparseCsr", ...: c10::toString(Layout) would convert to a whole TensorOptions.
+std::string layout_name(c10::Layout layout) {
+  std::ostringstream name;
+  name << layout;
+  return name.str();
+}
+
 
 using Clock = std::chrono::steady_clock;
 
@@ -49,10 +58,19 @@ void check_options(const BatchingActorOptions& options) {
                       options.min_batch_size()));
   }
   if (options.max_delay().count() < 0) fail("max_delay must not be negative");
+  if (options.max_envs() < 1) fail(absl::StrCat("max_envs must be at least 1, not ", options.max_envs()));
   if (options.max_queue_rows() < options.max_batch_size()) {
     fail(absl::StrCat("max_queue_rows (", options.max_queue_rows(), ") must be at least max_batch_size (",
                       options.max_batch_size(), ")"));
   }
+}
+
+// When the oldest pending request's wait ends: saturated at the clock's end for a max_delay too
+// large to add (microseconds::max() means "wait for min_batch_size").
+Clock::time_point deadline_of(Clock::time_point arrival, std::chrono::microseconds max_delay) {
+  const auto room = std::chrono::duration_cast<std::chrono::microseconds>(Clock::time_point::max() - arrival);
+  if (max_delay >= room) return Clock::time_point::max();
+  return arrival + std::chrono::duration_cast<Clock::duration>(max_delay);
 }
 
 }  // namespace
@@ -95,7 +113,8 @@ class BatchingActor::Impl {
   std::mutex state_mutex;
   std::unordered_map<int64_t, int64_t> slot_of;  // env id -> row of the tables
   std::vector<at::Tensor> tables;                // per state key: [capacity, shape...]
-  int64_t used_slots = 0;
+  int64_t used_slots = 0;                        // rows ever handed out
+  std::vector<int64_t> free_slots;               // rows of evicted ids, zeroed, for new ids
 
   // Checks a request against the declared inputs; returns what joins the queue. Throws
   // std::invalid_argument naming what is wrong.
@@ -125,7 +144,20 @@ class BatchingActor::Impl {
       fail(absl::StrCat("the observation carries the recurrent state ", absl::StrJoin(given_state, ", "), " but not ",
                         absl::StrJoin(missing, ", "), "; pass every state key or none (and env_ids)"));
     }
+    // Checked here, not in the merged call: a tensor LibTorch cannot merge or copy would fail
+    // every request merged with it.
+    for (const policy::TensorSignature& input : actor->signature().inputs) {
+      const at::Tensor given = observation.get(input.key, at::Tensor());
+      if (!given.defined()) continue;
+      if (given.layout() != at::kStrided) {
+        fail(absl::StrCat("input ", input.name, " is a ", layout_name(given.layout()),
+                          " tensor; expected a dense (strided) tensor"));
+      }
+      if (given.is_meta()) fail(absl::StrCat("input ", input.name, " is on the meta device; expected data on a real device"));
+    }
     actor->signature().check_observation(observation, "BatchingActor.submit", /*state_optional=*/!stateless_form);
+    // The wrapped actor's rule for non-finite inputs, here, so that a bad row fails its own request.
+    if (actor->options().check_finite()) check_finite_inputs(actor->signature(), observation, "BatchingActor.submit");
     TensorDict selected({rows});
     for (const policy::TensorSignature& input : actor->signature().inputs) {
       if (input.state && !stateless_form) continue;
@@ -136,7 +168,8 @@ class BatchingActor::Impl {
         selected.set(input.key, at::zeros(shape, at::TensorOptions().dtype(input.dtype)));
         continue;
       }
-      selected.set(input.key, observation.get(input.key));
+      // A copy: the caller may overwrite its buffer once submit() returns.
+      selected.set(input.key, observation.get(input.key).clone(at::MemoryFormat::Contiguous));
     }
     Pending pending{std::move(selected), rows, std::nullopt, -1, {}, Clock::now(), {}};
     pending.type = request.interaction_type() ? request.interaction_type() : actor->options().interaction_type();
@@ -201,7 +234,7 @@ class BatchingActor::Impl {
     while (true) {
       wake.wait(lock, [&] { return stopping || !queue.empty(); });
       if (queue.empty()) return;  // stopping, nothing left
-      const Clock::time_point deadline = queue.front().arrival + options.max_delay();
+      const Clock::time_point deadline = deadline_of(queue.front().arrival, options.max_delay());
       Plan next = plan();
       while (!stopping && !next.closed && next.rows < options.min_batch_size() && Clock::now() < deadline) {
         wake.wait_until(lock, deadline);
@@ -222,20 +255,36 @@ class BatchingActor::Impl {
       queue.swap(rest);
       queued_rows -= next.rows;
       lock.unlock();
-      Outcome outcome = run_batch(batch);
+      std::vector<Pending*> members;
+      for (Pending& pending : batch) members.push_back(&pending);
+      Outcome outcome = run_batch(members);
+      // A merged call that threw: each request again on its own, so that one bad request (a row
+      // the policy cannot compute) fails alone instead of failing everyone merged with it.
+      std::vector<std::exception_ptr> errors(batch.size(), outcome.error);
+      std::vector<TensorDict> results = std::move(outcome.results);
+      const bool retried = outcome.error && batch.size() > 1;
+      if (retried) {
+        results.resize(batch.size(), TensorDict(std::vector<int64_t>{0}));
+        for (size_t i = 0; i < batch.size(); ++i) {
+          Outcome alone = run_batch({&batch[i]});
+          errors[i] = alone.error;
+          if (!alone.error) results[i] = std::move(alone.results[0]);
+        }
+      }
       lock.lock();
       // Counted before any caller wakes, so a caller that saw its result sees it counted.
       counters.requests += static_cast<int64_t>(batch.size());
       counters.batches += 1;
       counters.failed_batches += outcome.error ? 1 : 0;
+      counters.retried_requests += retried ? static_cast<int64_t>(batch.size()) : 0;
       counters.rows += next.rows;
       counters.largest_batch = std::max(counters.largest_batch, next.rows);
       lock.unlock();
       for (size_t i = 0; i < batch.size(); ++i) {
-        if (outcome.error) {
-          batch[i].promise.set_exception(outcome.error);
+        if (errors[i]) {
+          batch[i].promise.set_exception(errors[i]);
         } else {
-          batch[i].promise.set_value(std::move(outcome.results[i]));
+          batch[i].promise.set_value(std::move(results[i]));
         }
       }
       lock.lock();
@@ -248,8 +297,8 @@ class BatchingActor::Impl {
     std::exception_ptr error;
   };
 
-  // One call of the wrapped actor for `batch`.
-  Outcome run_batch(std::vector<Pending>& batch) {
+  // One call of the wrapped actor for `batch`. A call that throws writes no kept state.
+  Outcome run_batch(const std::vector<Pending*>& batch) {
     Outcome outcome;
     try {
       c10::InferenceMode inference;
@@ -259,12 +308,12 @@ class BatchingActor::Impl {
       std::vector<int64_t> slots;   // of those rows, in batch order
       std::vector<int64_t> at_row;  // where they sit in the batch
       int64_t offset = 0;
-      for (const Pending& pending : batch) {
-        for (int64_t r = 0; r < static_cast<int64_t>(pending.env_ids.size()); ++r) {
-          slots.push_back(slot_for(pending.env_ids[r]));
+      for (const Pending* pending : batch) {
+        for (int64_t r = 0; r < static_cast<int64_t>(pending->env_ids.size()); ++r) {
+          slots.push_back(slot_for(pending->env_ids[r]));
           at_row.push_back(offset + r);
         }
-        offset += pending.rows;
+        offset += pending->rows;
       }
       const bool all_kept = static_cast<int64_t>(slots.size()) == offset;
       at::Tensor slot_index;
@@ -276,7 +325,8 @@ class BatchingActor::Impl {
       std::vector<TensorDict> parts;
       parts.reserve(batch.size());
       int64_t kept_offset = 0;
-      for (Pending& pending : batch) {
+      for (const Pending* member : batch) {
+        const Pending& pending = *member;
         TensorDict part = pending.observation.device() == device ? pending.observation : pending.observation.to(device);
         // Mixed with stateless requests (which carry their state), each kept-state request gets
         // its own rows of the gather, so every part has the same keys.
@@ -292,7 +342,7 @@ class BatchingActor::Impl {
       if (all_kept && !slots.empty()) {
         for (size_t k = 0; k < state_inputs.size(); ++k) merged.set(state_inputs[k].key, kept[k]);
       }
-      TensorDict out = actor->act(merged, batch.front().type);
+      TensorDict out = actor->act(merged, batch.front()->type);
       if (!slots.empty()) {
         const at::Tensor row_index = all_kept ? at::Tensor() : at::tensor(at_row, at::kLong).to(device);
         for (size_t k = 0; k < state_inputs.size(); ++k) {
@@ -301,9 +351,9 @@ class BatchingActor::Impl {
         }
       }
       offset = 0;
-      for (const Pending& pending : batch) {
-        outcome.results.push_back(batch.size() == 1 ? out : out.narrow(0, offset, pending.rows));
-        offset += pending.rows;
+      for (const Pending* pending : batch) {
+        outcome.results.push_back(batch.size() == 1 ? out : out.narrow(0, offset, pending->rows));
+        offset += pending->rows;
       }
     } catch (...) {
       outcome.results.clear();
@@ -313,10 +363,21 @@ class BatchingActor::Impl {
   }
 
   // The row of the state tables for an environment: zeros for one seen first. Needs state_mutex
-  // and InferenceMode (the tables are inference tensors, written in place).
+  // and InferenceMode (the tables are inference tensors, written in place). Throws past max_envs.
   int64_t slot_for(int64_t env_id) {
     auto found = slot_of.find(env_id);
     if (found != slot_of.end()) return found->second;
+    if (static_cast<int64_t>(slot_of.size()) >= options.max_envs()) {
+      throw std::invalid_argument(absl::StrCat(
+          "BatchingActor: environment ", env_id, " is new, but the state of max_envs = ", options.max_envs(),
+          " environments is kept already; reset(env_ids) the environments that ended to evict them"));
+    }
+    if (!free_slots.empty()) {  // zeroed when evicted
+      const int64_t slot = free_slots.back();
+      free_slots.pop_back();
+      slot_of.emplace(env_id, slot);
+      return slot;
+    }
     const int64_t capacity = tables.empty() ? 0 : tables[0].size(0);
     if (used_slots == capacity) {
       const int64_t grown = std::max<int64_t>(64, 2 * capacity);
@@ -416,11 +477,14 @@ void BatchingActor::reset(const at::Tensor& env_ids) {
   std::vector<int64_t> slots;
   for (int64_t i = 0; i < host.size(0); ++i) {
     auto found = self.slot_of.find(host.data_ptr<int64_t>()[i]);
-    if (found != self.slot_of.end()) slots.push_back(found->second);
+    if (found == self.slot_of.end()) continue;
+    slots.push_back(found->second);
+    self.slot_of.erase(found);  // evicted: the row goes to the next new id, zeroed here
   }
   if (slots.empty()) return;
   const at::Tensor index = at::tensor(slots, at::kLong).to(self.actor->options().device());
   for (at::Tensor& table : self.tables) table.index_fill_(0, index, 0);
+  self.free_slots.insert(self.free_slots.end(), slots.begin(), slots.end());
 }
 
 void BatchingActor::reset() {
@@ -428,6 +492,7 @@ void BatchingActor::reset() {
   impl_->slot_of.clear();
   impl_->tables.clear();
   impl_->used_slots = 0;
+  impl_->free_slots.clear();
 }
 
 void BatchingActor::shutdown() { impl_->stop(); }

@@ -29,15 +29,17 @@
 // that carries every state key itself is stateless and needs no ids (its state is used as given,
 // the kept state neither read nor written). An environment id pending twice is serialized: the
 // later request waits for a later batch, so it sees the state the earlier one wrote. Memory:
-// one row of state per id ever seen; reset() forgets them all.
+// one row of state per kept id, at most max_envs; reset(ids) evicts ids, reset() forgets them all.
 //
 // Errors: submit() checks a request against the spec's declared inputs before it joins a queue
-// (one batch dim, every input key, its per-environment shape and dtype, env_ids, the row and
-// queue limits); a bad request fails only its own future, with std::invalid_argument naming
-// the key and what was expected and given (std::runtime_error for a full queue or a shut-down
-// batcher). When the merged call throws, every request of that batch fails with its error and
-// the batcher goes on. Declared inputs only are merged: other entries of an observation are
-// ignored. Results are views of the merged call's outputs (each caller's own rows).
+// (one batch dim, every input key, its per-environment shape and dtype, a dense (strided) tensor
+// on a real device (not meta), env_ids, the row and queue limits); a bad request fails only its
+// own future, with std::invalid_argument naming the key and what was expected and given
+// (std::runtime_error for a full queue or a shut-down batcher). When a merged call still throws,
+// its requests are run again one by one, so only the requests that fail alone get an error; the
+// batcher goes on. Declared inputs only are merged: other entries of an observation are ignored.
+// submit() copies the declared inputs it keeps: the caller may reuse its buffers as soon as
+// submit() returns. Results are views of the merged call's outputs (each caller's own rows).
 //
 // Thread safety: submit(), act(), reset() and stats() may be called from any thread. One worker
 // thread runs the calls; it sleeps on a condition variable while nothing is due. shutdown() (and
@@ -71,6 +73,10 @@ struct BatchingActorOptions {
   TORCH_ARG(std::chrono::microseconds, max_delay) = std::chrono::microseconds(10000);
   // Rows accepted but not yet run; beyond, submit() fails its future. At least max_batch_size.
   TORCH_ARG(int64_t, max_queue_rows) = 4096;
+  // Recurrent policies: the most environments whose state is kept at once (one row of state
+  // each). A request naming a new environment past it fails (naming the bound) until reset(ids)
+  // evicts environments that ended. At least 1.
+  TORCH_ARG(int64_t, max_envs) = int64_t{1} << 20;
 };
 
 // What one request asks besides its observation.
@@ -86,7 +92,8 @@ struct BatchingStats {
   int64_t requests = 0;        // requests that joined a batch (run, succeeded or not)
   int64_t rejected = 0;        // requests failed at submit()
   int64_t batches = 0;         // calls of the wrapped actor
-  int64_t failed_batches = 0;  // calls that threw
+  int64_t failed_batches = 0;  // merged calls that threw (their requests were then run one by one)
+  int64_t retried_requests = 0;  // requests run alone after their merged call threw
   int64_t rows = 0;            // rows run
   int64_t largest_batch = 0;   // most rows in one call
   int64_t max_batch_size = 0;  // the option, for the fill below
@@ -116,7 +123,8 @@ class BatchingActor {
   // submit(...).get(): blocks; rethrows the request's error.
   TensorDict act(const TensorDict& observation, BatchingRequest request = {});
 
-  // Zeroes the kept state of these environments (int64 [k]; ids never seen are ignored).
+  // Evicts these environments' kept state (int64 [k]; ids not kept are ignored): their next
+  // request starts from zeros, and their rows count no more against max_envs.
   void reset(const at::Tensor& env_ids);
   // Forgets every environment's kept state.
   void reset();

@@ -107,7 +107,7 @@ bool FusedBackend::accepts(const ActCall& call) const {
       if (!input.optional && (core_.state.empty() || !input.state)) return false;
       continue;
     }
-    if (x.scalar_type() != input.dtype || !x.device().is_cpu() ||
+    if (x.scalar_type() != input.dtype || !x.device().is_cpu() || x.layout() != at::kStrided ||
         x.dim() != 1 + static_cast<int64_t>(slot.shape.size()) || x.sizes().slice(1) != c10::IntArrayRef(slot.shape)) {
       return false;
     }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/distributions/distribution.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/policy/signature.h"
 #include "sdk/tensordict/nested_key.h"
@@ -125,6 +126,11 @@ tdp_status guarded(const char* function, Body&& body) noexcept {
     return record(TDP_INVALID_ARGUMENT, function, error.what_without_backtrace());
   } catch (const c10::Error& error) {
     return record(TDP_INTERNAL, function, error.what_without_backtrace());
+  } catch (const tdp::dist::NotImplementedError& error) {
+    // An interaction type the distribution has no value for (MEDIAN or MEAN of a categorical):
+    // the caller's choice, not a failure inside the SDK.
+    return record(TDP_INVALID_ARGUMENT, function,
+                  absl::StrCat(error.what(), " (the interaction type asked has no value for this distribution)").c_str());
   } catch (const std::invalid_argument& error) {
     return record(TDP_INVALID_ARGUMENT, function, error.what());
   } catch (const std::out_of_range& error) {
@@ -212,6 +218,11 @@ void check_buffer(const tdp_actor::Slot& slot, const char* kind, size_t index, i
   if (dtype != slot.dtype) {
     fail(TDP_INVALID_ARGUMENT, absl::StrCat(kind, "s[", index, "] \"", slot.name, "\": dtype ", dtype_name(dtype),
                                             ", but the policy's ", kind, " is ", describe(slot)));
+  }
+  // batch x per_env must not wrap around: a huge batch would pass the count check.
+  if (slot.per_env != 0 && static_cast<uint64_t>(batch) > std::numeric_limits<size_t>::max() / slot.per_env) {
+    fail(TDP_INVALID_ARGUMENT, absl::StrCat(kind, "s[", index, "] \"", slot.name, "\": batch ", batch, " x ",
+                                            describe(slot), " is more elements than a size_t holds"));
   }
   const size_t expected = static_cast<size_t>(batch) * slot.per_env;
   if (count != expected) {

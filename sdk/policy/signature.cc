@@ -7,6 +7,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 #include "sdk/nn/tensordict_module_base.h"
@@ -19,6 +20,14 @@
 
 namespace tdp::policy {
 namespace {
+
+// "Sparse", "SparseCsr", ...: c10::toString(Layout) would convert to a whole TensorOptions.
+std::string layout_name(c10::Layout layout) {
+  std::ostringstream name;
+  name << layout;
+  return name.str();
+}
+
 
 std::string shape_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
@@ -93,6 +102,16 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
                                                ")"));
     }
     const at::Tensor& value = observation.get(input.key);
+    // Before anything reads the data: LibTorch's own errors for these are long backtraces.
+    if (value.layout() != at::kStrided) {
+      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" is a ", layout_name(value.layout()),
+                                               " tensor; expected a dense (strided) tensor (", declared(), ")"));
+    }
+    if (value.is_meta()) {
+      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name,
+                                               "\" is on the meta device, which holds no data; expected a tensor on "
+                                               "the cpu or a cuda device"));
+    }
     const c10::IntArrayRef sizes = value.sizes();
     const c10::IntArrayRef shape(input.shape);
     if (sizes.size() != batch.size() + shape.size() || sizes.slice(0, batch.size()) != batch ||

@@ -6,12 +6,15 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <absl/strings/str_cat.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,6 +27,7 @@
 #include "tdpolicy/spec.pb.h"
 
 #include "tests/actor/actor_specs.h"
+#include "tests/testing/error_of.h"
 #include "tests/testing/files.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/status_matchers.h"
@@ -501,6 +505,63 @@ TEST(ActorBackendTest, RefreshWhileOtherThreadsActGivesTheOldOrTheNewWeightsNeve
   done = true;
   for (std::thread& thread : actors) thread.join();
   EXPECT_EQ(mixed.load(), 0) << "of " << calls.load() << " calls";
+}
+
+TEST(ActorTest, SparseAndMetaObservationsGetAShortErrorNamingTheKeyOnEveryBackend) {
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+    SCOPED_TRACE(static_cast<int>(backend));
+    ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(backend)));
+    const std::string sparse = test_util::error_of<std::invalid_argument>(
+        [&] { actor->act(TensorDict({{"observation", at::zeros({2, 4}).to_sparse()}}, {2})); });
+    EXPECT_THAT(sparse, testing::HasSubstr("input \"observation\" is a Sparse tensor; expected a dense (strided) tensor"));
+    EXPECT_LT(sparse.size(), 300u) << "no backtrace";
+    const std::string meta = test_util::error_of<std::invalid_argument>([&] {
+      actor->act(TensorDict({{"observation", at::empty({2, 4}, at::TensorOptions().device(at::kMeta))}}, {2}));
+    });
+    EXPECT_THAT(meta, testing::HasSubstr("input \"observation\" is on the meta device"));
+    EXPECT_LT(meta.size(), 300u) << "no backtrace";
+  }
+  auto meta_actor = load(kCategorical, ActorOptions().device(at::Device(at::kMeta)));
+  ASSERT_FALSE(meta_actor.ok());
+  EXPECT_THAT(std::string(meta_actor.status().message()),
+              testing::HasSubstr("device meta requested; an actor runs on the cpu or a cuda device"));
+  EXPECT_LT(meta_actor.status().message().size(), 300u);
+}
+
+TEST(ActorTest, NonFiniteObservationsAreAnErrorNamingTheKeyAndRowOnEveryBackend) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+    SCOPED_TRACE(static_cast<int>(backend));
+    ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(backend)));
+    for (float bad : {nan, inf, -inf}) {
+      for (int64_t batch : {1, 5, 100}) {
+        at::Tensor obs = at::zeros({batch, 4});
+        obs[batch - 1][2] = bad;
+        const std::string message = test_util::error_of<std::invalid_argument>(
+            [&] { actor->act(TensorDict({{"observation", obs}}, {batch})); });
+        EXPECT_THAT(message, testing::HasSubstr(absl::StrCat("Actor.act: input \"observation\" has ",
+                                                             std::isnan(bad) ? "nan" : (bad > 0 ? "inf" : "-inf"),
+                                                             " in row ", batch - 1)));
+        // A non-contiguous view goes through LibTorch's isfinite: the same rule.
+        EXPECT_THROW(actor->act(TensorDict({{"observation", obs.t().contiguous().t()}}, {batch})),
+                     std::invalid_argument);
+      }
+    }
+    // The flat API, where the policy has a plan.
+    if (backend != Backend::kLibTorch) {
+      std::vector<float> flat(2 * 4, 0.0f);
+      flat[6] = nan;
+      std::vector<float> action(2);
+      const absl::Status status = actor->act_flat(flat.data(), 2, action.data());
+      EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(status.message()), testing::HasSubstr("input \"observation\" has nan in row 1"));
+    }
+    // check_finite(false): no check (what the policy gives is then the backend's business).
+    ASSERT_OK_AND_ASSIGN(auto unchecked, load(kCategorical, ActorOptions().backend(backend).check_finite(false)));
+    EXPECT_NO_THROW(unchecked->act(TensorDict({{"observation", at::full({2, 4}, inf)}}, {2}),
+                                   InteractionType::kDeterministic));
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,7 @@ namespace {
 
 using nn::InteractionType;
 using test_util::error_of;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr const char* kCartPole = "policies/cartpole_categorical.pbtxt";
@@ -516,6 +518,97 @@ TEST(BatchingActorTest, AFullQueueFailsTheRequestNamingTheLimit) {
   EXPECT_NO_THROW(accepted.get());
 }
 
+TEST(BatchingActorTest, WhenAMergedCallThrowsOnlyTheRequestsThatFailAloneFail) {
+  // LibTorch's categorical sampling rejects NaN logits: without the finite check at submit, a
+  // NaN row makes the merged call throw.
+  auto actor = load_actor(kCartPole, ActorOptions().backend(Backend::kLibTorch).check_finite(false));
+  ASSERT_NE(actor, nullptr);
+  BatchingActor batcher(actor, BatchingActorOptions().min_batch_size(3).max_delay(std::chrono::seconds(5)));
+  const auto random = BatchingRequest().interaction_type(InteractionType::kRandom);
+  auto good1 = batcher.submit(observation(random_obs(1, 4, 1)), random);
+  auto guilty = batcher.submit(observation(at::full({1, 4}, std::numeric_limits<float>::quiet_NaN())), random);
+  auto good2 = batcher.submit(observation(random_obs(1, 4, 2)), random);
+  ASSERT_TRUE(ready(good1) && ready(guilty) && ready(good2));
+  EXPECT_NO_THROW(good1.get());
+  EXPECT_NO_THROW(good2.get());
+  EXPECT_ANY_THROW(guilty.get());
+  const BatchingStats stats = batcher.stats();
+  EXPECT_EQ(stats.failed_batches, 1);
+  EXPECT_EQ(stats.retried_requests, 3);
+}
+
+TEST(BatchingActorTest, SubmitCopiesTheInputsSoTheCallerMayReuseItsBuffer) {
+  auto actor = load_actor(kPendulum);
+  ASSERT_NE(actor, nullptr);
+  BatchingActor batcher(actor, BatchingActorOptions().min_batch_size(2).max_delay(std::chrono::seconds(5)));
+  const auto deterministic = BatchingRequest().interaction_type(InteractionType::kDeterministic);
+  at::Tensor buffer = random_obs(1, observation_size(*actor), 5);
+  const at::Tensor expected = actor->act(observation(buffer.clone()), InteractionType::kDeterministic).get("action");
+  auto first = batcher.submit(observation(buffer), deterministic);
+  buffer.fill_(100);  // the simulator steps on before the batch runs
+  auto second = batcher.submit(observation(random_obs(1, observation_size(*actor), 6)), deterministic);
+  ASSERT_TRUE(ready(first) && ready(second));
+  EXPECT_TRUE(at::allclose(first.get().get("action"), expected, 0, 1e-6));
+}
+
+TEST(BatchingActorTest, SparseAndMetaInputsAreRejectedAtSubmitNamingTheKey) {
+  BatchingActor batcher(load_actor(kCartPole));
+  auto sparse = batcher.submit(observation(at::zeros({1, 4}).to_sparse()));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { sparse.get(); }),
+              AllOf(HasSubstr("input observation"), HasSubstr("expected a dense (strided) tensor")));
+  auto meta = batcher.submit(observation(at::empty({1, 4}, at::TensorOptions().device(at::kMeta))));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { meta.get(); }),
+              AllOf(HasSubstr("input observation"), HasSubstr("meta device")));
+  EXPECT_EQ(batcher.stats().rejected, 2);
+  EXPECT_EQ(batcher.stats().batches, 0);
+}
+
+TEST(BatchingActorTest, MaxEnvsBoundsTheKeptStateAndResetEvicts) {
+  BatchingActor batcher(load_actor(kGru), BatchingActorOptions().max_envs(2));
+  auto step = [&](int64_t id) {
+    return batcher.submit(observation(at::zeros({1, 4})), BatchingRequest().env_ids(at::full({1}, id, at::kLong)));
+  };
+  auto first = step(0);
+  auto second = step(1);
+  ASSERT_TRUE(ready(first) && ready(second));
+  EXPECT_NO_THROW(first.get());
+  EXPECT_NO_THROW(second.get());
+  auto third = step(2);
+  ASSERT_TRUE(ready(third));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { third.get(); }),
+              AllOf(HasSubstr("environment 2 is new"), HasSubstr("max_envs = 2"), HasSubstr("reset(env_ids)")));
+  auto known = step(1);  // a kept environment still steps
+  ASSERT_TRUE(ready(known));
+  EXPECT_NO_THROW(known.get());
+  batcher.reset(at::full({1}, int64_t{0}, at::kLong));
+  auto after_reset = step(2);
+  ASSERT_TRUE(ready(after_reset));
+  EXPECT_NO_THROW(after_reset.get());
+}
+
+TEST(BatchingActorTest, TheLargestMaxDelayWaitsForMinBatchSize) {
+  BatchingActor batcher(load_actor(kCartPole),
+                        BatchingActorOptions().min_batch_size(2).max_delay(std::chrono::microseconds::max()));
+  auto first = batcher.submit(observation(at::zeros({1, 4})));
+  // Waits for a second row (a max_delay that overflowed ran it at once).
+  EXPECT_EQ(first.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  auto second = batcher.submit(observation(at::zeros({1, 4})));
+  ASSERT_TRUE(ready(first) && ready(second));
+  EXPECT_EQ(batcher.stats().batches, 1);
+}
+
+TEST(BatchingActorTest, ANonFiniteRowIsRejectedAtSubmitNamingTheKeyAndRow) {
+  BatchingActor batcher(load_actor(kCartPole));
+  at::Tensor obs = at::zeros({3, 4});
+  obs[2][1] = std::numeric_limits<float>::infinity();
+  auto bad = batcher.submit(observation(obs));
+  ASSERT_EQ(bad.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { bad.get(); }),
+              AllOf(HasSubstr("BatchingActor.submit: input \"observation\" has inf in row 2"),
+                    HasSubstr("expected finite values")));
+  EXPECT_EQ(batcher.stats().rejected, 1);
+}
+
 TEST(BatchingActorTest, BadOptionsAndANullActorAreErrors) {
   auto actor = load_actor(kCartPole);
   EXPECT_THAT(error_of<std::invalid_argument>([&] { BatchingActor(nullptr); }), HasSubstr("null"));
@@ -525,6 +618,8 @@ TEST(BatchingActorTest, BadOptionsAndANullActorAreErrors) {
   EXPECT_THAT(error_of<std::invalid_argument>(
                   [&] { BatchingActor(actor, BatchingActorOptions().max_batch_size(8).max_queue_rows(4)); }),
               HasSubstr("max_queue_rows (4) must be at least max_batch_size (8)"));
+  EXPECT_THAT(error_of<std::invalid_argument>([&] { BatchingActor(actor, BatchingActorOptions().max_envs(0)); }),
+              HasSubstr("max_envs must be at least 1, not 0"));
   auto bad = BatchingActor::load(kCartPole, {}, BatchingActorOptions().max_batch_size(0));
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("max_batch_size must be at least 1"));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -416,6 +417,20 @@ TEST(CApiTest, ActErrorsSayWhatWasExpected) {
   EXPECT_EQ(tdp_actor_num_inputs(actor, nullptr), TDP_INVALID_ARGUMENT);
   EXPECT_STREQ(tdp_last_error(), "tdp_actor_num_inputs: count is NULL");
 
+  // MEDIAN has no value for a categorical either: the caller's choice, an invalid argument.
+  EXPECT_EQ(act({good}, {out[0]}, 2, TDP_INTERACTION_MEDIAN), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("median"), HasSubstr("interaction type")));
+  // batch x per_env past size_t: an error, not a count check that wrapped around.
+  const int64_t huge = (int64_t{1} << 62) + 1;
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, obs.data(), 4}}, {}, huge), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("is more elements than a size_t holds"));
+
+  // Non-finite inputs: rejected naming the key and the row (the rule of actor.h and tdp_c.h).
+  std::vector<float> nan_obs = observations(2, 4);
+  nan_obs[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, nan_obs.data(), nan_obs.size()}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("input \"observation\" has nan in row 1"));
+
   // A success clears the message; outputs may be left out entirely.
   EXPECT_EQ(act({good}, {}), TDP_OK);
   EXPECT_STREQ(tdp_last_error(), "");
@@ -437,6 +452,20 @@ TEST(CApiTest, AnUnusableDeviceIsALoadError) {
   EXPECT_EQ(status, TDP_INVALID_ARGUMENT);
   EXPECT_EQ(actor, nullptr);
   EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("cartpole_categorical.pbtxt"), HasSubstr("device cuda:0 requested")));
+}
+
+// The meta device: a short load error, no LibTorch backtrace.
+TEST(CApiTest, TheMetaDeviceIsAShortLoadError) {
+  tdp_actor_options* options = nullptr;
+  ASSERT_EQ(tdp_options_create(&options), TDP_OK);
+  ASSERT_EQ(tdp_options_set_device(options, "meta"), TDP_OK);
+  tdp_actor* actor = nullptr;
+  const tdp_status status = tdp_actor_load(policy("cartpole_categorical.pbtxt").c_str(), options, &actor);
+  tdp_options_free(options);
+  EXPECT_EQ(status, TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(actor, nullptr);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("device meta requested; an actor runs on the cpu or a cuda device"));
+  EXPECT_LT(std::string(tdp_last_error()).size(), 400u);
 }
 
 // TDP_INTERACTION_MODULE as the actor's type: each module's default (deterministic here).
