@@ -289,11 +289,11 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
     observation_norm = *std::move(norm);
   }
   RunningMeanStd observation_stats(obs_dim);
-  // Writes the statistics into the policy and its fused copy (the next rollout's normalization).
-  auto publish_observation_stats = [&]() -> absl::Status {
+  // Writes the statistics into the policy (the next rollout's normalization, once the rollout
+  // actor is refreshed).
+  auto write_observation_stats = [&] {
     observation_norm->set_statistics(observation_stats.mean().to(at::kFloat),
                                      observation_stats.std().to(at::kFloat));
-    return rollout_actor.refresh_parameters();
   };
 
   at::manual_seed(config.seed);  // the critic's initialization
@@ -303,7 +303,6 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
   if (config.orthogonal_init) {
     orthogonal_init(*actor, /*last_gain=*/0.01);
     orthogonal_init(*critic, /*last_gain=*/1.0);
-    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
   }
   // The critic sees the observation the policy sees after its ObservationNorm.
   auto value_of = [&](const at::Tensor& obs) {
@@ -334,7 +333,12 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
   if (observation_norm) {
     // Gymnasium's wrapper counts the first observations too.
     observation_stats.update(obs);
-    if (absl::Status s = publish_observation_stats(); !s.ok()) return s;
+    write_observation_stats();
+  }
+  // The rollout actor runs on a copy of the weights: one refresh for the initialization and the
+  // first statistics.
+  if (config.orthogonal_init || observation_norm) {
+    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
   }
   at::Tensor running_return = at::zeros({N}, at::kDouble);
   std::deque<double> recent;
@@ -491,11 +495,12 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         ++updates;
       }
     }
-    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
     if (observation_norm) {
       observation_stats.update(b_obs);
-      if (absl::Status s = publish_observation_stats(); !s.ok()) return s;
+      write_observation_stats();
     }
+    // One refresh brings both the updated weights and the new statistics to the rollout actor.
+    if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
 
     IterationStats stats;
     stats.iteration = iter;
