@@ -89,6 +89,14 @@ class ExporterTest(unittest.TestCase):
             self.assertGreater(len(report.entries), 0)
         return spec, report
 
+    def contents(self):
+        """{file name: bytes} of the test's folder."""
+        out = {}
+        for name in os.listdir(self.dir):
+            with open(self.path(name), "rb") as f:
+                out[name] = f.read()
+        return out
+
     def entries(self, report):
         return {key for key, _, _ in report.entries}
 
@@ -552,6 +560,101 @@ class ExporterTest(unittest.TestCase):
         actor = TensorDictModule(nn.GRUCell(3, 4), in_keys=["observation", "hidden"], out_keys=["hidden"])
         td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
         self.assert_export_error(actor, td, "actor", "TensorDictModule", "reads 'hidden'")
+
+    # ---- hostile input: what the exporter refuses, and what it writes when it cannot finish ----
+
+    def test_weights_tied_inside_one_mlp_export_at_each_place(self):
+        shared = nn.Linear(4, 4)
+        actor = TensorDictModule(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), shared, nn.Tanh(), shared),
+                                 in_keys=["observation"], out_keys=["action"])
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        spec, _ = self.export_and_check(actor, td, "tied.pbtxt", backends=("libtorch", "fused"))
+        names = [t.name for t in spec.parameters.tensors]
+        self.assertIn("module.layers.2.weight", names)
+        self.assertIn("module.layers.4.weight", names)
+        self.assertEqual(len(names), 6)
+
+    def test_non_finite_weights_are_named(self):
+        for bad in (float("nan"), float("inf")):
+            actor = TensorDictModule(mlp(3, [4], 2), in_keys=["observation"], out_keys=["action"])
+            with torch.no_grad():
+                actor.module[2].bias[1] = bad
+            td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+            self.assert_export_error(actor, td, "actor", "TensorDictModule",
+                                     r"parameter 'module\.2\.bias' \(module\.layers\.2\.bias\) holds 1 NaN or infinite")
+
+    def test_non_finite_example_is_named(self):
+        actor = TensorDictModule(mlp(3, [4], 2), in_keys=["observation"], out_keys=["action"])
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        td["observation"][2, 1] = float("nan")
+        self.assert_export_error(actor, td, "example", "TensorDict", r"entry 'observation' .* \(row 2 first\)")
+
+    def test_keys_with_a_slash_or_an_empty_level_name_the_module(self):
+        for bad in ("hidden/state", ("hidden", "")):
+            actor = TensorDictSequential(
+                TensorDictModule(mlp(3, [4], 4), in_keys=["observation"], out_keys=["latent"]),
+                TensorDictModule(nn.Linear(4, 2), in_keys=["latent"], out_keys=[bad]))
+            td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+            self.assert_export_error(actor, td, "actor.module.1", "TensorDictModule", "out_keys holds")
+
+    def test_a_failed_write_leaves_the_previous_export_whole_and_no_temporaries(self):
+        actor = TensorDictModule(mlp(3, [4], 2), in_keys=["observation"], out_keys=["action"])
+        td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])
+        path = self.path("policy.pb")
+        tdpolicy.export(actor, path, example=td, parameters="file")
+        before = self.contents()
+        self.assertEqual(sorted(before), ["policy.parameters.pb", "policy.pb"])
+        with torch.no_grad():
+            actor.module[0].weight.add_(1.0)
+        # The spec fails to serialize after the parameters file was written in full.
+        original = tdpolicy._export.serialize
+        tdpolicy._export.serialize = lambda spec, fmt: (_ for _ in ()).throw(OSError("disk full"))
+        try:
+            with self.assertRaisesRegex(OSError, "disk full"):
+                tdpolicy.export(actor, path, example=td, parameters="file")
+        finally:
+            tdpolicy._export.serialize = original
+        self.assertEqual(self.contents(), before)
+        # A destination that is a folder is found before anything is written.
+        os.mkdir(self.path("folder.pb"))
+        with self.assertRaisesRegex(IsADirectoryError, "folder.pb"):
+            tdpolicy.export(actor, self.path("folder.pb"), example=td, parameters="file")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["folder.pb", "policy.parameters.pb", "policy.pb"])
+
+    def test_a_50m_parameter_model_streams_to_its_parameters_file_under_a_4gb_address_space(self):
+        # In a child process limited to 4 GiB of address space (torch's own mappings included),
+        # as a small worker would be: protobuf's runtime fails there on a message this size.
+        script = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+import torch
+from torch import nn
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+import tdpolicy
+folder = sys.argv[1]
+actor = TensorDictModule(nn.Linear(7072, 7072), in_keys=["observation"], out_keys=["action"])
+td = TensorDict({"observation": torch.randn(2, 7072)}, [2])
+try:
+    tdpolicy.export(actor, os.path.join(folder, "big.pbtxt"), example=td)
+    print("embedded: exported")
+except tdpolicy.ExportError as error:
+    print("embedded:", error)
+tdpolicy.export(actor, os.path.join(folder, "big.pb"), example=td, parameters="file")
+print("file: exported")
+"""
+        import subprocess
+        import sys
+        result = subprocess.run([sys.executable, "-c", script, self.dir], capture_output=True, text=True, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertIn("MAX_EMBEDDED_PARAMETER_BYTES", result.stdout)
+        self.assertIn("file: exported", result.stdout)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["big.parameters.pb", "big.pb"])
+        self.assertGreater(os.path.getsize(self.path("big.parameters.pb")), 50_000_000 * 4)
+        validate = subprocess.run([tdpolicy.find_tdp(), "validate", self.path("big.pb")], capture_output=True,
+                                  text=True, timeout=600)
+        self.assertEqual(validate.returncode, 0, validate.stderr[-2000:])
+        self.assertIn("OK: big", validate.stdout)
 
 
 if __name__ == "__main__":

@@ -177,12 +177,6 @@ class AotiPackager:
         msg.aoti_package.sha256 = digest
         msg.aoti_package.device = self.device
 
-    def write(self, folder):
-        for filename, source in self.files:
-            temporary = os.path.join(folder, filename + ".tmp")
-            shutil.copyfile(source, temporary)
-            os.replace(temporary, os.path.join(folder, filename))
-
     def close(self):
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)

@@ -20,6 +20,8 @@ be written exactly once.
 
 import os
 import re
+import shutil
+import tempfile
 
 import torch
 from torch import distributions as D
@@ -50,8 +52,8 @@ from tensordict.utils import unravel_key
 from tdpolicy import _aoti
 from tdpolicy._errors import ExportError
 from tdpolicy._modules import LSTMCell
-from tdpolicy._proto import json_format, spec_pb2, text_format
-from tdpolicy._tensors import dtype_enum, key_text, leaves, to_tensor_proto
+from tdpolicy._proto import json_format, spec_pb2, tensor_pb2, text_format
+from tdpolicy._tensors import dtype_enum, key_text, leaves, tensor_array, to_tensor_proto
 
 try:  # TorchRL is optional: without it, its classes are simply never met.
     import torchrl
@@ -262,7 +264,7 @@ class _Walker:
         return text
 
     def add_parameters(self, module, python_prefix, cpp_prefix):
-        for pname, value in list(module.named_parameters()) + list(module.named_buffers()):
+        for pname, value in _named_tensors(module):
             self.parameters.append((cpp_prefix + pname, python_prefix + pname, value))
 
     # Module kinds.
@@ -464,7 +466,7 @@ class _Walker:
             self.packager.package(obj, obj.module, path + ".module", method, self.recorded.get(id(obj)), msg.network)
             python = self.python_prefix + "module."
             self.packaged.extend(python + name for name, _ in
-                                 list(obj.module.named_parameters()) + list(obj.module.named_buffers()))
+                                 _named_tensors(obj.module))
         for key in obj.out_keys:
             msg.out_keys.append("_" if key == "_" else self.write(key, overwrites, path))
         return msg
@@ -566,8 +568,8 @@ class _Walker:
         if TorchRLMLP is not None and isinstance(seq, TorchRLMLP) and getattr(seq, "_reshape_out", False):
             raise ExportError(path, seq, "out_features=%r reshapes the output; tdpolicy's mlp writes a flat "
                               "last dim" % (seq.out_features,))
-        layers = list(seq.children())
-        names = [n for n, _ in seq.named_children()]
+        layers = list(seq._modules.values())  # a module used twice (tied) at each place: children() dedups
+        names = list(seq._modules)
         if names != [str(i) for i in range(len(layers))]:
             raise ExportError(path, seq, "layers must be numbered 0..n-1, got %s" % names)
         activations = _activations()
@@ -685,7 +687,7 @@ class _Walker:
         `python`<i>.<name> and `cpp`layers.<i>.<name>. TorchRL's MLP reading several tensors
         concatenates them first: a cat layer in front. batch_dims: the batch dims the layers
         see (a ConvNet joins them into one)."""
-        layers = list(seq.named_children())
+        layers = list(seq._modules.items())
         if not layers:
             raise ExportError(path, seq, "an empty nn.Sequential")
         names = [n for n, _ in layers]
@@ -1682,8 +1684,14 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
         policy reads (by its out_keys: StepCounter, RewardSum, a reward's normalization) is left
         out; anything else the policy depends on, in_keys_inv, or an option without a spec
         field raises ExportError. observation_norm keeps its statistics in float32.
-    parameters: "embedded" (one self-contained file) or "file" (a binary tdpolicy.Parameters file
-        next to the spec, `<stem>.parameters.pb`, named by the spec's parameters_file).
+    parameters: "embedded" (one self-contained file, up to MAX_EMBEDDED_PARAMETER_BYTES = 64 MiB of
+        weights) or "file" (a binary tdpolicy.Parameters file next to the spec,
+        `<stem>.parameters.pb`, named by the spec's parameters_file, written one tensor at a time
+        so memory stays bounded by the largest tensor: any model size the loader's limits take).
+        Weights are written at every place the module uses them (tied weights become copies in
+        C++); NaN or infinite weights, or a non-finite example, raise ExportError naming them.
+        The files are written to temporaries first and moved into place together, the spec last:
+        a failed export leaves no spec without its parameters file and no temporaries.
     self_test: record what Python computes on `example` (deterministic outputs, log-probs of the
         given actions) with tolerances atol / rtol, so `tdp validate` and load_policy(...,
         run_self_tests) prove the C++ side computes the same.
@@ -1710,7 +1718,9 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
     if not isinstance(module, TensorDictModuleBase):
         raise ExportError("actor", module, "expected a tensordict.nn module (TensorDictModule, "
                           "TensorDictSequential, ProbabilisticTensorDictModule/Sequential, TorchRL Actor)")
+    _check_keys(module)
     example = _with_recurrent_inputs(module, _example_td(example))
+    _check_finite_example(example)
     folder = os.path.dirname(os.path.abspath(path))
     stem = os.path.basename(path)
     stem = stem[:stem.rfind(".")] if "." in stem else stem
@@ -1768,14 +1778,15 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
             torch.__version__, tensordict.__version__,
             ", torchrl %s" % torchrl.__version__ if torchrl is not None else "", description)
 
-        params = spec_pb2.Parameters()
-        for cpp_name, _, value in walker.parameters:
-            named = params.tensors.add()
-            named.name = cpp_name
-            to_tensor_proto(value, "parameter %r" % cpp_name, named.tensor)
+        _check_finite_parameters(walker.parameters, module)
         parameters_file = None
         if parameters == "embedded":
-            spec.parameters.CopyFrom(params)
+            _check_embeddable(walker.parameters, module)
+            spec.parameters.SetInParent()  # present even when empty: the policy has no weights at all
+            for cpp_name, _, value in walker.parameters:
+                named = spec.parameters.tensors.add()
+                named.name = cpp_name
+                to_tensor_proto(value, "parameter %r" % cpp_name, named.tensor)
         else:
             parameters_file = stem + ".parameters.pb"
             spec.parameters_file = parameters_file
@@ -1790,17 +1801,26 @@ def export(module, path, example, *, transforms=None, parameters="embedded", sel
     finally:
         module.train(was_training)
 
+    # Every file is written to a temporary next to its destination first; only when all of them
+    # are complete do they replace their destinations, the spec last: a failed export leaves
+    # neither a spec without its parameters nor a parameters file without its spec.
     os.makedirs(folder, exist_ok=True)
-    for filename, script in walker.scripts:
-        torch.jit.save(script, os.path.join(folder, filename))
-    if packager is not None:
-        try:
-            packager.write(folder)
-        finally:
+    files = _StagedFiles()
+    try:
+        for filename, script in walker.scripts:
+            files.stage(os.path.join(folder, filename), lambda f, script=script: torch.jit.save(script, f))
+        if packager is not None:
+            for filename, source in packager.files:
+                files.stage(os.path.join(folder, filename), lambda f, source=source: _copy_into(source, f))
+        if parameters_file is not None:
+            files.stage(os.path.join(folder, parameters_file),
+                        lambda f: _write_parameters(f, walker.parameters))
+        files.stage(path, lambda f: f.write(serialize(spec, fmt)))
+        files.commit()
+    finally:
+        files.discard()
+        if packager is not None:
             packager.close()
-    if parameters_file is not None:
-        _write_atomic(os.path.join(folder, parameters_file), params.SerializeToString(deterministic=True))
-    _write_atomic(path, serialize(spec, fmt))
     return spec
 
 
@@ -1844,8 +1864,129 @@ def serialize(spec, fmt):
     return spec.SerializeToString(deterministic=True)
 
 
-def _write_atomic(path, data):
-    temporary = path + ".tmp"
-    with open(temporary, "wb") as f:
-        f.write(data)
-    os.replace(temporary, path)
+class _StagedFiles:
+    """Files written to temporaries in their destination's folder, then moved into place together."""
+
+    def __init__(self):
+        self.staged = []  # (temporary, destination)
+
+    def stage(self, destination, write):
+        if os.path.isdir(destination):
+            raise IsADirectoryError("%s: cannot write the export there, it is a directory" % destination)
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(destination)),
+                                         prefix="." + os.path.basename(destination) + ".", suffix=".tmp")
+        self.staged.append((temporary, destination))
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+
+    def commit(self):
+        # Every destination was checked before any temporary was written; moving a file within
+        # its own folder does not fail for want of space.
+        for temporary, destination in self.staged:
+            os.replace(temporary, destination)
+        self.staged = []
+
+    def discard(self):
+        for temporary, _ in self.staged:
+            try:
+                os.unlink(temporary)
+            except FileNotFoundError:
+                pass
+        self.staged = []
+
+
+def _copy_into(source, f):
+    with open(source, "rb") as src:
+        shutil.copyfileobj(src, f, 1 << 20)
+
+
+def _write_parameters(f, parameters):
+    """Writes a tdpolicy.Parameters message one tensor at a time, each tensor's bytes straight from
+    its memory: the repeated field `tensors` serialized element by element is the message's own
+    encoding, so memory stays bounded by the largest tensor whatever the model's size (protobuf's
+    runtime would hold the whole message, and copies of it, at once)."""
+    for cpp_name, _, value in parameters:
+        dtype, shape, array = tensor_array(value, "parameter %r" % cpp_name)
+        head = tensor_pb2.TensorProto(dtype=dtype, shape=shape).SerializeToString(deterministic=True)
+        data_field = b"\x1a" + _varint(array.nbytes)  # TensorProto.data = 3, length-delimited
+        tensor_length = len(head) + len(data_field) + array.nbytes
+        name_field = spec_pb2.NamedTensor(name=cpp_name).SerializeToString(deterministic=True)
+        tensor_field = b"\x12" + _varint(tensor_length)  # NamedTensor.tensor = 2
+        named_length = len(name_field) + len(tensor_field) + tensor_length
+        f.write(b"\x0a" + _varint(named_length))  # Parameters.tensors = 1
+        f.write(name_field + tensor_field + head + data_field)
+        f.write(array.reshape(-1).view("u1").data)
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+# The most tensor data a spec embeds. Protobuf's Python runtime (4.21) holds an embedded spec in
+# memory several times over while serializing it, as text above all (about 4x the weights and
+# tens of seconds at 200 MB), and a binary message cannot pass 2 GiB: bigger models write their
+# weights to a parameters file, streamed one tensor at a time.
+MAX_EMBEDDED_PARAMETER_BYTES = 64 << 20
+
+
+def _check_embeddable(parameters, module):
+    total = sum(value.numel() * value.element_size() for _, _, value in parameters)
+    if total > MAX_EMBEDDED_PARAMETER_BYTES:
+        raise ExportError("actor", module, "its parameters hold %.1f MiB, more than a spec embeds (%d MiB, "
+                          "tdpolicy._export.MAX_EMBEDDED_PARAMETER_BYTES); export with parameters=\"file\", "
+                          "which streams them to <stem>.parameters.pb"
+                          % (total / (1 << 20), MAX_EMBEDDED_PARAMETER_BYTES >> 20))
+
+
+def _check_finite_parameters(parameters, module):
+    # The C++ loader refuses non-finite parameters by default (a diverged training run): say so
+    # here, naming the parameter, rather than write a spec that will not load.
+    for cpp_name, python_name, value in parameters:
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            bad = int((~torch.isfinite(value)).sum())
+            raise ExportError("actor", module, "parameter %r (%s) holds %d NaN or infinite value(s) of %d: a "
+                              "diverged training run? The C++ loader refuses such parameters"
+                              % (python_name or cpp_name, cpp_name, bad, value.numel()))
+
+
+def _check_finite_example(example):
+    for key, value in leaves(example):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            rows = (~torch.isfinite(value)).reshape(value.shape[0], -1).any(-1).nonzero().flatten() \
+                if value.dim() > 0 else torch.zeros(1, dtype=torch.long)
+            raise ExportError("example", example, "entry %r holds NaN or infinite values (row %d first): the self "
+                              "test needs finite inputs, as the C++ actor rejects non-finite observations"
+                              % (key, int(rows[0])))
+
+
+def _named_tensors(module):
+    """(name, tensor) for every parameter and buffer, a tied one under each of its names: the C++
+    tree holds a copy at every place the Python tree uses it."""
+    return (list(module.named_parameters(remove_duplicate=False))
+            + list(module.named_buffers(remove_duplicate=False)))
+
+
+def _check_keys(module):
+    # Specs write nested keys as "a/b": a key holding '/' or an empty level cannot round-trip.
+    # Checked over the whole tree first, the innermost modules first (a sequential lists its
+    # children's keys too), so the error names the module that uses the key.
+    for name, sub in reversed(list(module.named_modules())):
+        if not isinstance(sub, TensorDictModuleBase):
+            continue
+        path = "actor" + ("." + name if name else "")
+        for attribute in ("in_keys", "out_keys"):
+            keys = getattr(sub, attribute, None) or []
+            for key in (keys.values() if isinstance(keys, dict) else keys):
+                try:
+                    key_text(key)
+                except ValueError:
+                    raise ExportError(path, sub, "%s holds %r: spec keys cannot hold '/' or empty levels"
+                                      % (attribute, key)) from None

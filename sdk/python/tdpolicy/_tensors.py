@@ -31,16 +31,25 @@ def dtype_enum(dtype, where):
     return tensor_pb2.DType.Value(DTYPES[dtype][0])
 
 
+def tensor_array(tensor, where):
+    """(tdpolicy.DType value, shape, little-endian numpy array) of `tensor`, detached, on the CPU,
+    row-major; the array shares the tensor's memory where it can."""
+    t = tensor.detach().cpu().contiguous()
+    dtype = dtype_enum(t.dtype, where)
+    if t.dtype == torch.bfloat16:
+        array = t.view(torch.int16).numpy().astype("<i2", copy=False)
+    else:
+        array = t.numpy().astype(DTYPES[t.dtype][1], copy=False)
+    return dtype, tuple(int(s) for s in t.shape), array
+
+
 def to_tensor_proto(tensor, where, out=None):
     """A tdpolicy.TensorProto holding `tensor` (detached, on the CPU, row-major)."""
-    t = tensor.detach().cpu().contiguous()
+    dtype, shape, array = tensor_array(tensor, where)
     msg = out if out is not None else tensor_pb2.TensorProto()
-    msg.dtype = dtype_enum(t.dtype, where)
-    msg.shape.extend(int(s) for s in t.shape)
-    if t.dtype == torch.bfloat16:
-        msg.data = t.view(torch.int16).numpy().astype("<i2").tobytes()
-    else:
-        msg.data = t.numpy().astype(DTYPES[t.dtype][1], copy=False).tobytes()
+    msg.dtype = dtype
+    msg.shape.extend(shape)
+    msg.data = array.tobytes()
     return msg
 
 
