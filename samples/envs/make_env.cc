@@ -11,11 +11,15 @@
 #include "samples/envs/goal.h"
 #include "samples/envs/mujoco_tasks.h"
 #include "samples/envs/pendulum.h"
+#include "sdk/env/env_library.h"
 
 namespace tdp::env {
 
 std::vector<std::string> env_names() {
-  return {"ant-v5", "cartpole", "goal", "halfcheetah-v5", "hopper-v5", "pendulum", "walker2d-v5"};
+  std::vector<std::string> names = {"ant-v5",   "cartpole", "goal",       "halfcheetah-v5",
+                                    "hopper-v5", "pendulum", "walker2d-v5"};
+  for (std::string& name : library_env_names()) names.push_back(std::move(name));
+  return names;
 }
 
 absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, const EnvOptions& options) {
@@ -34,6 +38,8 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, co
     // A MuJoCo task whose model file cannot be loaded.
     return absl::FailedPreconditionError(absl::StrCat("environment \"", name, "\": ", error.what()));
   }
+  absl::StatusOr<std::unique_ptr<BatchedEnv>> from_library = make_library_env(lower, options);
+  if (from_library.ok() || !absl::IsNotFound(from_library.status())) return from_library;
   return absl::InvalidArgumentError(absl::StrCat("unknown environment \"", name, "\"; known: ",
                                                  absl::StrJoin(env_names(), ", ")));
 }

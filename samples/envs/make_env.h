@@ -18,8 +18,9 @@
 
 namespace tdp::env {
 
-// The names make_env knows, lower-case: "cartpole", "goal", "pendulum" and the MuJoCo tasks
-// "halfcheetah-v5", "hopper-v5", "walker2d-v5", "ant-v5".
+// The names make_env knows, lower-case: "cartpole", "goal", "pendulum", the MuJoCo tasks
+// "halfcheetah-v5", "hopper-v5", "walker2d-v5", "ant-v5", then those of the env libraries loaded
+// with load_env_library (sdk/env/env_library.h; the SDK's own names come first).
 std::vector<std::string> env_names();
 
 // An unknown name gives InvalidArgument listing env_names(); options the environment rejects

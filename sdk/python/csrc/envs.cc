@@ -8,6 +8,7 @@
 
 #include "samples/envs/make_env.h"
 #include "sdk/env/batched_env.h"
+#include "sdk/env/env_library.h"
 #include "sdk/python/csrc/actor.h"
 #include "sdk/python/csrc/bindings.h"
 #include "sdk/python/csrc/convert.h"
@@ -27,13 +28,15 @@ at::ScalarType dtype_from_py(py::handle dtype, const std::string& what) {
 }
 
 std::shared_ptr<env::BatchedEnv> make(const std::string& name, int64_t num_envs, int64_t max_episode_steps,
-                                      py::object dtype) {
+                                      py::object dtype, py::object observation_dtype) {
   if (num_envs < 1) throw py::value_error(absl::StrCat("num_envs=", num_envs, ": expected at least 1"));
   if (max_episode_steps < 0) {
     throw py::value_error(absl::StrCat("max_episode_steps=", max_episode_steps, ": expected 0 (the task's own) or more"));
   }
   env::EnvOptions options(num_envs);
-  options.max_episode_steps(max_episode_steps).dtype(dtype_from_py(dtype, "dtype"));
+  options.max_episode_steps(max_episode_steps)
+      .dtype(dtype_from_py(dtype, "dtype"))
+      .observation_dtype(dtype_from_py(observation_dtype, "observation_dtype"));
   absl::StatusOr<std::unique_ptr<env::BatchedEnv>> made = env::make_env(name, options);
   if (!made.ok()) throw py::value_error(absl::StrCat("make_env(\"", name, "\"): ", made.status().message()));
   return std::shared_ptr<env::BatchedEnv>(std::move(*made));
@@ -109,6 +112,18 @@ first observation and "final_observation" the one the step reached.
             return to_py_tensordict(out);
           },
           py::arg("td"), "One step of every environment; td (TensorDict or dict) holds the action_spec keys.")
+      .def(
+          "reset_to",
+          [](env::BatchedEnv& e, const at::Tensor& state) {
+            TensorDict out;
+            {
+              py::gil_scoped_release release;
+              out = e.reset_to(state);
+            }
+            return to_py_tensordict(out);
+          },
+          py::arg("state"),
+          "Starts every environment from `state` ([num_envs, state_dim]): fixed starts, replayed trajectories.")
       .def("episode_steps", &env::BatchedEnv::episode_steps)
       .def("state", &env::BatchedEnv::state)
       .def("__repr__", [](const env::BatchedEnv& e) {
@@ -117,10 +132,21 @@ first observation and "final_observation" the one the step reached.
       });
 
   m.def("make_env", &make, py::arg("name"), py::arg("num_envs") = 1, py::kw_only(), py::arg("max_episode_steps") = 0,
-        py::arg("dtype") = dtype_to_py(at::kFloat),
+        py::arg("dtype") = dtype_to_py(at::kFloat), py::arg("observation_dtype") = dtype_to_py(at::kFloat),
         "A BatchedEnv by name (see env_names()); max_episode_steps 0 keeps the task's own limit; dtype: the "
-        "simulated state's precision (torch.float32 or torch.float64).");
+        "simulated state's precision (torch.float32 or torch.float64); observation_dtype: that of observations "
+        "and rewards (float64 with a float64 state reproduces Gymnasium's float64 arithmetic).");
   m.def("env_names", &env::env_names, "The names make_env knows.");
+  m.def(
+      "load_library",
+      [](const std::string& path) {
+        absl::StatusOr<std::vector<std::string>> names = env::load_env_library(path);
+        if (!names.ok()) throw py::value_error(std::string(names.status().message()));
+        return *names;
+      },
+      py::arg("path"),
+      "Loads a shared library of user simulators (declared with TDP_ENV_LIBRARY, sdk/env/env_library.h) so "
+      "make_env knows their names; returns the names it added (none when it was loaded already).");
 }
 
 }  // namespace tdp::python

@@ -10,10 +10,16 @@ make_env knows: env_names()), stepped on tensordict.TensorDicts of batch size [n
 The interface is C++'s tdp::env::BatchedEnv (sdk/env/batched_env.h): finished environments reset
 themselves inside step(), "final_observation" is what the step reached before any reset.
 tdpolicy.Collector runs one with a tdpolicy.Actor entirely in C++.
+
+A simulator of your own, written in C++ against that interface and built as a shared library
+(TDP_ENV_LIBRARY, sdk/env/env_library.h; samples/custom_env is a complete one), joins them:
+
+    envs.load_library("bazel-bin/samples/custom_env/libmountain_car.so")   # -> ["mountaincar"]
+    env = envs.make_env("mountaincar", num_envs=8)
 """
 
 import torch  # noqa: F401  (the extension uses torch's tensor types: torch is imported first)
 
-from tdpolicy._C import BatchedEnv, EntrySpec, env_names, make_env
+from tdpolicy._C import BatchedEnv, EntrySpec, env_names, load_library, make_env
 
-__all__ = ["BatchedEnv", "EntrySpec", "env_names", "make_env"]
+__all__ = ["BatchedEnv", "EntrySpec", "env_names", "load_library", "make_env"]
