@@ -174,6 +174,21 @@ class LayoutTest(unittest.TestCase):
         self.assertTrue(all(b.batch_size == torch.Size([4, 8]) for b in batches))
 
 
+class SeedTest(unittest.TestCase):
+    def test_set_seed_starts_new_episodes_from_seed_plus_worker(self):
+        with RayCollector("cartpole", categorical_policy(), frames_per_batch=16, total_frames=48, num_collectors=2,
+                          num_envs=2, seed=3) as collector:
+            batches = iter(collector)
+            first = next(batches)
+            self.assertEqual(collector.set_seed(11), 11)
+            second = next(batches)
+        for worker in (0, 1):
+            rows = slice(2 * worker, 2 * worker + 2)
+            for batch, seed in ((first, 3), (second, 11)):
+                want = tdpolicy.envs.make_env("cartpole", num_envs=2).reset(seed=seed + worker)["observation"]
+                torch.testing.assert_close(batch["observation"][rows, 0], want, rtol=0, atol=0)
+
+
 class WeightsTest(unittest.TestCase):
     def test_broadcast_weights_change_the_actions(self):
         policy = categorical_policy()

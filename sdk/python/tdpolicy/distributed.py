@@ -52,9 +52,11 @@ class _Worker:
         self.num_workers = num_workers
         self.module = None if isinstance(policy, (str, os.PathLike)) else policy
         self.weights = None  # the ObjectRef of the weights the module holds (None: those it was made with)
-        self.seed = None  # the seed of the last reseed asked for (None: the constructor's)
-        if ray.get_runtime_context().was_current_actor_reconstructed:
-            # Ray restarted this worker after its process died: new episodes, not the first ones again.
+        self.seed = None  # the last set_seed applied, as next() receives it (None: the constructor's)
+        self.restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        if self.restarted:
+            # Ray restarted this worker after its process died: new episodes, not the ones its
+            # constructor's seed (or the learner's last set_seed) gave before.
             seed = seed + num_workers * (1 + os.getpid())
         self.collector = tdpolicy.Collector(env, policy, frames_per_batch, -1, num_envs=num_envs,
                                             max_episode_steps=max_episode_steps, seed=seed + worker_id,
@@ -72,7 +74,9 @@ class _Worker:
         if weights is not None and weights != self.weights:
             self.update_policy_weights_(ray.get(weights))
             self.weights = weights
-        if seed is not None and seed != self.seed:
+        if self.restarted:
+            self.restarted, self.seed = False, seed  # a set_seed older than the restart: already replaced
+        elif seed is not None and seed != self.seed:
             self.collector.set_seed(seed[1] + self.worker_id)
             self.seed = seed
         batch = self.collector.next()
