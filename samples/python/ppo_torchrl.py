@@ -88,11 +88,10 @@ def evaluate_in_cpp(policy, episodes=16, seed=1):
     return total.mean().item(), path
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--collector", choices=["tdpolicy", "torchrl"], default="tdpolicy")
-    parser.add_argument("--num_envs", type=int, default=8)
-    parser.add_argument("--frames_per_batch", type=int, default=2048)
+def add_training_args(parser, frames_per_batch=2048, num_envs=8):
+    """The PPO settings shared with ppo_ray.py (which collects the same way on a Ray cluster)."""
+    parser.add_argument("--num_envs", type=int, default=num_envs)
+    parser.add_argument("--frames_per_batch", type=int, default=frames_per_batch)
     parser.add_argument("--total_frames", type=int, default=400_000)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--minibatch", type=int, default=256)
@@ -101,25 +100,26 @@ def main():
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--stop_at", type=float, default=495.0,
                         help="stop training once the finished episodes of two batches in a row average this")
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
 
-    policy, value = make_modules()
+
+def train(collector, policy, value, args):
+    """PPO on the collector's batches (GAE, ClipPPOLoss, minibatches from a replay buffer), the
+    policy's weights sent to the collector after each update; stops early at --stop_at.
+    Returns (frames, seconds collecting, seconds training)."""
     loss = ClipPPOLoss(policy, value, clip_epsilon=0.2, entropy_coeff=0.0, normalize_advantage=True)
     gae = GAE(gamma=0.99, lmbda=0.95, value_network=value)
     optimizer = torch.optim.Adam(loss.parameters(), lr=args.lr)
     buffer = ReplayBuffer(storage=LazyTensorStorage(args.frames_per_batch), sampler=SamplerWithoutReplacement(),
                           batch_size=args.minibatch)
-    collector = make_collector(args.collector, policy, args)
-    running = torch.zeros(args.num_envs)
+    running = None
     frames, good = 0, 0
     collect_s = train_s = 0.0
     start = time.perf_counter()
     for batch in collector:
         collected = time.perf_counter()
         frames += batch.numel()
+        if running is None:
+            running = torch.zeros(batch.shape[0])
         returns = finished_returns(batch, running)
         with torch.no_grad():
             gae(batch)
@@ -143,6 +143,21 @@ def main():
         if good >= 2:
             break
         start = time.perf_counter()
+    return frames, collect_s, train_s
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--collector", choices=["tdpolicy", "torchrl"], default="tdpolicy")
+    add_training_args(parser)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+
+    policy, value = make_modules()
+    collector = make_collector(args.collector, policy, args)
+    frames, collect_s, train_s = train(collector, policy, value, args)
     collector.shutdown()
 
     score, path = evaluate_in_cpp(policy)

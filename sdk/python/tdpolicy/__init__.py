@@ -8,7 +8,7 @@
 
 Actor, envs and Collector come from the compiled extension tdpolicy._C (built by
 `pip install ./sdk/python` with the repository's ./bazelw); they are imported on first use, so
-the exporter works without it.
+the exporter works without it. tdpolicy.distributed (Collector in Ray actors) also needs `ray`.
 
 The spec's protobuf classes (tdpolicy.spec_pb2, tdpolicy.tensor_pb2) are generated from
 proto/tdpolicy/*.proto when the package is built; see setup.py.
@@ -26,7 +26,8 @@ from tdpolicy._export import export, spec_format  # noqa: E402
 from tdpolicy._check import CheckReport, check, find_tdp  # noqa: E402
 from tdpolicy._modules import LSTMCell  # noqa: E402
 
-_NATIVE = {"Actor": "tdpolicy._C", "Collector": "tdpolicy._collector", "envs": "tdpolicy.envs"}
+_NATIVE = {"Actor": "tdpolicy._C", "Collector": "tdpolicy._collector", "envs": "tdpolicy.envs",
+           "distributed": "tdpolicy.distributed"}
 
 
 def __getattr__(name):
@@ -49,11 +50,14 @@ def __getattr__(name):
     try:
         module = importlib.import_module(_NATIVE[name])
     except ImportError as error:
+        if getattr(error, "name", None) == "ray":
+            raise ImportError("tdpolicy.%s needs Ray (pip install ray==2.60.0, the version pinned in the repository's "
+                              "third_party/python/requirements.txt)" % name) from error
         raise ImportError("tdpolicy.%s needs the compiled extension tdpolicy._C (%s); `pip install ./sdk/python` "
                           "from the repository builds it with ./bazelw" % (name, error)) from error
-    value = module if name == "envs" else getattr(module, name)
+    value = module if name in ("envs", "distributed") else getattr(module, name)
     globals()[name] = value
     return value
 
 
-__all__ = ["Actor", "Collector", "envs", "export", "check", "ExportError", "CheckError", "CheckReport", "LSTMCell", "find_tdp", "spec_format"]
+__all__ = ["Actor", "Collector", "envs", "distributed", "export", "check", "ExportError", "CheckError", "CheckReport", "LSTMCell", "find_tdp", "spec_format"]
