@@ -1,7 +1,7 @@
 """Repository rules that expose the system's and the venv's libraries to Bazel, offline.
 
 `pkg_config_library` turns pkg-config modules into cc_library targets (link flags and
-defines as the packages' own .pc files give them). `libtorch_repository` points at the LibTorch
+defines as the packages' own .pc files give them), and exports programs the packages ship. `libtorch_repository` points at the LibTorch
 that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked
 LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
 to tests; `mujoco_repository` the venv's MuJoCo engine and Gymnasium's task models;
@@ -53,6 +53,13 @@ def _pkg_config_library_impl(ctx):
             repr(defines),
             repr(linkopts),
         ))
+    for target, program in ctx.attr.tools.items():
+        # A program the package ships (gRPC's protoc plugin), for genrules' `tools`.
+        path = ctx.which(program)
+        if not path:
+            _fail_missing(ctx.name, "the program " + program, ctx.attr.tools_package or ctx.attr.package)
+        ctx.symlink(path, target)
+        build.append("exports_files([{}])".format(repr(target)))
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", "\n".join(build) + "\n")
 
@@ -61,6 +68,8 @@ pkg_config_library = repository_rule(
     attrs = {
         "targets": attr.string_list_dict(mandatory = True, doc = "target name -> pkg-config modules"),
         "package": attr.string(mandatory = True, doc = "the Debian package that ships the modules"),
+        "tools": attr.string_dict(doc = "file name in the repository -> program on PATH"),
+        "tools_package": attr.string(doc = "the Debian package that ships the programs, if another"),
     },
     environ = ["PKG_CONFIG_PATH"],
     local = True,
