@@ -360,8 +360,8 @@ class RemoteActor::Impl {
   }
 
   std::optional<int64_t> draw_seed(std::optional<at::Generator>& generator) const {
+    // randint takes the generator's own lock: concurrent calls draw distinct seeds.
     auto draw = [](at::Generator& from) {
-      std::lock_guard<std::mutex> lock(from.mutex());
       return at::randint(std::numeric_limits<int64_t>::max(), {1}, from, at::kLong).item<int64_t>();
     };
     if (generator) return draw(*generator);
