@@ -44,6 +44,7 @@ def tdpolicy_dependencies():
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
     _maybe(libtorch_repository, "libtorch")
     _maybe(python_venv, "python_venv")
+    _maybe(python_venv, "serving_venv", variable = "TDP_SERVING_VENV")
     _maybe(mujoco_repository, "mujoco")
     _maybe(torch_python, "torch_python")
     _maybe(

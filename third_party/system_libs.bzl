@@ -198,31 +198,34 @@ libtorch_repository = repository_rule(
     local = True,
 )
 
-def _venv_python(ctx):
-    """The project venv (TDP_VENV, which ./bazelw sets) and its interpreter; fails without them."""
-    venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
+def _venv_python(ctx, variable = "TDP_VENV"):
+    """The venv named by `variable` (TDP_VENV: the project's; TDP_SERVING_VENV: the serving one;
+    ./bazelw sets both) and its interpreter; fails without them."""
+    venv = ctx.os.environ.get(variable, "").rstrip("/")
     python = venv + "/bin/python3"
     if not venv or not ctx.path(python).exists:
-        fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
-             "through ./bazelw, which creates it.".format(venv))
+        fail(("tdpolicy: the Python environment {}={} has no bin/python3. Run Bazel " +
+              "through ./bazelw, which creates it.").format(variable, venv))
     return venv, python
 
 def _python_venv_impl(ctx):
-    venv, python = _venv_python(ctx)
+    venv, python = _venv_python(ctx, ctx.attr.variable)
 
     # A wrapper, not a symlink: a venv's python finds its site-packages through its own path.
     ctx.file("python3", "#!/bin/sh\nexec {} \"$@\"\n".format(repr(python)), executable = True)
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
-# The interpreter of the project's venv (torch, tensordict, torchrl, numpy; see
-# third_party/python/requirements.txt), for tests and tools that run the Python references.
+# The interpreter of the venv named by {variable}: the project's (torch, tensordict, torchrl, numpy;
+# third_party/python/requirements.txt) or the serving one (KServe, tritonclient;
+# third_party/python/serving-requirements.txt).
 exports_files(["python3"])
-""")
+""".format(variable = ctx.attr.variable))
 
 python_venv = repository_rule(
     implementation = _python_venv_impl,
-    environ = ["TDP_VENV"],
+    attrs = {"variable": attr.string(default = "TDP_VENV")},
+    environ = ["TDP_VENV", "TDP_SERVING_VENV"],
     local = True,
 )
 
