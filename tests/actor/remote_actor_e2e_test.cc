@@ -13,28 +13,23 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
-#include <tuple>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sdk/actor/actor.h"
 #include "sdk/actor/remote_actor.h"
+#include "tests/actor/remote_serving_process.h"
 #include "tests/testing/error_of.h"
 #include "tests/testing/status_matchers.h"
 
@@ -56,101 +51,9 @@ std::string env(const char* name) {
 
 std::string spec_path(const std::string& file) { return env("TDP_POLICIES") + "/" + file; }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test_util::ServingProcess;
 
-// One `python -m tdpolicy.serving` process: its own process group, killed with this test process
-// (PR_SET_PDEATHSIG) should the test die first, its output in a log file.
-class ServingProcess {
- public:
-  ServingProcess(std::string spec, std::string model, int http_port, int grpc_port)
-      : spec_(std::move(spec)), model_(std::move(model)), http_port_(http_port), grpc_port_(grpc_port) {}
-  ~ServingProcess() { kill_now(); }
-
-  int grpc_port() const { return grpc_port_; }
-  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
-  std::string log() const { return read_file(log_path_); }
-
-  // Starts the server and waits for its ready line (both ports accept connections).
-  ::testing::AssertionResult start() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    log_path_ = std::string(tmp ? tmp : "/tmp") + "/serving_" + model_ + "_" + std::to_string(++starts_) + ".log";
-    const std::string python = env("TDP_SERVING_PYTHON");
-    std::vector<std::string> args = {python,      "-m",        "tdpolicy.serving",
-                                     "--spec",    spec_,       "--model-name",
-                                     model_,      "--http-port", std::to_string(http_port_),
-                                     "--grpc-port", std::to_string(grpc_port_)};
-    std::ofstream(log_path_, std::ios::trunc).close();  // no ready line of an earlier run
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      FILE* out = std::fopen(log_path_.c_str(), "a");
-      if (!out) _exit(126);
-      dup2(fileno(out), 1);
-      dup2(fileno(out), 2);
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(125);
-    }
-    setpgid(pid_, pid_);
-    const auto deadline = Clock::now() + std::chrono::seconds(150);
-    while (Clock::now() < deadline) {
-      if (log().find("tdpolicy.serving: ready") != std::string::npos) return ::testing::AssertionSuccess();
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return ::testing::AssertionFailure() << "the server exited (status " << status << ") before it was ready:\n"
-                                             << log();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    kill_now();
-    return ::testing::AssertionFailure() << "the server was not ready within 150 s:\n" << log();
-  }
-
-  // SIGKILL to the whole group, as a crash; waits for it.
-  void kill_now() {
-    if (pid_ <= 0) return;
-    ::kill(-pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  // SIGTERM, as an operator stops it: returns its exit status (-1 when it had to be killed).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (Clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        ::kill(-pid_, SIGKILL);  // anything it left in its group
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    kill_now();
-    return -1;
-  }
-
- private:
-  std::string spec_, model_;
-  int http_port_, grpc_port_;
-  std::string log_path_;
-  int starts_ = 0;
-  pid_t pid_ = -1;
-};
+std::string read_file(const std::string& path) { return test_util::read_text_file(path); }
 
 // The two servers the tests share, started once (together, to halve the wait).
 struct Servers {
@@ -161,10 +64,8 @@ struct Servers {
 Servers& servers() {
   static Servers* instance = [] {
     auto* s = new Servers;
-    ::testing::AssertionResult cartpole = s->cartpole.start();
-    ::testing::AssertionResult pendulum = s->pendulum.start();
-    EXPECT_TRUE(cartpole);
-    EXPECT_TRUE(pendulum);
+    EXPECT_OK(s->cartpole.start());
+    EXPECT_OK(s->pendulum.start());
     return s;
   }();
   return *instance;
@@ -377,7 +278,7 @@ TEST(RemoteActorE2E, AServerRestartFailsCallsWithinTheDeadlineThenTheyRecover) {
   }
   EXPECT_FALSE(remote->server_live().ok());
 
-  ASSERT_TRUE(s.cartpole.start());
+  ASSERT_OK(s.cartpole.start());
   // The channel reconnects within max_backoff: the first call after the restart may need a retry,
   // which the deadline covers.
   expect_same_outputs(remote->act(obs, nn::InteractionType::kDeterministic),
