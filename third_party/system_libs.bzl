@@ -1,12 +1,12 @@
 """Repository rules that expose the system's and the venv's libraries to Bazel, offline.
 
-`pkg_config_library` turns pkg-config modules into cc_library targets (link flags and
-defines as the packages' own .pc files give them) and exports programs the packages ship (gRPC's
-protoc plugin). `libtorch_repository` points at the LibTorch that ./bazelw sets up
-(LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
-to tests; `mujoco_repository` the venv's MuJoCo engine and Gymnasium's task models;
-`torch_python` what a Python extension built against the venv's torch needs. Nothing here
-downloads: a missing package fails with what to install.
+`pkg_config_library` turns pkg-config modules into cc_library targets (link flags and defines as the
+packages' own .pc files give them) and exports programs the packages ship (gRPC's protoc plugin).
+`libtorch_repository` points at the LibTorch that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11
+wheel in the project's venv, or any unpacked LibTorch), for CPU and, under --config=cuda, CUDA.
+`python_venv` exposes that venv's interpreter to tests; `mujoco_repository` the venv's MuJoCo engine
+and Gymnasium's task models; `torch_python` what a Python extension built against the venv's torch
+needs. Nothing here downloads: a missing package fails with what to install.
 """
 
 def _fail_missing(name, what, package):
