@@ -61,6 +61,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 
 import numpy as np
 
@@ -389,7 +390,8 @@ def _make_model_class():
                 else:
                     output = InferOutput(name=slot.name, shape=list(array.shape), datatype=slot.datatype, data=array)
                 outputs.append(output)
-            return InferResponse(response_id=payload.id, model_name=self.name, infer_outputs=outputs,
+            # OIP echoes the request's id; REST responses need one even when the request had none.
+            return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name, infer_outputs=outputs,
                                  use_binary_outputs=payload.use_binary_outputs,
                                  requested_outputs=payload.request_outputs)
 
