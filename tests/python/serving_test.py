@@ -3,7 +3,8 @@ this test's private network namespace (serving_test.sh), called with tritonclien
 gRPC. Outputs equal the in-process SDK actor's (the C API, in this process); concurrent requests are
 merged by the model's one batching actor (its statistics, printed when the server stops); every
 malformed request is a protocol error naming the input or parameter, and the server keeps serving;
-every listener is on loopback; the server stops on SIGTERM and leaves no process behind.
+a bad spec or library stops it at start with a message naming it; every listener is on loopback;
+the server stops on SIGTERM and leaves no process behind.
 
 Environment (serving_test.sh): TDP_LIBRARY (libtdpolicy.so), TDP_POLICIES (policies/), and the
 package's sources on PYTHONPATH.
@@ -367,6 +368,27 @@ class ServingTest(unittest.TestCase):
         outputs = {o["name"]: o for o in reply["outputs"]}
         self.assertEqual(outputs["action"]["data"], expected["action"].tolist())
         np.testing.assert_allclose(outputs["action_log_prob"]["data"], expected["action_log_prob"], atol=1e-6)
+
+
+class StartTest(unittest.TestCase):
+
+    def test_a_bad_spec_or_library_is_a_clear_error_at_start(self):
+        cases = (
+            (["--spec", os.path.join(POLICIES, "no_such_policy.pbtxt"), "--library", LIBRARY],
+             "no_such_policy.pbtxt"),
+            (["--spec", CARTPOLE, "--library", "/nonexistent/libtdpolicy.so"],
+             "--library /nonexistent/libtdpolicy.so does not exist"),
+            (["--spec", CARTPOLE, "--library", LIBRARY, "--device", "tpu"], '"tpu" is not a device'),
+        )
+        for arguments, fragment in cases:
+            with self.subTest(arguments=arguments):
+                run = subprocess.run([sys.executable, "-m", "tdpolicy.serving", "--model-name", "bad",
+                                      "--http-port", "18110", "--grpc-port", "18111", *arguments],
+                                     capture_output=True, text=True, timeout=120)
+                self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+                self.assertIn("tdpolicy.serving: cannot load", run.stderr)
+                self.assertIn(fragment, run.stderr)
+                self.assertNotIn("ready", run.stdout)
 
 
 class BatchingTest(unittest.TestCase):
