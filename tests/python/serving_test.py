@@ -298,6 +298,29 @@ class ServingTest(unittest.TestCase):
         b = grpc_infer(self.grpc["pendulum"], "pendulum", obs).as_numpy("action")
         self.assertFalse(np.array_equal(a, b))
 
+    def test_grpc_requests_with_typed_contents_get_raw_outputs(self):
+        # A client that sends its inputs as typed contents (fp32_contents) instead of raw bytes, as
+        # a hand-written OIP client may: the outputs still come back as raw_output_contents, in
+        # the order of the outputs listed.
+        import grpc
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+        obs = observations(3, 4, seed=5)
+        request = service_pb2.ModelInferRequest(model_name="cartpole", id="typed-1")
+        tensor = request.inputs.add(name="observation", datatype="FP32", shape=[3, 4])
+        tensor.contents.fp32_contents.extend(obs.ravel().tolist())
+        request.parameters["interaction_type"].string_param = "deterministic"
+        request.parameters["seed"].int64_param = 9
+        with grpc.insecure_channel("127.0.0.1:%d" % SERVERS["cartpole"].grpc_port) as channel:
+            response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request, timeout=30)
+        self.assertEqual(response.id, "typed-1")
+        self.assertEqual([o.name for o in response.outputs], ["action", "action_log_prob"])
+        self.assertEqual(len(response.raw_output_contents), 2)
+        expected = InProcessActor(CARTPOLE).act(obs, "deterministic")
+        np.testing.assert_array_equal(np.frombuffer(response.raw_output_contents[0], np.int64), expected["action"])
+        np.testing.assert_allclose(np.frombuffer(response.raw_output_contents[1], np.float32),
+                                   expected["action_log_prob"], rtol=0, atol=1e-6)
+
     def assert_protocol_error(self, call, *fragments):
         """`call` fails with INVALID_ARGUMENT (gRPC) or 400 (REST), its message holding `fragments`."""
         with self.assertRaises(InferenceServerException) as caught:
