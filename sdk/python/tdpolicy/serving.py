@@ -61,6 +61,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 
 import numpy as np
 
@@ -99,15 +100,17 @@ class _Stats(ctypes.Structure):
 
 
 def find_library(path=None):
-    """The libtdpolicy.so to load: `path`, $TDP_LIBRARY, this repository's bazel-bin, or an installed one."""
-    candidates = [path, os.environ.get("TDP_LIBRARY")]
+    """The libtdpolicy.so to load: `path`, else $TDP_LIBRARY, else this repository's bazel-bin, else an
+    installed one. A path given (or set) that does not exist is an error, not a reason to look elsewhere."""
+    for given, what in ((path, "--library"), (os.environ.get("TDP_LIBRARY"), "TDP_LIBRARY")):
+        if given:
+            if not os.path.exists(given):
+                raise FileNotFoundError("libtdpolicy.so: %s %s does not exist" % (what, given))
+            return os.path.realpath(given)
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates.append(os.path.join(here, "..", "..", "..", "bazel-bin", "sdk", "install", "libtdpolicy.so"))
-    for candidate in candidates:
-        if candidate and os.path.exists(candidate):
-            return os.path.realpath(candidate)
-    if path or os.environ.get("TDP_LIBRARY"):
-        raise FileNotFoundError("libtdpolicy.so: %s does not exist" % (path or os.environ["TDP_LIBRARY"]))
+    built = os.path.join(here, "..", "..", "..", "bazel-bin", "sdk", "install", "libtdpolicy.so")
+    if os.path.exists(built):
+        return os.path.realpath(built)
     installed = ctypes.util.find_library("tdpolicy")
     if installed:
         return installed
@@ -201,7 +204,9 @@ class BatchingPolicy:
         self.name = self.lib.tdp_actor_name(self.actor).decode()
         self.inputs = self._slots(self.lib.tdp_actor_num_inputs, self.lib.tdp_actor_input)
         self.outputs = self._slots(self.lib.tdp_actor_num_outputs, self.lib.tdp_actor_output)
-        self._lock = threading.Lock()  # close() against calls in flight
+        # close() waits for the calls in flight: they read the actor's slots until they return.
+        self._in_flight = 0
+        self._idle = threading.Condition()
 
     def _check(self, status):
         if status != _TDP_OK:
@@ -237,28 +242,37 @@ class BatchingPolicy:
             keep.append(encoded)
             c_outputs[i] = _Tensor(encoded, slot.tdp_dtype, results[slot.name].ctypes.data, results[slot.name].size)
         interaction = _INTERACTIONS[interaction_type] if interaction_type else _TDP_INTERACTION_ACTOR
-        with self._lock:
+        with self._idle:
             if self.handle is None:
-                raise SdkError("TDP_FAILED_PRECONDITION", "the policy was closed")
-        # ctypes releases the GIL for the call: requests on other threads reach the batcher meanwhile.
-        if seed is None:
-            status = self.lib.tdp_batching_actor_act(self.handle, batch, c_inputs, len(inputs), c_outputs,
-                                                     len(outputs), interaction)
-        else:
-            status = self.lib.tdp_actor_act_seeded(self.actor, batch, c_inputs, len(inputs), c_outputs, len(outputs),
-                                                   interaction, seed)
-        self._check(status)
+                raise SdkError("TDP_FAILED_PRECONDITION", "the server is stopping: the policy was closed")
+            self._in_flight += 1
+        try:
+            # ctypes releases the GIL for the call: requests on other threads reach the batcher meanwhile.
+            if seed is None:
+                status = self.lib.tdp_batching_actor_act(self.handle, batch, c_inputs, len(inputs), c_outputs,
+                                                         len(outputs), interaction)
+            else:
+                status = self.lib.tdp_actor_act_seeded(self.actor, batch, c_inputs, len(inputs), c_outputs,
+                                                       len(outputs), interaction, seed)
+            self._check(status)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
         return results
 
     def stats(self):
+        if self.handle is None:
+            raise SdkError("TDP_FAILED_PRECONDITION", "the policy was closed")
         stats = _Stats()
         self._check(self.lib.tdp_batching_actor_stats(self.handle, ctypes.byref(stats)))
         return {name: getattr(stats, name) for name, _ in _Stats._fields_}
 
     def close(self):
         """Runs the calls accepted, stops the batcher's worker and frees the actor."""
-        with self._lock:
+        with self._idle:
             handle, self.handle = self.handle, None
+            self._idle.wait_for(lambda: self._in_flight == 0)
         if handle is not None:
             self.lib.tdp_batching_actor_free(handle)
 
@@ -389,7 +403,8 @@ def _make_model_class():
                 else:
                     output = InferOutput(name=slot.name, shape=list(array.shape), datatype=slot.datatype, data=array)
                 outputs.append(output)
-            return InferResponse(response_id=payload.id, model_name=self.name, infer_outputs=outputs,
+            # OIP echoes the request's id; REST responses need one even when the request had none.
+            return InferResponse(response_id=payload.id or str(uuid.uuid4()), model_name=self.name, infer_outputs=outputs,
                                  use_binary_outputs=payload.use_binary_outputs,
                                  requested_outputs=payload.request_outputs)
 
