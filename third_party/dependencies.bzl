@@ -35,7 +35,7 @@ def _maybe(rule, name, **kwargs):
 def tdpolicy_dependencies():
     """Declares the repositories tdpolicy's targets use: LibTorch, the venv's python3, MuJoCo with
     Gymnasium's task models and torch's Python extension headers (all from the venv), Debian's
-    Abseil, protobuf, GoogleTest, Google Benchmark, zlib, spdlog, Eigen, OpenSSL's libcrypto and
+    Abseil, protobuf, gRPC, GoogleTest, Google Benchmark, zlib, spdlog, Eigen, OpenSSL's libcrypto and
     cairo, and the offline Bazel stand-ins. Repositories are fetched only when a target being built
     uses them, so a workspace that builds only the SDK never needs cairo (only the sample agents'
     plots use it)."""
@@ -44,6 +44,7 @@ def tdpolicy_dependencies():
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/platforms")
     _maybe(libtorch_repository, "libtorch")
     _maybe(python_venv, "python_venv")
+    _maybe(python_venv, "serving_venv", variable = "TDP_SERVING_VENV")
     _maybe(mujoco_repository, "mujoco")
     _maybe(torch_python, "torch_python")
     _maybe(
@@ -65,6 +66,16 @@ def tdpolicy_dependencies():
         ]},
     )
     _maybe(pkg_config_library, "protobuf", package = "libprotobuf-dev", targets = {"protobuf": ["protobuf"]})
+    # gRPC 1.51 (built on the same protobuf 3.21 and Abseil): the Open Inference Protocol client
+    # (sdk/actor:remote_actor) and its protoc plugin (proto/defs.bzl, grpc = True).
+    _maybe(
+        pkg_config_library,
+        "grpc",
+        package = "libgrpc++-dev",
+        targets = {"grpc": ["grpc++"]},
+        tools = {"grpc_cpp_plugin": "grpc_cpp_plugin"},
+        tools_package = "protobuf-compiler-grpc",
+    )
     _maybe(
         pkg_config_library,
         "gtest",

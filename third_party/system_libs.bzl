@@ -1,12 +1,12 @@
 """Repository rules that expose the system's and the venv's libraries to Bazel, offline.
 
-`pkg_config_library` turns pkg-config modules into cc_library targets (link flags and
-defines as the packages' own .pc files give them). `libtorch_repository` points at the LibTorch
-that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11 wheel in the project's venv, or any unpacked
-LibTorch), for CPU and, under --config=cuda, CUDA. `python_venv` exposes that venv's interpreter
-to tests; `mujoco_repository` the venv's MuJoCo engine and Gymnasium's task models;
-`torch_python` what a Python extension built against the venv's torch needs. Nothing here
-downloads: a missing package fails with what to install.
+`pkg_config_library` turns pkg-config modules into cc_library targets (link flags and defines as the
+packages' own .pc files give them) and exports programs the packages ship (gRPC's protoc plugin).
+`libtorch_repository` points at the LibTorch that ./bazelw sets up (LIBTORCH_HOME: the torch 2.11
+wheel in the project's venv, or any unpacked LibTorch), for CPU and, under --config=cuda, CUDA.
+`python_venv` exposes that venv's interpreter to tests; `mujoco_repository` the venv's MuJoCo engine
+and Gymnasium's task models; `torch_python` what a Python extension built against the venv's torch
+needs. Nothing here downloads: a missing package fails with what to install.
 """
 
 def _fail_missing(name, what, package):
@@ -53,6 +53,13 @@ def _pkg_config_library_impl(ctx):
             repr(defines),
             repr(linkopts),
         ))
+    for target, program in ctx.attr.tools.items():
+        # A program the package ships (gRPC's protoc plugin), for genrules' `tools`.
+        path = ctx.which(program)
+        if not path:
+            _fail_missing(ctx.name, "the program " + program, ctx.attr.tools_package or ctx.attr.package)
+        ctx.symlink(path, target)
+        build.append("exports_files([{}])".format(repr(target)))
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", "\n".join(build) + "\n")
 
@@ -61,6 +68,8 @@ pkg_config_library = repository_rule(
     attrs = {
         "targets": attr.string_list_dict(mandatory = True, doc = "target name -> pkg-config modules"),
         "package": attr.string(mandatory = True, doc = "the Debian package that ships the modules"),
+        "tools": attr.string_dict(doc = "file name in the repository -> program on PATH"),
+        "tools_package": attr.string(doc = "the Debian package that ships the programs, if another"),
     },
     environ = ["PKG_CONFIG_PATH"],
     local = True,
@@ -189,31 +198,34 @@ libtorch_repository = repository_rule(
     local = True,
 )
 
-def _venv_python(ctx):
-    """The project venv (TDP_VENV, which ./bazelw sets) and its interpreter; fails without them."""
-    venv = ctx.os.environ.get("TDP_VENV", "").rstrip("/")
+def _venv_python(ctx, variable = "TDP_VENV"):
+    """The venv named by `variable` (TDP_VENV: the project's; TDP_SERVING_VENV: the serving one;
+    ./bazelw sets both) and its interpreter; fails without them."""
+    venv = ctx.os.environ.get(variable, "").rstrip("/")
     python = venv + "/bin/python3"
     if not venv or not ctx.path(python).exists:
-        fail("tdpolicy: the project's Python environment (TDP_VENV={}) has no bin/python3. Run Bazel " +
-             "through ./bazelw, which creates it.".format(venv))
+        fail(("tdpolicy: the Python environment {}={} has no bin/python3. Run Bazel " +
+              "through ./bazelw, which creates it.").format(variable, venv))
     return venv, python
 
 def _python_venv_impl(ctx):
-    venv, python = _venv_python(ctx)
+    venv, python = _venv_python(ctx, ctx.attr.variable)
 
     # A wrapper, not a symlink: a venv's python finds its site-packages through its own path.
     ctx.file("python3", "#!/bin/sh\nexec {} \"$@\"\n".format(repr(python)), executable = True)
     ctx.file("WORKSPACE", "workspace(name = {})\n".format(repr(ctx.name)))
     ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
-# The interpreter of the project's venv (torch, tensordict, torchrl, numpy; see
-# third_party/python/requirements.txt), for tests and tools that run the Python references.
+# The interpreter of the venv named by {variable}: the project's (torch, tensordict, torchrl, numpy;
+# third_party/python/requirements.txt) or the serving one (KServe, tritonclient;
+# third_party/python/serving-requirements.txt).
 exports_files(["python3"])
-""")
+""".format(variable = ctx.attr.variable))
 
 python_venv = repository_rule(
     implementation = _python_venv_impl,
-    environ = ["TDP_VENV"],
+    attrs = {"variable": attr.string(default = "TDP_VENV")},
+    environ = ["TDP_VENV", "TDP_SERVING_VENV"],
     local = True,
 )
 

@@ -9,9 +9,12 @@
 #include <absl/strings/str_join.h>
 #include <c10/core/Device.h>
 #include <c10/core/InferenceMode.h>
+#include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "sdk/actor/actor.h"
+#include "sdk/actor/batching_actor.h"
 #include "sdk/distributions/distribution.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/policy/signature.h"
@@ -48,11 +52,18 @@ struct tdp_actor {
     // (false when absent).
     bool may_omit = false;
   };
-  std::unique_ptr<tdp::actor::Actor> actor;
+  // Shared with the batcher of a tdp_batching_actor, which owns this tdp_actor.
+  std::shared_ptr<tdp::actor::Actor> actor;
   std::string name;
   std::string version;
   std::vector<Slot> inputs;
   std::vector<Slot> outputs;
+};
+
+struct tdp_batching_actor {
+  std::unique_ptr<tdp_actor> actor;
+  // Declared after the actor: destroyed (its worker stopped) before it.
+  std::unique_ptr<tdp::actor::BatchingActor> batcher;
 };
 
 namespace {
@@ -301,17 +312,19 @@ absl::Status describe_slot(const std::vector<tdp_actor::Slot>& slots, const char
   return absl::OkStatus();
 }
 
-absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t num_inputs,
-                 const tdp_output* outputs, size_t num_outputs, tdp_interaction type) {
-  check_actor(self);
+// A call's inputs as an observation (views of the caller's arrays) and the outputs it asks for,
+// checked against the policy's slots.
+struct PreparedCall {
+  tdp::TensorDict observation;
+  std::vector<const tdp_actor::Slot*> wanted;
+};
+
+PreparedCall prepare(const tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                     const tdp_output* outputs, size_t num_outputs) {
   if (batch < 1) fail(TDP_INVALID_ARGUMENT, absl::StrCat("batch is ", batch, ", expected at least 1"));
   if (num_inputs > 0) require(inputs, "inputs");
   if (num_outputs > 0) require(outputs, "outputs");
-  const std::optional<tdp::nn::InteractionType> call_type =
-      type == TDP_INTERACTION_ACTOR ? self->actor->options().interaction_type() : interaction(type, "type");
-
-  c10::InferenceMode inference;
-  tdp::TensorDict observation(std::vector<int64_t>{batch});
+  PreparedCall call{tdp::TensorDict(std::vector<int64_t>{batch}), {}};
   std::vector<const tdp_actor::Slot*> given;
   for (size_t i = 0; i < num_inputs; ++i) {
     const tdp_input& input = inputs[i];
@@ -326,15 +339,14 @@ absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t
     }
     given.push_back(slot);
     check_buffer(*slot, "input", i, input.dtype, input.data, input.count, batch);
-    observation.set(slot->key,
-                    at::from_blob(const_cast<void*>(input.data), batched(batch, slot->shape), at::TensorOptions().dtype(slot->scalar)));
+    call.observation.set(slot->key, at::from_blob(const_cast<void*>(input.data), batched(batch, slot->shape),
+                                                  at::TensorOptions().dtype(slot->scalar)));
   }
   for (const auto& slot : self->inputs) {
     if (!slot.may_omit && std::find(given.begin(), given.end(), &slot) == given.end()) {
       fail(TDP_INVALID_ARGUMENT, absl::StrCat("missing input \"", slot.name, "\" (", describe(slot), ")"));
     }
   }
-  std::vector<const tdp_actor::Slot*> wanted;
   for (size_t i = 0; i < num_outputs; ++i) {
     const tdp_output& output = outputs[i];
     if (output.name == nullptr) fail(TDP_INVALID_ARGUMENT, absl::StrCat("outputs[", i, "].name is NULL"));
@@ -344,10 +356,14 @@ absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t
                                               "\" is not an output of the policy; its outputs are ", names(self->outputs)));
     }
     check_buffer(*slot, "output", i, output.dtype, output.data, output.count, batch);
-    wanted.push_back(slot);
+    call.wanted.push_back(slot);
   }
+  return call;
+}
 
-  tdp::TensorDict result = self->actor->act(observation, call_type);
+// Copies the asked outputs of `result` into the caller's arrays.
+void deliver(const tdp::TensorDict& result, const std::vector<const tdp_actor::Slot*>& wanted,
+             const tdp_output* outputs, size_t num_outputs) {
   for (size_t i = 0; i < num_outputs; ++i) {
     const tdp_actor::Slot& slot = *wanted[i];
     if (!result.contains(slot.key)) {
@@ -361,6 +377,63 @@ absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t
     }
     at::from_blob(outputs[i].data, value.sizes(), at::TensorOptions().dtype(slot.scalar)).copy_(value);
   }
+}
+
+absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                 const tdp_output* outputs, size_t num_outputs, tdp_interaction type,
+                 std::optional<uint64_t> seed = std::nullopt) {
+  check_actor(self);
+  const std::optional<tdp::nn::InteractionType> call_type =
+      type == TDP_INTERACTION_ACTOR ? self->actor->options().interaction_type() : interaction(type, "type");
+  c10::InferenceMode inference;
+  PreparedCall call = prepare(self, batch, inputs, num_inputs, outputs, num_outputs);
+  std::optional<at::Generator> generator;
+  if (seed) {
+    // A stream of the actor's kind (CPU or CUDA) seeded as an actor loaded with this seed seeds its own.
+    generator = at::globalContext().defaultGenerator(self->actor->options().device()).clone();
+    std::lock_guard<std::mutex> lock(generator->mutex());
+    generator->set_current_seed(*seed);
+  }
+  deliver(self->actor->act(call.observation, call_type, std::move(generator)), call.wanted, outputs, num_outputs);
+  return absl::OkStatus();
+}
+
+absl::Status batching_load(const char* spec_path, const tdp_actor_options* options, int64_t max_batch_size,
+                           int64_t max_delay_us, tdp_batching_actor** result) {
+  require(result, "batcher (the tdp_batching_actor** to fill)");
+  *result = nullptr;
+  if (max_batch_size < 1) {
+    fail(TDP_INVALID_ARGUMENT, absl::StrCat("max_batch_size is ", max_batch_size, ", expected at least 1"));
+  }
+  if (max_delay_us < 0) fail(TDP_INVALID_ARGUMENT, absl::StrCat("max_delay_us is ", max_delay_us, ", expected at least 0"));
+  tdp_actor* loaded = nullptr;
+  absl::Status status = load(spec_path, options, &loaded);
+  if (!status.ok()) return status;
+  auto self = std::make_unique<tdp_batching_actor>();
+  self->actor.reset(loaded);
+  tdp::actor::BatchingActorOptions batching;
+  batching.max_batch_size(max_batch_size);
+  batching.max_delay(std::chrono::microseconds(max_delay_us));
+  batching.max_queue_rows(std::max<int64_t>(batching.max_queue_rows(), max_batch_size));
+  self->batcher = std::make_unique<tdp::actor::BatchingActor>(self->actor->actor, batching);
+  *result = self.release();
+  return absl::OkStatus();
+}
+
+absl::Status batching_act(tdp_batching_actor* self, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                          const tdp_output* outputs, size_t num_outputs, tdp_interaction type) {
+  require(self, "batcher");
+  tdp::actor::BatchingRequest request;
+  if (type == TDP_INTERACTION_MODULE) {
+    fail(TDP_INVALID_ARGUMENT,
+         "TDP_INTERACTION_MODULE is not available through a batcher: load the actor with "
+         "tdp_options_set_interaction(TDP_INTERACTION_MODULE) and pass TDP_INTERACTION_ACTOR");
+  }
+  if (type != TDP_INTERACTION_ACTOR) request.interaction_type(interaction(type, "type"));
+  c10::InferenceMode inference;
+  PreparedCall call = prepare(self->actor.get(), batch, inputs, num_inputs, outputs, num_outputs);
+  // submit() copies the inputs it keeps, so the caller's arrays are only read during this call.
+  deliver(self->batcher->act(call.observation, request), call.wanted, outputs, num_outputs);
   return absl::OkStatus();
 }
 
@@ -590,6 +663,12 @@ tdp_status tdp_actor_act(tdp_actor* actor, int64_t batch, const tdp_input* input
   return guarded("tdp_actor_act", [&] { return act(actor, batch, inputs, num_inputs, outputs, num_outputs, type); });
 }
 
+tdp_status tdp_actor_act_seeded(tdp_actor* actor, int64_t batch, const tdp_input* inputs, size_t num_inputs,
+                                const tdp_output* outputs, size_t num_outputs, tdp_interaction type, uint64_t seed) {
+  return guarded("tdp_actor_act_seeded",
+                 [&] { return act(actor, batch, inputs, num_inputs, outputs, num_outputs, type, seed); });
+}
+
 tdp_status tdp_actor_flat_sizes(const tdp_actor* actor, int64_t* observation_size, int64_t* action_size) {
   return guarded("tdp_actor_flat_sizes", [&] {
     check_actor(actor);
@@ -609,6 +688,36 @@ tdp_status tdp_actor_act_flat(tdp_actor* actor, int64_t batch, const float* obse
 
 tdp_status tdp_actor_reset(tdp_actor* actor, const uint8_t* env_mask, int64_t batch) {
   return guarded("tdp_actor_reset", [&] { return reset(actor, env_mask, batch); });
+}
+
+tdp_status tdp_batching_actor_load(const char* spec_path, const tdp_actor_options* options, int64_t max_batch_size,
+                                   int64_t max_delay_us, tdp_batching_actor** batcher) {
+  return guarded("tdp_batching_actor_load",
+                 [&] { return batching_load(spec_path, options, max_batch_size, max_delay_us, batcher); });
+}
+
+void tdp_batching_actor_free(tdp_batching_actor* batcher) { delete batcher; }
+
+tdp_actor* tdp_batching_actor_actor(tdp_batching_actor* batcher) {
+  return batcher != nullptr ? batcher->actor.get() : nullptr;
+}
+
+tdp_status tdp_batching_actor_act(tdp_batching_actor* batcher, int64_t batch, const tdp_input* inputs,
+                                  size_t num_inputs, const tdp_output* outputs, size_t num_outputs,
+                                  tdp_interaction type) {
+  return guarded("tdp_batching_actor_act",
+                 [&] { return batching_act(batcher, batch, inputs, num_inputs, outputs, num_outputs, type); });
+}
+
+tdp_status tdp_batching_actor_stats(const tdp_batching_actor* batcher, tdp_batching_stats* stats) {
+  return guarded("tdp_batching_actor_stats", [&] {
+    require(batcher, "batcher");
+    require(stats, "stats");
+    const tdp::actor::BatchingStats s = batcher->batcher->stats();
+    *stats = tdp_batching_stats{s.requests,         s.rejected, s.batches,       s.failed_batches,
+                                s.retried_requests, s.rows,     s.largest_batch, s.max_batch_size};
+    return absl::OkStatus();
+  });
 }
 
 }  // extern "C"

@@ -62,7 +62,7 @@ extern "C" {
 
 /* The version of this API: major changes only remove or change something (never, so far). */
 #define TDP_C_API_VERSION_MAJOR 0
-#define TDP_C_API_VERSION_MINOR 1
+#define TDP_C_API_VERSION_MINOR 2
 
 typedef enum tdp_status {
   TDP_OK = 0,
@@ -203,6 +203,61 @@ TDP_C_EXPORT tdp_status tdp_actor_act_flat(tdp_actor* actor, int64_t batch, cons
  * (`batch` bytes: the batch of the last calls). env_mask NULL forgets the state of every
  * environment (the next call starts from zeros at any batch). A policy without state: no-op. */
 TDP_C_EXPORT tdp_status tdp_actor_reset(tdp_actor* actor, const uint8_t* env_mask, int64_t batch);
+
+/* ---- Per-call seeds
+ * Runs one call like tdp_actor_act, but samples from a random stream of its own seeded with `seed`
+ * instead of the actor's: the same inputs and seed give the same outputs, whatever calls ran
+ * before, and they equal the first call of an actor loaded with tdp_options_set_seed(seed) on the
+ * LibTorch backend. The actor's own stream is untouched. */
+TDP_C_EXPORT tdp_status tdp_actor_act_seeded(tdp_actor* actor, int64_t batch, const tdp_input* inputs,
+                                             size_t num_inputs, const tdp_output* outputs, size_t num_outputs,
+                                             tdp_interaction type, uint64_t seed);
+
+/* ---- Batching actors (sdk/actor/batching_actor.h): one policy shared by many threads. Each
+ * thread calls tdp_batching_actor_act with its own rows; a worker thread merges the calls pending
+ * at once into one call of the policy (at most max_batch_size rows, waiting at most max_delay_us
+ * microseconds for others to join) and hands each caller its rows back. Calls of different
+ * interaction types are never merged. Policies with recurrent state are served in their stateless
+ * form only: every state key must be among the inputs.
+ *
+ *   tdp_batching_actor* batcher = NULL;
+ *   tdp_batching_actor_load("policies/cartpole_categorical.pbtxt", options, 64, 10000, &batcher);
+ *   tdp_batching_actor_act(batcher, 1, in, 1, out, 2, TDP_INTERACTION_RANDOM);  // from any thread
+ *   tdp_batching_stats stats;
+ *   tdp_batching_actor_stats(batcher, &stats);                                   // stats.batches
+ *   tdp_batching_actor_free(batcher);
+ */
+typedef struct tdp_batching_actor tdp_batching_actor;
+
+/* What the batcher did so far (BatchingStats). */
+typedef struct tdp_batching_stats {
+  int64_t requests;         /* calls that joined a batch */
+  int64_t rejected;         /* calls refused before joining one (bad inputs, full queue) */
+  int64_t batches;          /* calls of the policy */
+  int64_t failed_batches;   /* merged calls that failed (their requests were then run one by one) */
+  int64_t retried_requests; /* requests run alone after their merged call failed */
+  int64_t rows;             /* rows run */
+  int64_t largest_batch;    /* most rows in one call of the policy */
+  int64_t max_batch_size;   /* the option */
+} tdp_batching_stats;
+
+/* Loads the spec like tdp_actor_load (options may be NULL) and starts the batcher's worker.
+ * max_batch_size >= 1 (a call with more rows is an error); max_delay_us >= 0. */
+TDP_C_EXPORT tdp_status tdp_batching_actor_load(const char* spec_path, const tdp_actor_options* options,
+                                                int64_t max_batch_size, int64_t max_delay_us,
+                                                tdp_batching_actor** batcher);
+/* Runs the calls already accepted, stops the worker and frees the batcher and its actor. */
+TDP_C_EXPORT void tdp_batching_actor_free(tdp_batching_actor* batcher);
+/* The actor the batcher calls, owned by the batcher: for the metadata queries (tdp_actor_input,
+ * ...) and for direct calls (tdp_actor_act_seeded), which do not go through the batcher. */
+TDP_C_EXPORT tdp_actor* tdp_batching_actor_actor(tdp_batching_actor* batcher);
+/* tdp_actor_act through the batcher: blocks until this call's rows are computed. `type`
+ * TDP_INTERACTION_ACTOR is the actor's own type; TDP_INTERACTION_MODULE is refused (load the
+ * actor with tdp_options_set_interaction(TDP_INTERACTION_MODULE) and pass TDP_INTERACTION_ACTOR). */
+TDP_C_EXPORT tdp_status tdp_batching_actor_act(tdp_batching_actor* batcher, int64_t batch, const tdp_input* inputs,
+                                               size_t num_inputs, const tdp_output* outputs, size_t num_outputs,
+                                               tdp_interaction type);
+TDP_C_EXPORT tdp_status tdp_batching_actor_stats(const tdp_batching_actor* batcher, tdp_batching_stats* stats);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,6 +1,7 @@
 // The C API (sdk/c/tdp_c.h) called from C++: metadata, actions equal to the C++ Actor's on the
-// same seed, recurrent state and reset, the flat API, and every kind of bad input, each with a
-// status and a message that says what was wrong.
+// same seed, per-call seeds, the batching actor (merged calls from many threads), recurrent state
+// and reset, the flat API, and every kind of bad input, each with a status and a message that
+// says what was wrong.
 #include "sdk/c/tdp_c.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +11,9 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <atomic>
+#include <cmath>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -535,6 +539,161 @@ TEST(CApiTest, TheLastErrorIsPerThread) {
   thread.join();
   EXPECT_EQ(other, "");
   EXPECT_STREQ(tdp_last_error(), "tdp_options_set_seed: options is NULL");
+}
+
+TEST(CApiTest, SeededCallsEqualTheFirstCallOfAnActorLoadedWithThatSeed) {
+  for (const char* name : {"cartpole_categorical.pbtxt", "pendulum_tanh_gaussian.pbtxt"}) {
+    SCOPED_TRACE(name);
+    const bool discrete = std::string(name).find("cartpole") == 0;
+    const int64_t width = discrete ? 4 : 3;
+    const int64_t batch = 6;
+    std::vector<float> obs = observations(batch, width);
+    tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), obs.size()}};
+    // The log-prob of each row's sampled action: it differs between seeds for both policies.
+    auto seeded = [&](tdp_actor* actor, uint64_t seed) {
+      std::vector<float> log_prob(batch);
+      tdp_output out[] = {{"action_log_prob", TDP_FLOAT32, log_prob.data(), log_prob.size()}};
+      EXPECT_EQ(tdp_actor_act_seeded(actor, batch, in, 1, out, 1, TDP_INTERACTION_RANDOM, seed), TDP_OK)
+          << tdp_last_error();
+      return log_prob;
+    };
+    Loaded holder;
+    tdp_actor* actor = load(holder, policy(name), /*seed=*/0);
+    ASSERT_NE(actor, nullptr);
+    const std::vector<float> first = seeded(actor, 123);
+    // Calls in between, on the actor's own stream, change nothing.
+    std::vector<float> scratch(batch);
+    tdp_output scratch_out[] = {{"action_log_prob", TDP_FLOAT32, scratch.data(), scratch.size()}};
+    ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, scratch_out, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+    EXPECT_EQ(seeded(actor, 123), first);
+    EXPECT_NE(seeded(actor, 124), first);
+
+    auto cpp = tdp::actor::Actor::load(
+        policy(name), tdp::actor::ActorOptions().seed(123).backend(tdp::actor::Backend::kLibTorch));
+    ASSERT_TRUE(cpp.ok()) << cpp.status();
+    tdp::TensorDict td({{"observation", at::from_blob(obs.data(), {batch, width}, at::kFloat)}}, {batch});
+    at::Tensor expected = (*cpp)->act(td, tdp::nn::InteractionType::kRandom).get("action_log_prob").reshape({batch});
+    EXPECT_TRUE(at::equal(at::from_blob(const_cast<float*>(first.data()), {batch}, at::kFloat), expected)) << expected;
+
+    // The actor's own stream was not advanced by the seeded calls: its next random call is the
+    // second call of a fresh actor with its seed.
+    Loaded fresh_holder;
+    tdp_actor* fresh = load(fresh_holder, policy(name), /*seed=*/0);
+    std::vector<float> a(batch), b(batch);
+    tdp_output out_a[] = {{"action_log_prob", TDP_FLOAT32, a.data(), a.size()}};
+    tdp_output out_b[] = {{"action_log_prob", TDP_FLOAT32, b.data(), b.size()}};
+    ASSERT_EQ(tdp_actor_act(fresh, batch, in, 1, out_a, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+    ASSERT_EQ(tdp_actor_act(fresh, batch, in, 1, out_a, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+    ASSERT_EQ(tdp_actor_act(actor, batch, in, 1, out_b, 1, TDP_INTERACTION_RANDOM), TDP_OK);
+    EXPECT_EQ(a, b);
+  }
+}
+
+// A batching actor loaded through the C API, freed at the end of the test.
+struct LoadedBatcher {
+  tdp_batching_actor* batcher = nullptr;
+  ~LoadedBatcher() { tdp_batching_actor_free(batcher); }
+};
+
+TEST(CApiTest, TheBatchingActorMergesCallsFromManyThreads) {
+  LoadedBatcher holder;
+  ASSERT_EQ(tdp_batching_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, 64, 2000, &holder.batcher),
+            TDP_OK)
+      << tdp_last_error();
+  tdp_actor* actor = tdp_batching_actor_actor(holder.batcher);
+  ASSERT_NE(actor, nullptr);
+  EXPECT_STREQ(tdp_actor_name(actor), "cartpole_categorical");
+  constexpr int kThreads = 16;
+  constexpr int kCalls = 20;
+  // Each thread's own observation (batch 1), and what the actor alone answers for it.
+  std::vector<std::vector<float>> obs(kThreads);
+  std::vector<float> expected(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    obs[t] = observations(1, 4, 0.05f * static_cast<float>(t + 1));
+    tdp_input in[] = {{"observation", TDP_FLOAT32, obs[t].data(), obs[t].size()}};
+    tdp_output out[] = {{"action_log_prob", TDP_FLOAT32, &expected[t], 1}};
+    ASSERT_EQ(tdp_actor_act(actor, 1, in, 1, out, 1, TDP_INTERACTION_DETERMINISTIC), TDP_OK) << tdp_last_error();
+  }
+  std::atomic<int> mismatches{0};
+  std::mutex report_mutex;
+  std::string report;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        float log_prob = 0.0f;
+        int64_t action = -1;
+        tdp_input in[] = {{"observation", TDP_FLOAT32, obs[t].data(), obs[t].size()}};
+        tdp_output out[] = {{"action_log_prob", TDP_FLOAT32, &log_prob, 1}, {"action", TDP_INT64, &action, 1}};
+        // A merged call may run on another kernel than a batch-1 call: equal to float rounding.
+        if (tdp_batching_actor_act(holder.batcher, 1, in, 1, out, 2, TDP_INTERACTION_DETERMINISTIC) != TDP_OK ||
+            std::abs(log_prob - expected[t]) > 1e-6f || action < 0 || action > 1) {
+          ++mismatches;
+          std::lock_guard<std::mutex> lock(report_mutex);
+          if (report.empty()) {
+            report = std::string(tdp_last_error()) + " thread " + std::to_string(t) + ": log_prob " +
+                     std::to_string(log_prob) + ", alone " + std::to_string(expected[t]);
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0) << report;
+  tdp_batching_stats stats{};
+  ASSERT_EQ(tdp_batching_actor_stats(holder.batcher, &stats), TDP_OK);
+  EXPECT_EQ(stats.requests, kThreads * kCalls);
+  EXPECT_EQ(stats.rows, kThreads * kCalls);
+  EXPECT_EQ(stats.rejected, 0);
+  EXPECT_EQ(stats.max_batch_size, 64);
+  // Sixteen threads calling at once: calls that arrive while a batch runs share the next one.
+  EXPECT_LT(stats.batches, stats.requests);
+  EXPECT_GT(stats.largest_batch, 1);
+  EXPECT_LE(stats.largest_batch, kThreads);
+}
+
+TEST(CApiTest, BatchingActorErrorsSayWhatWasExpected) {
+  tdp_batching_actor* none = nullptr;
+  EXPECT_EQ(tdp_batching_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, 0, 0, &none),
+            TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_batching_actor_load: max_batch_size is 0, expected at least 1");
+  EXPECT_EQ(tdp_batching_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, 4, -1, &none),
+            TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("max_delay_us is -1"));
+  EXPECT_EQ(tdp_batching_actor_load("no/such/spec.pbtxt", nullptr, 4, 0, &none), TDP_NOT_FOUND);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("no/such/spec.pbtxt"));
+  EXPECT_EQ(none, nullptr);
+
+  LoadedBatcher holder;
+  ASSERT_EQ(tdp_batching_actor_load(policy("cartpole_categorical.pbtxt").c_str(), nullptr, 4, 0, &holder.batcher),
+            TDP_OK);
+  std::vector<float> obs = observations(8, 4);
+  std::vector<int64_t> action(8);
+  tdp_output out[] = {{"action", TDP_INT64, action.data(), 5}};
+  tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data(), 5 * 4}};
+  tdp_input wrong[] = {{"observation", TDP_FLOAT32, obs.data(), 7}};
+  EXPECT_EQ(tdp_batching_actor_act(holder.batcher, 5, wrong, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), AllOf(HasSubstr("tdp_batching_actor_act"), HasSubstr("\"observation\""),
+                                      HasSubstr("7 elements, expected 20")));
+  // Five rows, but the batcher merges at most four.
+  EXPECT_EQ(tdp_batching_actor_act(holder.batcher, 5, in, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("max_batch_size"));
+  EXPECT_EQ(tdp_batching_actor_act(holder.batcher, 5, in, 1, out, 1, TDP_INTERACTION_MODULE), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("TDP_INTERACTION_MODULE is not available through a batcher"));
+  EXPECT_EQ(tdp_batching_actor_act(nullptr, 1, in, 1, out, 1, TDP_INTERACTION_RANDOM), TDP_INVALID_ARGUMENT);
+  EXPECT_STREQ(tdp_last_error(), "tdp_batching_actor_act: batcher is NULL");
+  EXPECT_EQ(tdp_batching_actor_stats(holder.batcher, nullptr), TDP_INVALID_ARGUMENT);
+  EXPECT_EQ(tdp_batching_actor_actor(nullptr), nullptr);
+  // The batcher goes on after the errors.
+  tdp_input four[] = {{"observation", TDP_FLOAT32, obs.data(), 4 * 4}};
+  tdp_output one[] = {{"action", TDP_INT64, action.data(), 4}};
+  EXPECT_EQ(tdp_batching_actor_act(holder.batcher, 4, four, 1, one, 1, TDP_INTERACTION_RANDOM), TDP_OK)
+      << tdp_last_error();
+  tdp_batching_stats stats{};
+  ASSERT_EQ(tdp_batching_actor_stats(holder.batcher, &stats), TDP_OK);
+  EXPECT_EQ(stats.requests, 1);
+  EXPECT_EQ(stats.rejected, 1);  // the five rows, refused by the batcher itself
+  tdp_batching_actor_free(nullptr);
 }
 
 }  // namespace

@@ -22,9 +22,18 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 from tdpolicy._errors import CheckError, ExportError  # noqa: E402
-from tdpolicy._export import export, spec_format  # noqa: E402
-from tdpolicy._check import CheckReport, check, find_tdp  # noqa: E402
-from tdpolicy._modules import LSTMCell  # noqa: E402
+
+# tdpolicy.serving runs in a venv of its own without torch (see that module): there the package
+# imports without the exporter, and asking for it names what is missing.
+_NO_TORCH = None
+try:
+    from tdpolicy._export import export, spec_format  # noqa: E402
+    from tdpolicy._check import CheckReport, check, find_tdp  # noqa: E402
+    from tdpolicy._modules import LSTMCell  # noqa: E402
+except ModuleNotFoundError as _error:
+    if _error.name not in ("torch", "tensordict"):
+        raise
+    _NO_TORCH = _error
 
 _NATIVE = {"Actor": "tdpolicy._C", "Collector": "tdpolicy._collector", "envs": "tdpolicy.envs",
            "distributed": "tdpolicy.distributed"}
@@ -32,6 +41,9 @@ _NATIVE = {"Actor": "tdpolicy._C", "Collector": "tdpolicy._collector", "envs": "
 
 def __getattr__(name):
     # The compiled half is imported only when asked for: export and check need no compiler.
+    if _NO_TORCH is not None and name in __all__:
+        raise ImportError("tdpolicy.%s needs torch and tensordict, which this Python lacks (%s): use the project's "
+                          "venv (third_party/python/requirements.txt)" % (name, _NO_TORCH))
     if name not in _NATIVE:
         raise AttributeError("module 'tdpolicy' has no attribute %r" % name)
     import importlib
