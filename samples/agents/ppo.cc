@@ -465,9 +465,9 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         const at::Tensor ratio = log_ratio.exp();
         const at::Tensor pg_loss =
             -at::min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean();
-        const at::Tensor v = critic->forward(TensorDict({{"observation", mb.get("observation")}}, {M}))
-                                 .get("state_value")
-                                 .squeeze(-1);
+        // The critic learns on what it is evaluated on: the observation after the policy's
+        // ObservationNorm (value_of), the same statistics as the rollout's values.
+        const at::Tensor v = value_of(mb.get("observation"));
         const at::Tensor target = returns.index_select(0, idx);
         at::Tensor v_loss = 0.5 * (v - target).pow(2).mean();
         if (config.clip_value_loss) {
