@@ -65,6 +65,11 @@ void RecurrentState::supply(TensorDict& td) {
 void RecurrentState::keep(const TensorDict& out) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!kept_) return;  // reset() while the call ran: the next call starts from zeros
+  if (kept_->batch_size() != out.batch_size()) {
+    // A call at another batch size took the state over while this one ran (threads sharing one
+    // recurrent actor): the last call to finish keeps its next state, as if it had come last.
+    kept_ = TensorDict(out.batch_size().vec(), device_);
+  }
   for (size_t i = 0; i < keys_.size(); ++i) kept_->set(keys_[i], out.get(next_keys_[i]));
 }
 

@@ -53,7 +53,7 @@ class RecurrentState {
   // Sets the optional inputs (is_init) that `td` lacks to zeros (false).
   void fill_optional(TensorDict& td) const;
   // Keeps the next state a call wrote into `out`, at next_keys() (a reset while the call ran
-  // wins).
+  // wins; a call at another batch size that took the state over meanwhile loses to this one).
   void keep(const TensorDict& out);
   // Zeroes the environments where `env_mask` ([N] bool) is true.
   void reset(const at::Tensor& env_mask);

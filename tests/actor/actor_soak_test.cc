@@ -222,5 +222,33 @@ TEST(ActorSoak, SixteenThreadsOnSharedAndOwnActorsWithThreadLocalScopes) {
               soak_seconds());
 }
 
+// Threads sharing one recurrent actor at different batch sizes: each call's kept state is sized
+// for its own batch, so a call that finishes after another batch size took the state over keeps
+// its own next state (the last call to finish wins) instead of failing after the policy ran.
+TEST(ActorSoak, SharedRecurrentActorAtMixedBatchSizesNeverFailsAfterThePolicyRan) {
+  for (const Backend backend : {Backend::kLibTorch, Backend::kFused}) {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Actor> shared, Actor::load(kRecurrent, ActorOptions().seed(3).backend(backend)));
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        at::Generator generator = at::detail::createCPUGenerator(100 + t);
+        const int64_t batch = 1 + t % 3;
+        for (int i = 0; i < 400 && failures.load() == 0; ++i) {
+          try {
+            const TensorDict out = shared->act(observation(*shared, batch, generator), InteractionType::kRandom);
+            if (!check_outputs(*shared, out, batch, "shared recurrent")) failures.fetch_add(1);
+          } catch (const std::exception& error) {
+            ADD_FAILURE() << "thread " << t << " batch " << batch << " call " << i << ": " << error.what();
+            failures.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(failures.load(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace tdp::actor
