@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       {"hopper-v5", "samples/agents/mujoco/hopper_ppo.pbtxt"},
       {"walker2d-v5", "samples/agents/mujoco/walker2d_ppo.pbtxt"},
       {"ant-v5", "samples/agents/mujoco/ant_ppo.pbtxt"},
+      {"humanoid-v5", "samples/agents/mujoco/humanoid_ppo.pbtxt"},
   };
   d.eval_episodes = 10;
   auto& c = d.config;

@@ -16,8 +16,8 @@
 namespace tdp::env {
 
 std::vector<std::string> env_names() {
-  std::vector<std::string> names = {"ant-v5",   "cartpole", "goal",       "halfcheetah-v5",
-                                    "hopper-v5", "pendulum", "walker2d-v5"};
+  std::vector<std::string> names = {"ant-v5",      "cartpole", "goal",       "halfcheetah-v5",
+                                    "hopper-v5",   "humanoid-v5", "pendulum", "walker2d-v5"};
   for (std::string& name : library_env_names()) names.push_back(std::move(name));
   return names;
 }
@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> make_env(const std::string& name, co
     if (lower == "hopper-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Hopper>(options));
     if (lower == "walker2d-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Walker2d>(options));
     if (lower == "ant-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Ant>(options));
+    if (lower == "humanoid-v5") return std::unique_ptr<BatchedEnv>(std::make_unique<Humanoid>(options));
   } catch (const std::invalid_argument& error) {
     return absl::InvalidArgumentError(absl::StrCat("environment \"", name, "\": ", error.what()));
   } catch (const std::runtime_error& error) {

@@ -19,7 +19,7 @@
 namespace tdp::env {
 
 // The names make_env knows, lower-case: "cartpole", "goal", "pendulum", the MuJoCo tasks
-// "halfcheetah-v5", "hopper-v5", "walker2d-v5", "ant-v5", then those of the env libraries loaded
+// "halfcheetah-v5", "hopper-v5", "walker2d-v5", "ant-v5", "humanoid-v5", then those of the env libraries loaded
 // with load_env_library (sdk/env/env_library.h; the SDK's own names come first).
 std::vector<std::string> env_names();
 

@@ -180,4 +180,67 @@ MujocoEnv::Outcome Ant::outcome(const Row& before, const Row& after, const float
   return {rewards - costs, !healthy};
 }
 
+// ---- Humanoid-v5 -------------------------------------------------------------------------------
+
+namespace {
+constexpr int64_t kHumanoidBodies = 14;  // the world and 13 bodies
+// The cached row: the mass centre's xy, then cinert, cvel, qfrc_actuator and cfrc_ext of every
+// body as mjData holds them after the step (the last substep's forward pass, which is what
+// Gymnasium reads).
+constexpr int64_t kCinert = 2, kCvel = kCinert + 10 * kHumanoidBodies, kQfrc = kCvel + 6 * kHumanoidBodies;
+constexpr int64_t kHumanoidNv = 23;
+constexpr int64_t kCfrc = kQfrc + kHumanoidNv, kHumanoidCached = kCfrc + 6 * kHumanoidBodies;
+}  // namespace
+
+Humanoid::Humanoid(const EnvOptions& options)
+    : MujocoEnv(MujocoEnv::Task{/*name=*/"Humanoid-v5", /*model_file=*/"humanoid.xml", /*frame_skip=*/5,
+                                /*reset_noise_scale=*/1e-2, /*normal_qvel_noise=*/false,
+                                /*observation_dim=*/22 + 23 + 13 * 10 + 13 * 6 + 17 + 13 * 6,
+                                /*cached_dim=*/kHumanoidCached},
+                options) {
+  require_sizes(*this, 24, kHumanoidNv, 17);
+  if (model()->nbody != kHumanoidBodies) {
+    throw std::runtime_error(name() + ": " + model_path() + " has " + std::to_string(model()->nbody) +
+                             " bodies; Gymnasium's humanoid.xml has " + std::to_string(kHumanoidBodies));
+  }
+  for (int64_t b = 0; b < kHumanoidBodies; ++b) total_mass_ += model()->body_mass[b];
+}
+
+void Humanoid::cache(const mjData* data, double* cached) const {
+  // Gymnasium's mass_center: sum_b body_mass[b] * xipos[b] / sum_b body_mass[b].
+  for (int j = 0; j < 2; ++j) {
+    double weighted = 0;
+    for (int64_t b = 0; b < kHumanoidBodies; ++b) weighted += model()->body_mass[b] * data->xipos[3 * b + j];
+    cached[j] = weighted / total_mass_;
+  }
+  std::copy(data->cinert, data->cinert + 10 * kHumanoidBodies, cached + kCinert);
+  std::copy(data->cvel, data->cvel + 6 * kHumanoidBodies, cached + kCvel);
+  std::copy(data->qfrc_actuator, data->qfrc_actuator + kHumanoidNv, cached + kQfrc);
+  std::copy(data->cfrc_ext, data->cfrc_ext + 6 * kHumanoidBodies, cached + kCfrc);
+}
+
+void Humanoid::observe_row(const Row& row, double* out) const {
+  out = std::copy(row.qpos + 2, row.qpos + nq(), out);
+  out = std::copy(row.qvel, row.qvel + nv(), out);
+  out = std::copy(row.cached + kCinert + 10, row.cached + kCvel, out);  // bodies 1.. (not the world)
+  out = std::copy(row.cached + kCvel + 6, row.cached + kQfrc, out);
+  out = std::copy(row.cached + kQfrc + 6, row.cached + kCfrc, out);      // the actuated joints
+  std::copy(row.cached + kCfrc + 6, row.cached + kHumanoidCached, out);
+}
+
+MujocoEnv::Outcome Humanoid::outcome(const Row& before, const Row& after, const float* action) const {
+  const double x_velocity = (after.cached[0] - before.cached[0]) / dt();
+  const double z = after.qpos[2];
+  const bool healthy = 1.0 < z && z < 2.0;
+  // Gymnasium's control cost reads data.ctrl: the clipped action in float64.
+  double ctrl[64];
+  for (int64_t j = 0; j < nu(); ++j) ctrl[j] = static_cast<double>(action[j]) * static_cast<double>(action[j]);
+  double squares[6 * kHumanoidBodies];
+  for (int64_t j = 0; j < 6 * kHumanoidBodies; ++j) squares[j] = after.cached[kCfrc + j] * after.cached[kCfrc + j];
+  const double contact_cost = std::min(5e-7 * numpy_sum(squares, 6 * kHumanoidBodies), 10.0);
+  const double rewards = 1.25 * x_velocity + (healthy ? 5.0 : 0.0);
+  const double costs = 0.1 * numpy_sum(ctrl, nu()) + contact_cost;
+  return {rewards - costs, !healthy};
+}
+
 }  // namespace tdp::env

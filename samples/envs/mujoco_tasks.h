@@ -1,5 +1,5 @@
 // Gymnasium's v5 MuJoCo locomotion tasks in C++, batched: HalfCheetah-v5, Hopper-v5,
-// Walker2d-v5 and Ant-v5 with Gymnasium's default keyword arguments (gymnasium/envs/mujoco/
+// Walker2d-v5, Ant-v5 and Humanoid-v5 with Gymnasium's default keyword arguments (gymnasium/envs/mujoco/
 // *_v5.py): the same model files, frame skips, reward terms, health rules, observation layouts
 // and reset noise. Every task is truncated after 1000 steps, as gymnasium.make registers them.
 //
@@ -20,6 +20,11 @@
 //   + 1 if healthy - 0.5 |a|^2 - 5e-4 |clip(cfrc_ext, -1, 1)|^2; terminates when unhealthy: the
 //   state is not finite or the torso z leaves [0.2, 1]. Reset noise U(-0.1, 0.1) on qpos, 0.1
 //   N(0, 1) on qvel. Caches the torso's xy and cfrc_ext in the state row (mujoco_env.h).
+// - Humanoid-v5 (24, 23, 17; 348 = qpos[2:], qvel, cinert[1:], cvel[1:], qfrc_actuator[6:],
+//   cfrc_ext[1:]): reward 1.25 x velocity of the mass centre + 5 if healthy - 0.1 |ctrl|^2 -
+//   min(5e-7 |cfrc_ext|^2, 10); terminates when the torso z leaves (1, 2). Reset noise
+//   U(-1e-2, 1e-2) on both. Caches the mass centre's xy, cinert, cvel, qfrc_actuator and
+//   cfrc_ext in the state row.
 #pragma once
 
 #include "samples/envs/mujoco_env.h"
@@ -73,6 +78,19 @@ class Ant : public MujocoEnv {
 
  private:
   int64_t nbody_;
+};
+
+class Humanoid : public MujocoEnv {
+ public:
+  explicit Humanoid(const EnvOptions& options);
+
+ protected:
+  void observe_row(const Row& row, double* out) const override;
+  Outcome outcome(const Row& before, const Row& after, const float* action) const override;
+  void cache(const mjData_* data, double* cached) const override;
+
+ private:
+  double total_mass_ = 0;
 };
 
 }  // namespace tdp::env

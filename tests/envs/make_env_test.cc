@@ -29,7 +29,7 @@ TEST(MakeEnv, UnknownNameListsTheKnownOnes) {
   EXPECT_EQ(env.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(env.status().message(),
             "unknown environment \"mountaincar\"; known: ant-v5, cartpole, goal, halfcheetah-v5, hopper-v5, "
-            "pendulum, walker2d-v5");
+            "humanoid-v5, pendulum, walker2d-v5");
 }
 
 TEST(MakeEnv, BadOptionsBecomeAStatusNotAnException) {

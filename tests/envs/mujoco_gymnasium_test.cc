@@ -122,5 +122,9 @@ TEST(MujocoGymnasium, Walker2dEqualsGymnasiumStepForStep) {
 
 TEST(MujocoGymnasium, AntEqualsGymnasiumStepForStep) { expect_equal_to_gymnasium<Ant>("Ant-v5"); }
 
+TEST(MujocoGymnasium, HumanoidEqualsGymnasiumStepForStep) {
+  expect_equal_to_gymnasium<Humanoid>("Humanoid-v5");
+}
+
 }  // namespace
 }  // namespace tdp::env

@@ -13,6 +13,6 @@ test_binary="$4"
 out="${TEST_TMPDIR:-$(mktemp -d)}/gymnasium_mujoco"
 rm -rf "$out"
 export PYTHONDONTWRITEBYTECODE=1
-"$python" "$script" --out "$out" --steps 1000 HalfCheetah-v5 Hopper-v5 Walker2d-v5 Ant-v5
+"$python" "$script" --out "$out" --steps 1000 HalfCheetah-v5 Hopper-v5 Walker2d-v5 Ant-v5 Humanoid-v5
 export TDP_GYMNASIUM_REFERENCE_DIR="$out"
 "$run_gtest" "$test_binary"

@@ -60,6 +60,7 @@ TEST(MujocoTasks, ResetNoiseFollowsGymnasiumsDistributions) {
   expect_reset_noise<Hopper>(5e-3, /*normal_qvel=*/false);
   expect_reset_noise<Walker2d>(5e-3, /*normal_qvel=*/false);
   expect_reset_noise<Ant>(0.1, /*normal_qvel=*/true);
+  expect_reset_noise<Humanoid>(1e-2, /*normal_qvel=*/false);
 }
 
 template <typename Task>
@@ -96,6 +97,7 @@ TEST(MujocoTasks, ABatchStepsEachEnvironmentAsAloneOnThreads) {
   expect_batch_equals_single_envs<Hopper>();
   expect_batch_equals_single_envs<Walker2d>();
   expect_batch_equals_single_envs<Ant>();
+  expect_batch_equals_single_envs<Humanoid>();
 }
 
 TEST(MujocoTasks, SeededRunsRepeat) {
@@ -114,9 +116,11 @@ TEST(MujocoTasks, SpecsAndOutputsHaveGymnasiumsShapes) {
   struct Expected {
     std::string name;
     int64_t observation, action;
+    double bound = 1.0;  // the actuators' ctrlrange, [-bound, bound], held in float32 as Gymnasium's Box
   };
   for (const Expected& e : {Expected{"HalfCheetah-v5", 17, 6}, Expected{"Hopper-v5", 11, 3},
-                            Expected{"Walker2d-v5", 17, 6}, Expected{"Ant-v5", 105, 8}}) {
+                            Expected{"Walker2d-v5", 17, 6}, Expected{"Ant-v5", 105, 8},
+                            Expected{"Humanoid-v5", 348, 17, 0.4}}) {
     auto made = make_env(e.name, EnvOptions(2));
     ASSERT_TRUE(made.ok()) << made.status();
     BatchedEnv& env = **made;
@@ -126,8 +130,8 @@ TEST(MujocoTasks, SpecsAndOutputsHaveGymnasiumsShapes) {
     EXPECT_EQ(env.observation_spec()[0].dtype, at::kFloat);
     const EntrySpec action = env.action_spec()[0];
     EXPECT_EQ(action.shape, std::vector<int64_t>{e.action});
-    EXPECT_EQ(action.low, std::vector<double>(e.action, -1.0)) << e.name;
-    EXPECT_EQ(action.high, std::vector<double>(e.action, 1.0)) << e.name;
+    EXPECT_EQ(action.low, std::vector<double>(e.action, -static_cast<double>(static_cast<float>(e.bound)))) << e.name;
+    EXPECT_EQ(action.high, std::vector<double>(e.action, static_cast<double>(static_cast<float>(e.bound)))) << e.name;
     TensorDict td = env.reset(0);
     EXPECT_EQ(td.get("observation").sizes(), (std::vector<int64_t>{2, e.observation}));
     td.set("action", at::zeros({2, e.action}));
