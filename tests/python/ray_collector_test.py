@@ -18,19 +18,15 @@ file re-executes its runner under `unshare -n` (root, as CI) before anything sta
 
 import os
 import signal
-import subprocess
 import sys
-import time
 import unittest
 import warnings
 
-_NETNS = "TDP_RAY_TEST_NETNS"
-if os.environ.get(_NETNS) != "1":
-    # Ray binds the machine's own address unless it has no other: run the whole file (its runner
-    # included, so the JUnit XML is written as usual) in a network namespace of its own.
-    os.environ[_NETNS] = "1"
-    sys.stdout.flush()
-    os.execvp("unshare", ["unshare", "--net", "--", sys.executable] + sys.argv)
+# Ray binds the machine's own address unless it has no other: the whole file (its runner included,
+# so the JUnit XML is written as usual) runs in a network namespace of its own.
+import private_network  # noqa: E402  (tests/python, which the runner puts on sys.path)
+
+private_network.enter()
 
 import ray  # noqa: E402
 import torch  # noqa: E402
@@ -53,50 +49,9 @@ def categorical_policy(seed=0):
                               return_log_prob=True)
 
 
-def listening_sockets():
-    """(address, port) of every TCP socket listening in this network namespace."""
-    out = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[3] != "0A":  # LISTEN
-                    continue
-                address, port = fields[1].split(":")
-                raw = bytes.fromhex(address)
-                # /proc prints each 32-bit word of the address in host (little-endian) order.
-                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-                out.append((raw, int(port, 16)))
-    return out
-
-
-def is_loopback(raw):
-    if len(raw) == 4:
-        return raw[0] == 127
-    return raw == bytes(15) + b"\x01" or (raw[:12] == bytes(10) + b"\xff\xff" and raw[12] == 127)
-
-
-def processes_in_this_namespace():
-    mine = os.readlink("/proc/self/ns/net")
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(pid) != os.getpid() and os.readlink("/proc/%s/ns/net" % pid) == mine:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    found.append((int(pid), f.read().replace(b"\0", b" ").decode(errors="replace")[:120]))
-        except OSError:
-            pass  # exited meanwhile
-    return found
-
-
 def setUpModule():
     global CLUSTER
     warnings.filterwarnings("ignore")
-    with open("/proc/net/dev") as f:  # (per network namespace, unlike /sys/class/net)
-        interfaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
-    if interfaces != ["lo"]:
-        raise RuntimeError("expected a private network namespace with only lo, found %s" % interfaces)
-    subprocess.check_call(["ip", "link", "set", "lo", "up"])
     node = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
     CLUSTER = Cluster(initialize_head=True, head_node_args=dict(node, include_dashboard=False))
     for _ in range(2):
@@ -107,14 +62,7 @@ def setUpModule():
 def tearDownModule():
     ray.shutdown()
     CLUSTER.shutdown()
-    deadline = time.monotonic() + 20
-    while processes_in_this_namespace() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = processes_in_this_namespace()
-    if left:
-        for pid, _ in left:
-            os.kill(pid, signal.SIGKILL)
-        raise AssertionError("processes left in the namespace after the cluster stopped: %s" % left)
+    private_network.stop_leftovers()
 
 
 def local_actions(policy, observation):
@@ -133,12 +81,12 @@ class LayoutTest(unittest.TestCase):
         with RayCollector("cartpole", policy, frames_per_batch=64, total_frames=192, num_collectors=2,
                           num_envs=4) as collector:
             nodes = collector.node_info()
-            sockets = listening_sockets()
+            sockets = private_network.listening_sockets()
             batches = list(collector)
         self.assertEqual(len({n["node_id"] for n in nodes}), 2, nodes)
         self.assertNotIn(os.getpid(), [n["pid"] for n in nodes])
         self.assertTrue(sockets)
-        self.assertEqual([s for s in sockets if not is_loopback(s[0])], [], "listening beyond loopback")
+        self.assertEqual(private_network.beyond_loopback(sockets), [], "listening beyond loopback")
         self.assertEqual(len(batches), 3)
         self.assertEqual(sum(b.numel() for b in batches), 192)
         self.assertEqual(collector.collected_frames, 192)

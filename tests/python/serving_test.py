@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+import private_network  # tests/python, which the runner puts on sys.path
 from tdpolicy import serving
 
 LIBRARY = os.environ["TDP_LIBRARY"]
@@ -143,25 +143,6 @@ class Server:
         return self.process.returncode, self.output()
 
 
-def listening_sockets():
-    """(address, port) of every TCP listener in this network namespace (/proc/net is per namespace)."""
-    found = []
-    for path, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
-        with open(path) as table:
-            next(table)
-            for row in table:
-                fields = row.split()
-                if fields[3] != "0A":  # LISTEN
-                    continue
-                address, port = fields[1].split(":")
-                raw = bytes.fromhex(address)
-                # The kernel prints each 32-bit word in host (little-endian) order.
-                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-                family = socket.AF_INET if size == 4 else socket.AF_INET6
-                found.append((socket.inet_ntop(family, raw), int(port, 16)))
-    return found
-
-
 def grpc_infer(client, model, observation, parameters=None, datatype="FP32", name="observation", outputs=None):
     tensor = grpcclient.InferInput(name, list(observation.shape), datatype)
     tensor.set_data_from_numpy(observation)
@@ -184,11 +165,8 @@ SERVERS = {}
 
 
 def setUpModule():
-    # Only the loopback interface exists here (serving_test.sh runs this in its own namespace).
-    interfaces = [name for _, name in socket.if_nameindex()]
-    if interfaces != ["lo"]:
-        raise AssertionError("serving_test must run in a private network namespace with only lo; found %s"
-                             % interfaces)
+    # serving_test.sh runs this file in a namespace of its own, whose only interface is lo.
+    private_network.check_only_loopback()
     SERVERS["cartpole"] = Server(CARTPOLE, "cartpole", 18080, 18081)
     SERVERS["pendulum"] = Server(PENDULUM, "pendulum", 18090, 18091)
     for server in SERVERS.values():
@@ -213,15 +191,14 @@ class ServingTest(unittest.TestCase):
         self.addCleanup(lambda: [c.close() for c in list(self.grpc.values()) + list(self.http.values())])
 
     def test_every_listener_is_on_loopback(self):
-        sockets = listening_sockets()
+        sockets = private_network.listening_sockets()
         ports = {port for _, port in sockets}
         for server in SERVERS.values():
             self.assertIn(server.http_port, ports)
             self.assertIn(server.grpc_port, ports)
-        for address, port in sockets:
-            # KServe binds the wildcard address; in this namespace it can only mean lo.
-            self.assertIn(address, ("127.0.0.1", "::1", "0.0.0.0", "::"), "port %d listens on %s" % (port, address))
-        self.assertEqual([name for _, name in socket.if_nameindex()], ["lo"])
+        # KServe binds the wildcard address; in this namespace it can only mean lo.
+        self.assertEqual(private_network.beyond_loopback(sockets), [])
+        private_network.check_only_loopback()
 
     def test_model_metadata_is_the_policy_signature(self):
         expected = {
