@@ -262,7 +262,12 @@ py::object PyActor::act(py::object td, py::object interaction, py::kwargs tensor
 
 PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   try {
-    PyActor& me = py::cast<PyActor&>(py::handle(self));
+    // The method descriptor has checked that self is an Actor: its value is read directly, not
+    // looked up by type as py::cast would (a hash lookup per call).
+    auto* value = static_cast<PyActor*>(
+        reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().value_ptr());
+    if (value == nullptr) throw py::type_error("Actor.act_tensor: the Actor is not initialized (use Actor.load)");
+    PyActor& me = *value;
     std::optional<nn::InteractionType> type = me.actor_->options().interaction_type();
     const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nkw; ++i) {
