@@ -66,8 +66,9 @@ class PyActor {
   std::vector<const policy::TensorSignature*> positional_;
   std::vector<NestedKey> out_keys_;
  public:
-  // act_tensor releases the GIL only for calls of at least this many rows: below, releasing and
-  // taking it back costs more than the policy (measured by tests/benchmarks/python_actor_batch1.py).
+  // act_tensor releases the GIL only for calls of at least this many rows: below, the call is too
+  // short for another thread to use the GIL, and a thread that takes it can hold it for a switch
+  // interval (tests/benchmarks/python_actor_batch1.py times both at batch 1).
   int64_t gil_release_rows = 16;
  private:
   // refresh_from's mapping, kept for the module it was computed for: (C++ name, live tensor).
