@@ -55,6 +55,7 @@ def main():
     obs = torch.zeros(1, 4)
     td = TensorDict(observation=obs, batch_size=[1])
     out_source = actor.act(obs)
+    buffers = tuple(out_source[key].clone() for key in actor.out_keys)
     size = torch.Size([1])
 
     def per_call(fn, number, collect):
@@ -74,6 +75,7 @@ def main():
     cases = [
         ("act_tensor(obs)", lambda: actor.act_tensor(obs), False),
         ("act_tensor(obs), GIL released", lambda: released.act_tensor(obs), False),
+        ("act_tensor(obs, out=buffers)", lambda: actor.act_tensor(obs, out=buffers), False),
         ("act_tensor(obs), gc on", lambda: actor.act_tensor(obs), True),
         ("act(obs) -> dict", lambda: actor.act(obs), False),
         ("act(observation=obs) -> dict", lambda: actor.act(observation=obs), False),

@@ -197,6 +197,56 @@ class ActTensorTest(unittest.TestCase):
         got = actor.act_tensor(obs, interaction=InteractionType.DETERMINISTIC)
         torch.testing.assert_close(got[0], want[actor.out_keys[0]], atol=0, rtol=0)
 
+    def test_out_buffers_are_written_and_returned(self):
+        path = os.path.join(POLICIES, "pendulum_tanh_gaussian.pbtxt")
+        a = tdpolicy.Actor.load(path, seed=2)
+        b = tdpolicy.Actor.load(path, seed=2)
+        obs = torch.randn(3, 3)
+        buffers = tuple(torch.full_like(t, 7.0) for t in a.act_tensor(obs))
+        b.act_tensor(obs)  # b one call along too: the random streams in step
+        self.assertEqual(len(buffers), len(a.out_keys))
+        versions = [t._version for t in buffers]
+        for _ in range(3):
+            want = b.act_tensor(obs)
+            got = a.act_tensor(obs, out=buffers)
+            self.assertIs(got, buffers)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g, w, atol=0, rtol=0)
+        self.assertTrue(all(t._version > v for t, v in zip(buffers, versions)))
+        # Tensors an earlier call returned (inference tensors), and non-contiguous ones, also serve.
+        returned = a.act_tensor(obs)
+        b.act_tensor(obs)
+        wide = tuple(torch.zeros(t.shape + (2,), dtype=t.dtype)[..., 0] for t in returned)
+        for out in (returned, wide):
+            want = b.act_tensor(obs)
+            got = a.act_tensor(obs, out=out)
+            self.assertIs(got, out)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g, w, atol=0, rtol=0)
+
+    def test_bad_out_buffers_are_refused_before_writing(self):
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0)
+        obs = torch.zeros(2, 4)
+        action, log_prob = actor.act_tensor(obs)
+        good_action = torch.full_like(action, 9)
+        for bad, words in (((good_action, torch.zeros(3)), ["out[1]", "[3]", "[2]"]),
+                           ((good_action, torch.zeros(2, dtype=torch.float64)), ["out[1]", "Double", "Float"]),
+                           ((torch.zeros(2), log_prob.clone()), ["out[0]", "Long", "Float"])):
+            with self.subTest(words=words):
+                before = [t.clone() for t in bad]
+                with self.assertRaises(ValueError) as caught:
+                    actor.act_tensor(obs, out=bad)
+                for word in words:
+                    self.assertIn(word, str(caught.exception))
+                for t, b in zip(bad, before):
+                    self.assertTrue(torch.equal(t, b), "nothing written")
+        name = actor.out_keys[1]
+        self.check(TypeError, ["out=", "tuple of 2"], actor.act_tensor, obs, out=(good_action,))
+        self.check(TypeError, ["out=", "tuple of 2"], actor.act_tensor, obs, out=[good_action, log_prob.clone()])
+        self.check(TypeError, ["out[1]", name, "list"], actor.act_tensor, obs, out=(good_action, [0.0, 0.0]))
+        self.check(ValueError, ["out[1]", "requires grad"], actor.act_tensor, obs,
+                   out=(good_action, torch.zeros(2, requires_grad=True)))
+
     def test_threads_share_an_actor(self):
         actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0,
                                     interaction="deterministic")
@@ -232,7 +282,7 @@ class ActTensorTest(unittest.TestCase):
         self.check(TypeError, ["observation", "list"], act, [[1.0, 2.0, 3.0, 4.0]])
         self.check(TypeError, ["got 0", "observation"], act)
         self.check(TypeError, ["got 2", "observation"], act, torch.zeros(1, 4), torch.zeros(1, 4))
-        self.check(TypeError, ["out"], act, torch.zeros(1, 4), out=torch.zeros(1))
+        self.check(TypeError, ["batch"], act, torch.zeros(1, 4), batch=1)
         self.check(ValueError, ["observation", "[4]"], act, torch.zeros(2, 5))
         self.check(ValueError, ["observation", "dims"], act, torch.tensor(1.0))
         self.check(ValueError, ["observation", "nan", "row 1"], act, torch.tensor([[0.0] * 4, [0.0, float("nan"), 0.0, 0.0]]))

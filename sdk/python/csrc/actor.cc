@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/DynamicTypes.h>
 
+#include <cstring>
 #include <map>
 
 #include "sdk/nn/tensordict_module_base.h"
@@ -269,15 +270,37 @@ PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t 
     if (value == nullptr) throw py::type_error("Actor.act_tensor: the Actor is not initialized (use Actor.load)");
     PyActor& me = *value;
     std::optional<nn::InteractionType> type = me.actor_->options().interaction_type();
+    PyObject* out_arg = nullptr;
     const Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t i = 0; i < nkw; ++i) {
       PyObject* name = PyTuple_GET_ITEM(kwnames, i);
-      if (PyUnicode_CompareWithASCIIString(name, "interaction") != 0) {
-        throw py::type_error(absl::StrCat("Actor.act_tensor: unexpected keyword argument ",
-                                          repr_of(name), " (inputs go by position, in in_keys order; "
-                                          "the only keyword is interaction)"));
+      if (PyUnicode_CompareWithASCIIString(name, "interaction") == 0) {
+        type = me.interaction_of(args[nargs + i]);
+      } else if (PyUnicode_CompareWithASCIIString(name, "out") == 0) {
+        if (args[nargs + i] != Py_None) out_arg = args[nargs + i];
+      } else {
+        throw py::type_error(absl::StrCat("Actor.act_tensor: unexpected keyword argument ", repr_of(name),
+                                          " (inputs go by position, in in_keys order; the keywords are "
+                                          "out and interaction)"));
       }
-      type = me.interaction_of(args[nargs + i]);
+    }
+    // out=: the caller's tensors, one per output, checked before the policy runs.
+    if (out_arg != nullptr) {
+      if (!PyTuple_Check(out_arg) || PyTuple_GET_SIZE(out_arg) != static_cast<Py_ssize_t>(me.out_keys_.size())) {
+        throw py::type_error(absl::StrCat("Actor.act_tensor: out=", repr_of(out_arg), ": expected a tuple of ",
+                                          me.out_keys_.size(), " tensors (", keys_to_string(me.out_keys_), ")"));
+      }
+      for (size_t i = 0; i < me.out_keys_.size(); ++i) {
+        PyObject* item = PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i));
+        if (!THPVariable_Check(item)) {
+          throw py::type_error(absl::StrCat("Actor.act_tensor: out[", i, "] (", me.out_keys_[i].to_string(), ") is a ",
+                                            Py_TYPE(item)->tp_name, ", expected a torch.Tensor"));
+        }
+        if (THPVariable_Unpack(item).requires_grad()) {
+          throw py::value_error(absl::StrCat("Actor.act_tensor: out[", i, "] (", me.out_keys_[i].to_string(),
+                                             ") requires grad; the actor writes it in place"));
+        }
+      }
     }
     if (static_cast<size_t>(nargs) != me.positional_.size()) {
       std::vector<NestedKey> names;
@@ -313,6 +336,36 @@ PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t 
       out = me.actor_->act(inputs, type);
     } else {
       out = me.actor_->act(inputs, type);
+    }
+    if (out_arg != nullptr) {
+      // Every output checked against its buffer before any is written: nothing half-written.
+      for (size_t i = 0; i < me.out_keys_.size(); ++i) {
+        const at::Tensor value = out.get(me.out_keys_[i], at::Tensor());
+        const at::Tensor& into = THPVariable_Unpack(PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i)));
+        if (value.defined() && (value.sizes() != into.sizes() || value.scalar_type() != into.scalar_type() ||
+                                value.device() != into.device())) {
+          throw py::value_error(absl::StrCat(
+              "Actor.act_tensor: out[", i, "] (", me.out_keys_[i].to_string(), ") is [", absl::StrJoin(into.sizes(), ", "),
+              "] ", c10::toString(into.scalar_type()), " on ", into.device().str(), "; the output is [",
+              absl::StrJoin(value.sizes(), ", "), "] ", c10::toString(value.scalar_type()), " on ", value.device().str()));
+        }
+      }
+      for (size_t i = 0; i < me.out_keys_.size(); ++i) {
+        const at::Tensor value = out.get(me.out_keys_[i], at::Tensor());
+        if (!value.defined()) continue;  // an output the call did not write: its buffer is left as it was
+        at::Tensor into = THPVariable_Unpack(PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i)));
+        if (into.is_cpu() && value.is_cpu() && into.is_contiguous() && value.is_contiguous()) {
+          // A plain memcpy: at batch 1 copy_'s dispatch costs more than the bytes. An inference
+          // tensor (one an earlier call returned) has no version counter to bump.
+          std::memcpy(into.data_ptr(), value.data_ptr(), value.nbytes());
+          if (!into.is_inference()) into.unsafeGetTensorImpl()->bump_version();
+        } else {
+          c10::InferenceMode inference(into.is_inference());
+          into.copy_(value);
+        }
+      }
+      Py_INCREF(out_arg);
+      return out_arg;
     }
     py::tuple result(me.out_keys_.size());
     for (size_t i = 0; i < me.out_keys_.size(); ++i) {
@@ -471,7 +524,7 @@ With plain tensors at small batches, act_tensor() computes the same for less per
       });
   static PyMethodDef act_tensor_def = {
       "act_tensor", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PyActor::act_tensor)),
-      METH_FASTCALL | METH_KEYWORDS, R"doc(act_tensor(*inputs, interaction=None) -> tuple of tensors
+      METH_FASTCALL | METH_KEYWORDS, R"doc(act_tensor(*inputs, out=None, interaction=None) -> tuple of tensors
 
 act() for plain tensors, with the least work per call (about 0.5 us less than act(tensor) at batch 1):
 one tensor per declared input that is neither recurrent state nor optional, by position in
@@ -480,6 +533,14 @@ write). The same outputs, checks (non-finite inputs, shapes, dtypes) and errors 
 
     action, log_prob = actor.act_tensor(torch.zeros(1, 4))
     action, log_prob = actor.act_tensor(obs, interaction="deterministic")
+    buffers = actor.act_tensor(obs)                   # once, then reused:
+    actor.act_tensor(obs, out=buffers)                # written in place, `buffers` returned
+
+out: a tuple of tensors, one per output, each of the output's shape, dtype and device (a
+    ValueError naming the output otherwise, before anything is written), not requiring grad. The
+    outputs are copied into them and out itself comes back: no tensor object is made or freed
+    per call. The actor still computes into tensors of its own first, so out= saves the Python
+    side's wrappers, not the copy.
 
 The GIL is released while the policy runs for calls of 16 rows or more, as act() releases it;
 below that the call keeps it: a call of about a microsecond gains nothing from releasing it, and
