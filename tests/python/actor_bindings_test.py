@@ -4,6 +4,8 @@
   actors) acted on from Python gives what Python computed (their *.reference.pbtxt) to 1e-6, in
   both composite_lp_aggregate modes, on the fused plan and on LibTorch;
 - TensorDicts, dicts, key=tensor and one plain tensor all go in, tensors cross without copies;
+- act_tensor (plain tensors by position -> a tuple in out_keys order) gives what act() gives on
+  every ready spec, with the same random stream, and names the argument it refuses;
 - refresh_from(module) makes the C++ actor compute what the live module computes after its
   weights change, without writing a file;
 - bad arguments raise Python exceptions that name them.
@@ -143,6 +145,159 @@ class InputFormsTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
+
+
+def positional_inputs(actor, batch, generator):
+    """act_tensor's inputs: one tensor per declared input that is neither state nor optional."""
+    tensors = []
+    for entry in actor.in_specs:
+        if entry["state"] or entry["optional"]:
+            continue
+        shape = (batch,) + tuple(entry["shape"])
+        if entry["dtype"].is_floating_point:
+            tensors.append(torch.randn(shape, generator=generator).to(entry["dtype"]))
+        else:
+            tensors.append(torch.zeros(shape, dtype=entry["dtype"]))
+    keys = [e["key"] for e in actor.in_specs if not (e["state"] or e["optional"])]
+    return keys, tensors
+
+
+class ActTensorTest(unittest.TestCase):
+    def test_equal_to_act_on_every_spec(self):
+        specs = [os.path.join(POLICIES, n) for n in sorted(os.listdir(POLICIES)) if n.endswith(".pbtxt")]
+        specs += [os.path.join(POLICIES, "pytorch", n + ".pbtxt") for n in READY]
+        for path in specs:
+            for backend in ("auto", "libtorch"):
+                for batch in (1, 3, 40):
+                    with self.subTest(spec=os.path.basename(path), backend=backend, batch=batch):
+                        # Two actors with one seed: their random streams must stay in step.
+                        a = tdpolicy.Actor.load(path, backend=backend, seed=5)
+                        b = tdpolicy.Actor.load(path, backend=backend, seed=5)
+                        keys, tensors = positional_inputs(a, batch, torch.Generator().manual_seed(batch))
+                        for _ in range(2):  # a recurrent policy's kept state moves on in both
+                            want = a.act(dict(zip(keys, tensors)))
+                            got = b.act_tensor(*tensors)
+                            self.assertIsInstance(got, tuple)
+                            self.assertEqual(len(got), len(a.out_keys))
+                            for key, value in zip(a.out_keys, got):
+                                self.assertEqual(value.dtype, want[key].dtype, key)
+                                torch.testing.assert_close(value, want[key], atol=0, rtol=0,
+                                                           msg=lambda m: "%s: %s" % (key, m))
+
+    def test_interaction_and_gil_release_give_the_same_outputs(self):
+        path = os.path.join(POLICIES, "cartpole_categorical.pbtxt")
+        actor = tdpolicy.Actor.load(path, seed=0)
+        obs = torch.randn(5, 4)
+        want = actor.act(obs, interaction="deterministic")
+        for rows in (0, 1000):  # released or kept, the same call
+            actor._gil_release_rows = rows
+            got = actor.act_tensor(obs, interaction="deterministic")
+            for key, value in zip(actor.out_keys, got):
+                torch.testing.assert_close(value, want[key], atol=0, rtol=0)
+        got = actor.act_tensor(obs, interaction=InteractionType.DETERMINISTIC)
+        torch.testing.assert_close(got[0], want[actor.out_keys[0]], atol=0, rtol=0)
+
+    def test_out_buffers_are_written_and_returned(self):
+        path = os.path.join(POLICIES, "pendulum_tanh_gaussian.pbtxt")
+        a = tdpolicy.Actor.load(path, seed=2)
+        b = tdpolicy.Actor.load(path, seed=2)
+        obs = torch.randn(3, 3)
+        buffers = tuple(torch.full_like(t, 7.0) for t in a.act_tensor(obs))
+        b.act_tensor(obs)  # b one call along too: the random streams in step
+        self.assertEqual(len(buffers), len(a.out_keys))
+        versions = [t._version for t in buffers]
+        for _ in range(3):
+            want = b.act_tensor(obs)
+            got = a.act_tensor(obs, out=buffers)
+            self.assertIs(got, buffers)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g, w, atol=0, rtol=0)
+        self.assertTrue(all(t._version > v for t, v in zip(buffers, versions)))
+        # Tensors an earlier call returned (inference tensors), and non-contiguous ones, also serve.
+        returned = a.act_tensor(obs)
+        b.act_tensor(obs)
+        wide = tuple(torch.zeros(t.shape + (2,), dtype=t.dtype)[..., 0] for t in returned)
+        for out in (returned, wide):
+            want = b.act_tensor(obs)
+            got = a.act_tensor(obs, out=out)
+            self.assertIs(got, out)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g, w, atol=0, rtol=0)
+
+    def test_bad_out_buffers_are_refused_before_writing(self):
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0)
+        obs = torch.zeros(2, 4)
+        action, log_prob = actor.act_tensor(obs)
+        good_action = torch.full_like(action, 9)
+        for bad, words in (((good_action, torch.zeros(3)), ["out[1]", "[3]", "[2]"]),
+                           ((good_action, torch.zeros(2, dtype=torch.float64)), ["out[1]", "Double", "Float"]),
+                           ((torch.zeros(2), log_prob.clone()), ["out[0]", "Long", "Float"])):
+            with self.subTest(words=words):
+                before = [t.clone() for t in bad]
+                with self.assertRaises(ValueError) as caught:
+                    actor.act_tensor(obs, out=bad)
+                for word in words:
+                    self.assertIn(word, str(caught.exception))
+                for t, b in zip(bad, before):
+                    self.assertTrue(torch.equal(t, b), "nothing written")
+        name = actor.out_keys[1]
+        self.check(TypeError, ["out=", "tuple of 2"], actor.act_tensor, obs, out=(good_action,))
+        self.check(TypeError, ["out=", "tuple of 2"], actor.act_tensor, obs, out=[good_action, log_prob.clone()])
+        self.check(TypeError, ["out[1]", name, "list"], actor.act_tensor, obs, out=(good_action, [0.0, 0.0]))
+        self.check(ValueError, ["out[1]", "requires grad"], actor.act_tensor, obs,
+                   out=(good_action, torch.zeros(2, requires_grad=True)))
+
+    def test_threads_share_an_actor(self):
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0,
+                                    interaction="deterministic")
+        obs = torch.randn(32, 4)
+        want = actor.act_tensor(obs)
+        errors = []
+
+        def work():
+            try:
+                for _ in range(100):
+                    for w, g in zip(want, actor.act_tensor(obs)):
+                        torch.testing.assert_close(g, w, atol=0, rtol=0)
+                    actor.act_tensor(obs[:1])
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+
+    def check(self, error, words, fn, *args, **kwargs):
+        with self.assertRaises(error) as caught:
+            fn(*args, **kwargs)
+        for word in words:
+            self.assertIn(word, str(caught.exception))
+
+    def test_bad_arguments_are_named(self):
+        actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0)
+        act = actor.act_tensor
+        self.check(TypeError, ["observation", "list"], act, [[1.0, 2.0, 3.0, 4.0]])
+        self.check(TypeError, ["got 0", "observation"], act)
+        self.check(TypeError, ["got 2", "observation"], act, torch.zeros(1, 4), torch.zeros(1, 4))
+        self.check(TypeError, ["batch"], act, torch.zeros(1, 4), batch=1)
+        self.check(ValueError, ["observation", "[4]"], act, torch.zeros(2, 5))
+        self.check(ValueError, ["observation", "dims"], act, torch.tensor(1.0))
+        self.check(ValueError, ["observation", "nan", "row 1"], act, torch.tensor([[0.0] * 4, [0.0, float("nan"), 0.0, 0.0]]))
+        self.check(ValueError, ["interaction", "sideways"], act, torch.zeros(1, 4), interaction="sideways")
+        self.check(TypeError, ["interaction"], act, torch.zeros(1, 4), interaction=3)
+        with self.assertRaises(TypeError):
+            tdpolicy.Actor.act_tensor(object(), torch.zeros(1, 4))
+        # The errors are the ones act() raises for the same input.
+        for bad in (torch.zeros(2, 5), torch.zeros(2, 4, dtype=torch.float64)):
+            with self.assertRaises(Exception) as a:
+                actor.act(bad)
+            with self.assertRaises(Exception) as b:
+                act(bad)
+            self.assertIs(type(a.exception), type(b.exception))
+            self.assertEqual(str(a.exception).replace("Actor.act:", ""), str(b.exception).replace("Actor.act:", ""))
 
 
 class RefreshFromTest(unittest.TestCase):

@@ -7,6 +7,7 @@
 //   out = actor.act(observation=torch.zeros(1, 4))          # {"action": ..., "sample_log_prob": ...}
 //   td = actor.act(TensorDict(observation=obs, batch_size=[8]), interaction="deterministic")
 //   actor.refresh_from(policy)                              # after an optimizer step
+//   action, log_prob = actor.act_tensor(torch.zeros(1, 4))  # plain tensors, the fastest call
 //
 // The Python-facing names (load's backend, device, seed, interaction; in_keys, out_keys) follow
 // tdp::actor::ActorOptions and tensordict's modules.
@@ -33,6 +34,11 @@ class PyActor {
   const std::shared_ptr<actor::Actor>& actor() const { return actor_; }
 
   py::object act(py::object td, py::object interaction, py::kwargs tensors);
+  // act_tensor(*inputs, interaction=None): one tensor per declared input that is neither
+  // recurrent state nor optional, in in_keys order -> the outputs in out_keys order (a tuple). A
+  // CPython METH_FASTCALL method rather than a pybind11 one: at batch 1 pybind11's dispatch
+  // (argument tuple and kwargs dict, casters, the result's dict) cost more than the policy.
+  static PyObject* act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
   // Copies the weights of `module` (the tensordict / TorchRL module the spec was exported from,
   // or any module of the same structure) into the C++ actor.
   void refresh_from(py::object module);
@@ -56,6 +62,15 @@ class PyActor {
   std::vector<py::object> in_keys_py_;
   // The signature's outputs and their Python keys (empty with return_all_entries: any key comes back).
   std::vector<std::pair<NestedKey, py::object>> out_keys_py_;
+  // act_tensor's positional inputs (not state, not optional), their declared dims, and outputs.
+  std::vector<const policy::TensorSignature*> positional_;
+  std::vector<NestedKey> out_keys_;
+ public:
+  // act_tensor releases the GIL only for calls of at least this many rows: below, the call is too
+  // short for another thread to use the GIL, and a thread that takes it can hold it for a switch
+  // interval (tests/benchmarks/python_actor_batch1.py times both at batch 1).
+  int64_t gil_release_rows = 16;
+ private:
   // refresh_from's mapping, kept for the module it was computed for: (C++ name, live tensor).
   py::object mapped_module_;
   std::vector<std::pair<std::string, py::object>> mapping_;
