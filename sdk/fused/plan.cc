@@ -171,7 +171,7 @@ float apply_mapping(const Mapping& m, float x) {
     case Mapping::kNone: return x;
     case Mapping::kSoftplus: return softplus(x);
     case Mapping::kExp: return std::exp(x);
-    case Mapping::kRelu: return x > 0.0f ? x : 0.0f;
+    case Mapping::kRelu: return x < 0.0f ? 0.0f : x;  // NaN stays NaN
     case Mapping::kExpln: return x <= 0.0f ? std::exp(x) : std::log1p(x) + 1.0f;
     case Mapping::kAbs: return std::fabs(x);
     case Mapping::kBiasedSoftplus: return softplus(x + m.shift) + m.min_val;
@@ -1540,11 +1540,28 @@ struct FusedPlan::Impl {
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
     action = !heads.empty() ? heads[0].sample : outputs.empty() ? inputs[0] : outputs[0];
+    fuse_activations();
     for (const Slot& s : slots) {
       slot_offset.push_back(scratch_per_tile);
       // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
       scratch_per_tile += (kTile * s.width + 15) / 16 * 16;
     }
+  }
+
+  // A Linear followed by an activation in place on its output becomes one op: the activation
+  // runs in the kernel's epilogue, on the accumulators before they are stored (nothing reads
+  // the pre-activation values: the activation overwrites them).
+  void fuse_activations() {
+    std::vector<Op> fused;
+    for (const Op& op : ops) {
+      if (op.kind == Op::kActivation && op.in == op.out && !fused.empty() && fused.back().kind == Op::kLinear &&
+          fused.back().out == op.in && fused.back().activation == Activation::kIdentity) {
+        fused.back().activation = op.activation;
+        continue;
+      }
+      fused.push_back(op);
+    }
+    ops = std::move(fused);
   }
 
   // ---- running ------------------------------------------------------------------------------
@@ -1555,7 +1572,7 @@ struct FusedPlan::Impl {
       switch (op.kind) {
         case Op::kLinear:
           linear(at(op.in), rows, op.in_w, arena.data() + op.w, op.b >= 0 ? arena.data() + op.b : nullptr, op.out_w,
-                 at(op.out));
+                 at(op.out), op.activation);
           break;
         case Op::kLayerNorm:
           if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));
