@@ -6,7 +6,9 @@
 //
 // S provides: V (the float vector), I (an int32 index vector), W (lanes), MR and NC (the register
 // block: MR rows by NC vectors of columns), and zero, set1, load, load_n (the first n lanes, the
-// rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, div, min_nan
+// rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, recip (1 / d
+// within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
+// output, so AVX-512 uses its reciprocal estimate and a Newton step), min_nan
 // and max_nan (min/max(c, x) that return x when x is NaN), abs, or_sign (a >= 0 with x's sign),
 // select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]).
 //
@@ -65,13 +67,14 @@ inline typename S::V vtanh(typename S::V x) {
   const V near = S::fma(S::mul(p, z), x, x);
   const V t = S::min_nan(S::set1(10.0f), a);
   const V e = vexp<S>(S::add(t, t));
-  const V far = S::or_sign(S::sub(S::set1(1.0f), S::div(S::set1(2.0f), S::add(e, S::set1(1.0f)))), x);
+  const V r = S::recip(S::add(e, S::set1(1.0f)));
+  const V far = S::or_sign(S::sub(S::set1(1.0f), S::add(r, r)), x);
   return S::select_lt(a, S::set1(0.625f), near, far);
 }
 
 template <class S>
 inline typename S::V vsigmoid(typename S::V x) {
-  return S::div(S::set1(1.0f), S::add(S::set1(1.0f), vexp<S>(S::sub(S::zero(), x))));
+  return S::recip(S::add(S::set1(1.0f), vexp<S>(S::sub(S::zero(), x))));
 }
 
 template <class S>
