@@ -72,6 +72,13 @@ inline float fast_log(float x) {
   return m + y + 0.693359375f * fe;
 }
 
+// log(1 + x) for x > -1, accurate to about 1e-7 relative however small x is: log(u) scaled by
+// x / (u - 1), which cancels the rounding of u = 1 + x (Goldberg's trick). NaN stays NaN.
+inline float fast_log1p(float x) {
+  const float u = 1.0f + x;
+  return u == 1.0f ? x : fast_log(u) * (x / (u - 1.0f));
+}
+
 // tanh(x): an odd polynomial near 0 (no cancellation), 1 - 2 / (exp(2|x|) + 1) elsewhere; NaN
 // stays NaN, +-inf gives +-1.
 inline float fast_tanh(float x) {

@@ -131,7 +131,7 @@ struct Head {
   int64_t tanh_delta_bounds = -1;
 };
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+float softplus(float x) { return x > 20.0f ? x : fast_log1p(fast_exp(x)); }
 
 // log(sum(exp(x))) over n floats, the max factored out and the sum taken in double. NaN when
 // every x is -inf, where LibTorch's x - logsumexp(x) is NaN too (-inf - -inf).
@@ -1746,12 +1746,14 @@ struct FusedPlan::Impl {
                       float* out) {
     for (int64_t j = 0; j < n; j += 4) {
       const auto r = draw(rng, stream, row, block0 + static_cast<uint32_t>(j / 4));
-      for (int pair = 0; pair < 2; ++pair) {
+      // Only the pairs (and the second of a pair) that land in [0, n): a one-dim action needs
+      // one cosine, not two full pairs.
+      for (int pair = 0; pair < 2 && j + 2 * pair < n; ++pair) {
         const float u1 = uniform01_open0(r[2 * pair]);
         const float u2 = uniform01(r[2 * pair + 1]);
         const float radius = std::sqrt(-2.0f * std::log(u1));
         const float angle = 6.283185307179586f * u2;
-        if (j + 2 * pair < n) out[j + 2 * pair] = radius * std::cos(angle);
+        out[j + 2 * pair] = radius * std::cos(angle);
         if (j + 2 * pair + 1 < n) out[j + 2 * pair + 1] = radius * std::sin(angle);
       }
     }
@@ -1949,7 +1951,10 @@ struct FusedPlan::Impl {
             const float x = random ? loc + eps[j] * scale : loc;
             float y = x;
             if (tanh_head) {
-              y = std::tanh(x);
+              // A drawn action is scored from x itself, so math.h's tanh (1e-6 relative) serves;
+              // a deterministic one is scored from the action through atanh, which magnifies
+              // any error near +-1: that one is std::tanh's, as LibTorch's.
+              y = random ? fast_tanh(x) : std::tanh(x);
               if (head.safe_tanh) y = std::min(std::max(y, -lim), lim);
               if (bounded) y = shift == 0.0f ? y * half : y * half + shift;
             }

@@ -169,6 +169,22 @@ TEST(FusedKernelsTest, VectorAndScalarActivationsMatchStdOverADenseRange) {
   }
 }
 
+TEST(FusedKernelsTest, ScalarLogAndLog1pMatchStd) {
+  double worst = 0;
+  for (double x = 1e-30; x < 1e30; x *= 1.37) {
+    const float f = static_cast<float>(x);
+    worst = std::max(worst, std::abs(fast_log(f) - std::log(static_cast<double>(f))) / (1e-7 * std::abs(std::log(f)) + 1e-7));
+    // log1p over (0, inf), and over (-1, 0) mirrored below 0.
+    worst = std::max(worst, std::abs(fast_log1p(f) - std::log1p(static_cast<double>(f))) /
+                                (2e-7 * std::log1p(static_cast<double>(f))));
+    if (f < 1.0f) {
+      worst = std::max(worst, std::abs(fast_log1p(-f) - std::log1p(-static_cast<double>(f))) /
+                                  (2e-7 * std::abs(std::log1p(-static_cast<double>(f)))));
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+}
+
 TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
@@ -201,6 +217,7 @@ TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
     EXPECT_EQ(r[2], 0.0f);
   }
   EXPECT_TRUE(std::isnan(fast_exp(nan)));
+  EXPECT_TRUE(std::isnan(fast_log1p(nan)));
   EXPECT_TRUE(std::isnan(fast_tanh(nan)));
   EXPECT_TRUE(std::isnan(fast_sigmoid(nan)));
   EXPECT_EQ(fast_tanh(inf), 1.0f);
