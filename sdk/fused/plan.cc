@@ -1751,7 +1751,7 @@ struct FusedPlan::Impl {
       for (int pair = 0; pair < 2 && j + 2 * pair < n; ++pair) {
         const float u1 = uniform01_open0(r[2 * pair]);
         const float u2 = uniform01(r[2 * pair + 1]);
-        const float radius = std::sqrt(-2.0f * std::log(u1));
+        const float radius = std::sqrt(-2.0f * fast_log(u1));
         const float angle = 6.283185307179586f * u2;
         out[j + 2 * pair] = radius * std::cos(angle);
         if (j + 2 * pair + 1 < n) out[j + 2 * pair + 1] = radius * std::sin(angle);
@@ -1968,10 +1968,15 @@ struct FusedPlan::Impl {
               pre = std::atanh(z);
             }
             const double diff = (pre - loc) / scale;
-            double value = -0.5 * diff * diff - std::log(static_cast<double>(scale)) - kHalfLog2Pi;
+            // math.h's log and log1p (1e-7 relative) for a drawn action; glibc's double ones for a
+            // deterministic one, scored from the action as LibTorch scores it.
+            const double log_scale = random ? fast_log(scale) : std::log(static_cast<double>(scale));
+            double value = -0.5 * diff * diff - log_scale - kHalfLog2Pi;
             if (tanh_head) {
               const double t = -2.0 * pre;
-              const double sp = t > 20.0 ? t : std::log1p(std::exp(t));
+              const double sp = t > 20.0                          ? t
+                                : random && t > -87.0 && t < 88.0 ? fast_log1p(fast_exp(static_cast<float>(t)))
+                                                                  : std::log1p(std::exp(t));
               value -= 2.0 * (kLog2 - pre - sp) + (bounded ? log_half : 0.0);
             }
             if (per_element) {
