@@ -9,7 +9,7 @@
 // (sdk/fused/gemm.h): AVX-512 or AVX2 + FMA, whichever the CPU has (checked once at load), else
 // portable x86-64 loops, so the binary runs on any x86-64 CPU without -march=native. Measured
 // against Eigen 3.4's GEMM on the same shapes in tests/benchmarks/kernels_benchmark.cc (figures
-// in sdk/fused/README.md). No call allocates. NaN propagates through every kernel and
+// in tests/benchmarks/README.md). No call allocates. NaN propagates through every kernel and
 // activation as through LibTorch's (a NaN input gives NaN outputs, +-inf saturates tanh to +-1).
 #pragma once
 
