@@ -192,77 +192,91 @@ inline void last_columns(int n, int tail, const float* x, int64_t rows, int64_t 
   }
 }
 
-// M rows of an output `out` wide, out dividing W: per vector of weights (W / out consecutive
-// inputs, `out` weights each), each row's W / out inputs spread to `out` lanes each (permute),
+// Lane l of a vector of W / kOut inputs spread to kOut lanes each: input l / kOut. And the folds
+// that sum the lanes of one output: lane l plus lane (l + s) % W for s = W / 2, ..., kOut.
+template <int W, int kOut>
+struct NarrowIndices {
+  alignas(64) int32_t spread[W];
+  alignas(64) int32_t folds[5][W];
+  int num_folds = 0;
+  constexpr NarrowIndices() : spread(), folds() {
+    for (int l = 0; l < W; ++l) spread[l] = l / kOut;
+    for (int s = W / 2; s >= kOut; s /= 2, ++num_folds) {
+      for (int l = 0; l < W; ++l) folds[num_folds][l] = (l + s) % W;
+    }
+  }
+};
+
+// M rows of an output kOut wide, kOut dividing W: per vector of weights (W / kOut consecutive
+// inputs, kOut weights each), each row's W / kOut inputs spread to kOut lanes each (permute),
 // one FMA; the lanes of an output folded together at the end.
-template <class S, int M>
-inline void narrow_tile(const float* __restrict x, int64_t in, const float* __restrict wt, int out,
+template <class S, int kOut, int M>
+inline void narrow_tile(const float* __restrict x, int64_t in, const float* __restrict wt,
                         const float* __restrict bias, float* __restrict y, typename S::I spread,
-                        const typename S::I* folds, int num_folds, Activation activation) {
+                        const typename S::I* folds, Activation activation) {
   using V = typename S::V;
   constexpr int W = S::W;
-  const int per = W / out;
+  constexpr int per = W / kOut;
+  constexpr int num_folds = NarrowIndices<W, kOut>().num_folds;
   V acc[M];
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) acc[r] = S::zero();
   int64_t i = 0;
   for (; i + per <= in; i += per) {
-    const V w = S::load(wt + i * out);
+    const V w = S::load(wt + i * kOut);
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) {
-      V xv = S::load_n(x + r * in + i, per);
-      if (out > 1) xv = S::permute(xv, spread);
+      V xv = per == W ? S::load(x + r * in + i) : S::load_n(x + r * in + i, per);
+      if constexpr (kOut > 1) xv = S::permute(xv, spread);
       acc[r] = S::fma(xv, w, acc[r]);
     }
   }
   if (i < in) {
     const int n = static_cast<int>(in - i);
-    const V w = S::load_n(wt + i * out, n * out);
+    const V w = S::load_n(wt + i * kOut, n * kOut);
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) {
       V xv = S::load_n(x + r * in + i, n);
-      if (out > 1) xv = S::permute(xv, spread);
+      if constexpr (kOut > 1) xv = S::permute(xv, spread);
       acc[r] = S::fma(xv, w, acc[r]);
     }
   }
-  const V b = bias == nullptr ? S::zero() : S::load_n(bias, out);
+  const V b = bias == nullptr ? S::zero() : S::load_n(bias, kOut);
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) {
     V v = acc[r];
+#pragma GCC unroll 5
     for (int f = 0; f < num_folds; ++f) v = S::add(v, S::permute(v, folds[f]));
-    S::store_n(y + r * out, apply<S>(activation, S::add(v, b)), out);
+    S::store_n(y + r * kOut, apply<S>(activation, S::add(v, b)), kOut);
   }
 }
 
-template <class S>
-void narrow(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int out, float* y,
+template <class S, int kOut>
+void narrow(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, float* y,
             Activation activation) {
-  constexpr int W = S::W;
-  alignas(64) int32_t spread_idx[W];
-  alignas(64) int32_t fold_idx[5][W];
-  for (int l = 0; l < W; ++l) spread_idx[l] = l / out;
+  static constexpr NarrowIndices<S::W, kOut> kIndices;
+  const typename S::I spread = S::load_idx(kIndices.spread);
   typename S::I folds[5];
-  int num_folds = 0;
-  for (int s = W / 2; s >= out; s /= 2, ++num_folds) {
-    for (int l = 0; l < W; ++l) fold_idx[num_folds][l] = (l + s) % W;
-    folds[num_folds] = S::load_idx(fold_idx[num_folds]);
-  }
-  const typename S::I spread = S::load_idx(spread_idx);
+  for (int f = 0; f < kIndices.num_folds; ++f) folds[f] = S::load_idx(kIndices.folds[f]);
   constexpr int M = 4;
   int64_t r = 0;
   for (; r + M <= rows; r += M) {
-    narrow_tile<S, M>(x + r * in, in, wt, out, bias, y + r * out, spread, folds, num_folds, activation);
+    narrow_tile<S, kOut, M>(x + r * in, in, wt, bias, y + r * kOut, spread, folds, activation);
   }
-  for (; r < rows; ++r) {
-    narrow_tile<S, 1>(x + r * in, in, wt, out, bias, y + r * out, spread, folds, num_folds, activation);
-  }
+  for (; r < rows; ++r) narrow_tile<S, kOut, 1>(x + r * in, in, wt, bias, y + r * kOut, spread, folds, activation);
 }
 
 template <class S>
 void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y,
             Activation activation) {
   constexpr int W = S::W;
-  if (out < W && W % out == 0) return narrow<S>(x, rows, in, wt, bias, static_cast<int>(out), y, activation);
+  switch (out < W ? out : 0) {
+    case 1: return narrow<S, 1>(x, rows, in, wt, bias, y, activation);
+    case 2: return narrow<S, 2>(x, rows, in, wt, bias, y, activation);
+    case 4: return narrow<S, 4>(x, rows, in, wt, bias, y, activation);
+    case 8: return narrow<S, 8>(x, rows, in, wt, bias, y, activation);
+    default: break;
+  }
   constexpr int64_t kBlock = S::NC * W;
   int64_t o = 0;
   for (; o + kBlock <= out; o += kBlock) {
