@@ -103,16 +103,18 @@ struct ActorOptions {
   TORCH_ARG(bool, return_all_entries) = false;
   // The fused CPU plan or LibTorch (CPU devices only; see Backend).
   TORCH_ARG(Backend, backend) = Backend::kAuto;
-  // Under kAuto, the largest batch the fused plan runs (measured: tests/benchmarks/fused_benchmark.cc).
-  TORCH_ARG(int64_t, fused_max_batch) = 64;
+  // Under kAuto, the largest batch the fused plan runs: the largest at which the plan's act() was
+  // no slower than LibTorch's on each policy measured (fused_benchmark's AutoThreshold prints it;
+  // Pendulum's TanhNormal turns slower at 1024, the MLP-only heads not up to 16384).
+  TORCH_ARG(int64_t, fused_max_batch) = 512;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
   TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
   // The rule for non-finite inputs, the same on every backend (LibTorch, the fused plan, CUDA
   // graphs), in act_flat, the C API and BatchingActor::submit: a NaN or +-Inf in a declared
   // floating-point input is an error naming the key and the first bad row (std::invalid_argument
   // from act, InvalidArgument from act_flat), checked in one pass over the input before the
-  // policy runs. false skips the check for speed; what a non-finite input then gives differs
-  // between backends (the fused plan's fast exp/tanh map NaN to finite values).
+  // policy runs. false skips the check for speed; a non-finite input then propagates through the
+  // fused plan as through LibTorch (NaN in, NaN out; tests/fused: FusedNonFinite).
   TORCH_ARG(bool, check_finite) = true;
 };
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "sdk/fused/eigen_linear.h"
+#include "sdk/fused/gemm.h"
 #include "sdk/fused/math.h"
 
 namespace tdp::fused {
@@ -55,21 +55,71 @@ inline void rows_block(const float* __restrict x, int64_t in, const float* __res
 
 }  // namespace
 
-// The portable loops: CPUs without AVX2 + FMA, and products above Eigen's stack budget.
-TDP_FUSED_CLONES
+// The portable loops: CPUs without AVX2 + FMA. Compiled for the x86-64 baseline only (no clone:
+// a CPU with AVX2 runs gemm_avx2.cc), so the tests that force this variant run the code such a
+// CPU runs.
 void internal::linear_loops(const float* __restrict x, int64_t rows, int64_t in, const float* __restrict wt,
-                  const float* __restrict bias, int64_t out, float* __restrict y) {
-  // One row at a time: blocking 2 or 4 rows (weights read once per block) measured slower here,
-  // the accumulators spilling out of the 16 vector registers.
+                            const float* __restrict bias, int64_t out, float* __restrict y) {
   for (int64_t r = 0; r < rows; ++r) rows_block<1>(x + r * in, in, wt, bias, out, y + r * out);
 }
 
-void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y) {
-  if (internal::cpu_has_avx2_fma() && internal::prefer_eigen_linear(rows, in, out)) {
-    internal::eigen_linear(x, rows, in, wt, bias, out, y);
-  } else {
-    internal::linear_loops(x, rows, in, wt, bias, out, y);
+namespace internal {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kPortable: return "portable";
   }
+  return "?";
+}
+
+Isa detected_isa() {
+  static const Isa isa = [] {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+#endif
+    return Isa::kPortable;
+  }();
+  return isa;
+}
+
+LinearFn linear_variant(Isa isa) {
+  const Isa best = detected_isa();
+  switch (isa) {
+    case Isa::kAvx512: return best == Isa::kAvx512 ? &linear_avx512 : nullptr;
+    case Isa::kAvx2: return best != Isa::kPortable ? &linear_avx2 : nullptr;
+    case Isa::kPortable: return &linear_portable;
+  }
+  return nullptr;
+}
+
+ActivateFn activate_variant(Isa isa) {
+  const Isa best = detected_isa();
+  switch (isa) {
+    case Isa::kAvx512: return best == Isa::kAvx512 ? &activate_avx512 : nullptr;
+    case Isa::kAvx2: return best != Isa::kPortable ? &activate_avx2 : nullptr;
+    case Isa::kPortable: return nullptr;
+  }
+  return nullptr;
+}
+
+void linear_portable(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out,
+                     float* y, Activation activation) {
+  linear_loops(x, rows, in, wt, bias, out, y);
+  activate_scalar(activation, y, rows * out);
+}
+
+}  // namespace internal
+
+void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y,
+            Activation activation) {
+  static const internal::LinearFn best = internal::linear_variant(internal::detected_isa());
+  if (internal::fused_epilogue(activation)) return best(x, rows, in, wt, bias, out, y, activation);
+  best(x, rows, in, wt, bias, out, y, Activation::kIdentity);
+  activate(activation, y, rows * out);
 }
 
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {
@@ -87,8 +137,14 @@ void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const
   }
 }
 
+void activate(Activation activation, float* x, int64_t n) {
+  static const internal::ActivateFn vector = internal::activate_variant(internal::detected_isa());
+  if (vector != nullptr && internal::fused_epilogue(activation)) return vector(activation, x, n);
+  internal::activate_scalar(activation, x, n);
+}
+
 TDP_FUSED_CLONES
-void activate(Activation activation, float* __restrict x, int64_t n) {
+void internal::activate_scalar(Activation activation, float* __restrict x, int64_t n) {
   switch (activation) {
     case Activation::kIdentity:
       return;
@@ -96,7 +152,7 @@ void activate(Activation activation, float* __restrict x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = fast_tanh(x[i]);
       return;
     case Activation::kRelu:
-      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN stays NaN, as torch.relu
       return;
     case Activation::kElu:
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : std::expm1(x[i]);

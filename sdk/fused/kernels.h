@@ -2,19 +2,15 @@
 // the Mlp activations and the GRU/LSTM cells' gate updates, each over `rows` rows of
 // contiguous floats.
 //
-//   tdp::fused::linear(x, rows, in, wt, bias, out, y);   // y[r] = x[r] @ wt + bias, wt is [in, out]
-//   tdp::fused::activate(Activation::kTanh, y, rows * out);
+//   tdp::fused::linear(x, rows, in, wt, bias, out, y, Activation::kTanh);  // y[r] = tanh(x[r] @ wt + bias)
+//   tdp::fused::activate(Activation::kElu, y, rows * out);
 //
-// Linear runs on Eigen 3.4's GEMM where the CPU has AVX2 + FMA and the product has at least 2048
-// multiply-adds, chosen by measurement (tests/benchmarks/kernels_benchmark.cc, same data and
-// shapes, one thread): against the hand-written loops (kernels.cc), Eigen ran a 4->64->64->2 tanh
-// MLP in 478 vs 535 ns at batch 1 and 19.8 vs 30.6 us at batch 64, a 17->256->256->12 one in 4.2
-// vs 6.3 us and 146 vs 391 us (register-blocked micro-kernels, packed panels and FMA; a 4-row
-// blocking of the loops was 4x slower, its accumulators spilling), while the loops win on the
-// smallest layers (4->64 at batch 1: 28 vs 37 ns; 64->2: 72 vs 99 ns). Products over the stack
-// budget of sdk/fused/eigen_linear.h and CPUs without AVX2 + FMA run the loops, so no call
-// allocates and the binary runs on any x86-64 CPU without -march=native: the loops and the
-// activations are compiled twice (AVX2 and the baseline, chosen at load by the dynamic loader).
+// Linear runs register-blocked micro-kernels with the activation fused into their epilogue
+// (sdk/fused/gemm.h): AVX-512 or AVX2 + FMA, whichever the CPU has (checked once at load), else
+// portable x86-64 loops, so the binary runs on any x86-64 CPU without -march=native. Measured
+// against Eigen 3.4's GEMM on the same shapes in tests/benchmarks/kernels_benchmark.cc (figures
+// in tests/benchmarks/README.md). No call allocates. NaN propagates through every kernel and
+// activation as through LibTorch's (a NaN input gives NaN outputs, +-inf saturates tanh to +-1).
 #pragma once
 
 #include <cstdint>
@@ -23,12 +19,14 @@ namespace tdp::fused {
 
 enum class Activation { kIdentity, kTanh, kRelu, kElu, kGelu, kLeakyRelu, kSigmoid, kSoftplus };
 
-// y[r, o] = bias[o] + sum_i x[r, i] * wt[i, o]; bias may be null.
-void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y);
+// y[r, o] = activation(bias[o] + sum_i x[r, i] * wt[i, o]); bias may be null.
+void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y,
+            Activation activation = Activation::kIdentity);
 namespace internal {
-// The portable loops linear() falls back to; here for tests/benchmarks/kernels_benchmark.cc and
-// the parity tests, which compare them with the Eigen path.
+// The portable loops (the kPortable variant of sdk/fused/gemm.h, without its activation).
 void linear_loops(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y);
+// activate() on scalar code (the portable variant; ELU, GELU, LeakyReLU and Softplus everywhere).
+void activate_scalar(Activation activation, float* x, int64_t n);
 }  // namespace internal
 
 // In place over [rows, width]: (x - mean) / sqrt(var + eps) * gamma + beta (biased variance).

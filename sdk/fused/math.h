@@ -24,10 +24,11 @@ inline uint32_t float_to_bits(float f) {
   return b;
 }
 
-// exp(x) for x in [-87.3, 88.7] (clamped outside: 0-ish and +huge, never inf/NaN for finite x).
+// exp(x) for x in [-87.3, 88.7] (clamped outside: 0-ish and +huge, never inf for finite x); NaN
+// stays NaN (the comparisons are written so that a NaN takes the x branch).
 inline float fast_exp(float x) {
-  x = x < 88.3762626647949f ? x : 88.3762626647949f;
-  x = x > -87.3365447504f ? x : -87.3365447504f;
+  x = x > 88.3762626647949f ? 88.3762626647949f : x;
+  x = x < -87.3365447504f ? -87.3365447504f : x;
   // n = round(x / ln 2) without a branch or a call: add and subtract 1.5 * 2^23.
   const float shifter = 12582912.0f;
   float n = x * 1.44269504088896341f + shifter;
@@ -41,7 +42,7 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459E-1f;
   p = p * r + 5.0000001201E-1f;
   float y = p * r * r + r + 1.0f;
-  const int32_t e = static_cast<int32_t>(n) + 127;
+  const int32_t e = static_cast<int32_t>(n == n ? n : 0.0f) + 127;  // a NaN n: y is NaN already
   return y * bits_to_float(static_cast<uint32_t>(e) << 23);
 }
 
@@ -71,7 +72,15 @@ inline float fast_log(float x) {
   return m + y + 0.693359375f * fe;
 }
 
-// tanh(x): an odd polynomial near 0 (no cancellation), 1 - 2 / (exp(2|x|) + 1) elsewhere.
+// log(1 + x) for x > -1, accurate to about 1e-7 relative however small x is: log(u) scaled by
+// x / (u - 1), which cancels the rounding of u = 1 + x (Goldberg's trick). NaN stays NaN.
+inline float fast_log1p(float x) {
+  const float u = 1.0f + x;
+  return u == 1.0f ? x : fast_log(u) * (x / (u - 1.0f));
+}
+
+// tanh(x): an odd polynomial near 0 (no cancellation), 1 - 2 / (exp(2|x|) + 1) elsewhere; NaN
+// stays NaN, +-inf gives +-1.
 inline float fast_tanh(float x) {
   const float a = x < 0 ? -x : x;
   const float z = x * x;
@@ -81,7 +90,7 @@ inline float fast_tanh(float x) {
   p = p * z + 1.33314422036E-1f;
   p = p * z - 3.33332819422E-1f;
   const float near = p * z * x + x;
-  const float e = fast_exp(2.0f * (a < 10.0f ? a : 10.0f));
+  const float e = fast_exp(2.0f * (a > 10.0f ? 10.0f : a));
   float far = 1.0f - 2.0f / (e + 1.0f);
   far = x < 0 ? -far : far;
   return a < 0.625f ? near : far;

@@ -131,7 +131,7 @@ struct Head {
   int64_t tanh_delta_bounds = -1;
 };
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+float softplus(float x) { return x > 20.0f ? x : fast_log1p(fast_exp(x)); }
 
 // log(sum(exp(x))) over n floats, the max factored out and the sum taken in double. NaN when
 // every x is -inf, where LibTorch's x - logsumexp(x) is NaN too (-inf - -inf).
@@ -171,7 +171,7 @@ float apply_mapping(const Mapping& m, float x) {
     case Mapping::kNone: return x;
     case Mapping::kSoftplus: return softplus(x);
     case Mapping::kExp: return std::exp(x);
-    case Mapping::kRelu: return x > 0.0f ? x : 0.0f;
+    case Mapping::kRelu: return x < 0.0f ? 0.0f : x;  // NaN stays NaN
     case Mapping::kExpln: return x <= 0.0f ? std::exp(x) : std::log1p(x) + 1.0f;
     case Mapping::kAbs: return std::fabs(x);
     case Mapping::kBiasedSoftplus: return softplus(x + m.shift) + m.min_val;
@@ -1540,11 +1540,28 @@ struct FusedPlan::Impl {
     }
     if (outputs.size() > kMaxDestinations) throw NotLowerable("more than 16 output keys");
     action = !heads.empty() ? heads[0].sample : outputs.empty() ? inputs[0] : outputs[0];
+    fuse_activations();
     for (const Slot& s : slots) {
       slot_offset.push_back(scratch_per_tile);
       // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
       scratch_per_tile += (kTile * s.width + 15) / 16 * 16;
     }
+  }
+
+  // A Linear followed by an activation in place on its output becomes one op: the activation
+  // runs in the kernel's epilogue, on the accumulators before they are stored (nothing reads
+  // the pre-activation values: the activation overwrites them).
+  void fuse_activations() {
+    std::vector<Op> fused;
+    for (const Op& op : ops) {
+      if (op.kind == Op::kActivation && op.in == op.out && !fused.empty() && fused.back().kind == Op::kLinear &&
+          fused.back().out == op.in && fused.back().activation == Activation::kIdentity) {
+        fused.back().activation = op.activation;
+        continue;
+      }
+      fused.push_back(op);
+    }
+    ops = std::move(fused);
   }
 
   // ---- running ------------------------------------------------------------------------------
@@ -1555,7 +1572,7 @@ struct FusedPlan::Impl {
       switch (op.kind) {
         case Op::kLinear:
           linear(at(op.in), rows, op.in_w, arena.data() + op.w, op.b >= 0 ? arena.data() + op.b : nullptr, op.out_w,
-                 at(op.out));
+                 at(op.out), op.activation);
           break;
         case Op::kLayerNorm:
           if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));
@@ -1729,12 +1746,14 @@ struct FusedPlan::Impl {
                       float* out) {
     for (int64_t j = 0; j < n; j += 4) {
       const auto r = draw(rng, stream, row, block0 + static_cast<uint32_t>(j / 4));
-      for (int pair = 0; pair < 2; ++pair) {
+      // Only the pairs (and the second of a pair) that land in [0, n): a one-dim action needs
+      // one cosine, not two full pairs.
+      for (int pair = 0; pair < 2 && j + 2 * pair < n; ++pair) {
         const float u1 = uniform01_open0(r[2 * pair]);
         const float u2 = uniform01(r[2 * pair + 1]);
-        const float radius = std::sqrt(-2.0f * std::log(u1));
+        const float radius = std::sqrt(-2.0f * fast_log(u1));
         const float angle = 6.283185307179586f * u2;
-        if (j + 2 * pair < n) out[j + 2 * pair] = radius * std::cos(angle);
+        out[j + 2 * pair] = radius * std::cos(angle);
         if (j + 2 * pair + 1 < n) out[j + 2 * pair + 1] = radius * std::sin(angle);
       }
     }
@@ -1932,7 +1951,10 @@ struct FusedPlan::Impl {
             const float x = random ? loc + eps[j] * scale : loc;
             float y = x;
             if (tanh_head) {
-              y = std::tanh(x);
+              // A drawn action is scored from x itself, so math.h's tanh (1e-6 relative) serves;
+              // a deterministic one is scored from the action through atanh, which magnifies
+              // any error near +-1: that one is std::tanh's, as LibTorch's.
+              y = random ? fast_tanh(x) : std::tanh(x);
               if (head.safe_tanh) y = std::min(std::max(y, -lim), lim);
               if (bounded) y = shift == 0.0f ? y * half : y * half + shift;
             }
@@ -1946,10 +1968,15 @@ struct FusedPlan::Impl {
               pre = std::atanh(z);
             }
             const double diff = (pre - loc) / scale;
-            double value = -0.5 * diff * diff - std::log(static_cast<double>(scale)) - kHalfLog2Pi;
+            // math.h's log and log1p (1e-7 relative) for a drawn action; glibc's double ones for a
+            // deterministic one, scored from the action as LibTorch scores it.
+            const double log_scale = random ? fast_log(scale) : std::log(static_cast<double>(scale));
+            double value = -0.5 * diff * diff - log_scale - kHalfLog2Pi;
             if (tanh_head) {
               const double t = -2.0 * pre;
-              const double sp = t > 20.0 ? t : std::log1p(std::exp(t));
+              const double sp = t > 20.0                          ? t
+                                : random && t > -87.0 && t < 88.0 ? fast_log1p(fast_exp(static_cast<float>(t)))
+                                                                  : std::log1p(std::exp(t));
               value -= 2.0 * (kLog2 - pre - sp) + (bounded ? log_half : 0.0);
             }
             if (per_element) {

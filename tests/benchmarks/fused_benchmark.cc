@@ -13,16 +13,22 @@
 // - Gru_*:        policies/recurrent_gru.pbtxt, the actor keeping the hidden state [B, 32]
 //                 (GRUCell(4, 32) -> MLP(64, tanh) -> Categorical);
 // - GoalHybrid_*: policies/goal_hybrid.pbtxt, two MLP(64, tanh) heads -> Composite(categorical, normal).
+// - AutoThreshold: kAuto's batch threshold (ActorOptions::fused_max_batch) from measurement, the
+//                  plan's act() against LibTorch's at batch 64 to 16384 on the four policies:
+//     OMP_NUM_THREADS=1 ./bazelw run -c opt //tests/benchmarks:fused_benchmark -- --benchmark_filter=AutoThreshold
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "sdk/actor/actor.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/interaction_type.h"
@@ -108,6 +114,77 @@ void Gru_LibTorch(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kLibTorch
 void GoalHybrid_FusedAct(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kFused); }
 void GoalHybrid_LibTorch(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kLibTorch); }
 
+// ---- kAuto's threshold ---------------------------------------------------------------------------
+// ActorOptions::fused_max_batch from measurement: per policy, act() on the plan against act() on
+// LibTorch at doubling batch sizes from 64, five rounds alternating the two, the median thread
+// CPU time per call of each; the threshold is the largest batch below which the plan was never
+// slower. Printed as the row's label and counters (one iteration: the body does the timing).
+
+double thread_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Seconds of CPU per act() call, over enough calls for about 10 ms.
+double seconds_per_call(tdp::actor::Actor& actor, const TensorDict& td) {
+  TensorDict out = actor.act(td, InteractionType::kRandom);  // warm
+  double start = thread_cpu_seconds();
+  out = actor.act(td, InteractionType::kRandom);
+  const double one = std::max(thread_cpu_seconds() - start, 1e-7);
+  const int64_t calls = std::max<int64_t>(1, static_cast<int64_t>(0.01 / one));
+  start = thread_cpu_seconds();
+  for (int64_t i = 0; i < calls; ++i) {
+    out = actor.act(td, InteractionType::kRandom);
+    benchmark::DoNotOptimize(out);
+  }
+  return (thread_cpu_seconds() - start) / static_cast<double>(calls);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void AutoThreshold(benchmark::State& state) {
+  constexpr int64_t kLargest = 16384;
+  struct Case {
+    const char* name;
+    const char* spec;
+    int64_t dim;
+  };
+  const Case cases[] = {{"CartPole", kCartPole, 4}, {"Pendulum", kPendulum, 3}, {"Gru", kGru, 4},
+                        {"GoalHybrid", kGoalHybrid, 4}};
+  std::string label;
+  for (auto _ : state) {
+    int64_t overall = kLargest;
+    for (const Case& c : cases) {
+      int64_t threshold = 0;
+      std::string ratios;
+      for (int64_t batch = 64; batch <= kLargest; batch *= 2) {
+        // Fresh actors per batch: a recurrent actor keeps state for one batch size.
+        auto fused = load(c.spec, Backend::kFused);
+        auto torch = load(c.spec, Backend::kLibTorch);
+        if (!fused || !torch) return state.SkipWithError("cannot load the specs (run from the repository root)");
+        TensorDict td({{"observation", observations(batch, c.dim)}}, {batch});
+        std::vector<double> f, t;
+        for (int round = 0; round < 5; ++round) {
+          f.push_back(seconds_per_call(*fused, td));
+          t.push_back(seconds_per_call(*torch, td));
+        }
+        const double ratio = median(f) / median(t);
+        absl::StrAppend(&ratios, ratios.empty() ? "" : " ", batch, ":", absl::SixDigits(ratio));
+        if (ratio > 1.0) break;
+        threshold = batch;
+      }
+      overall = std::min(overall, threshold);
+      state.counters[c.name] = static_cast<double>(threshold);
+      absl::StrAppend(&label, c.name, " <=", threshold, " (fused/LibTorch ", ratios, "); ");
+    }
+    state.counters["threshold"] = static_cast<double>(overall);
+  }
+  state.SetLabel(label);
+}
 BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
@@ -120,5 +197,6 @@ BENCHMARK(Gru_FusedAct)->Arg(1)->Arg(64);
 BENCHMARK(Gru_LibTorch)->Arg(1)->Arg(64);
 BENCHMARK(GoalHybrid_FusedAct)->Arg(1)->Arg(64);
 BENCHMARK(GoalHybrid_LibTorch)->Arg(1)->Arg(64);
+BENCHMARK(AutoThreshold)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The fused path's two Linear kernels on the same float32 data and shapes, the measurement behind
 // linear()'s choice (sdk/fused/kernels.h): the portable hand-written loops against
-// Eigen 3.4's GEMM compiled for AVX2 + FMA (sdk/fused/eigen_linear.h). One layer, and a whole
+// Eigen 3.4's GEMM compiled for AVX2 + FMA (tests/benchmarks/eigen_linear.h). One layer, and a whole
 // tanh MLP as the plan runs it (Linear, activation, Linear, ...), at the batch sizes the fused
 // plan serves (kAuto hands batches above 64 to LibTorch). Both write y = x @ W + b over row-major
 // x [rows, in], the weights pre-transposed to [in, out] as the plan's arena holds them.
@@ -12,7 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "sdk/fused/eigen_linear.h"
+#include "tests/benchmarks/eigen_linear.h"
+#include "sdk/fused/gemm.h"
 #include "sdk/fused/kernels.h"
 
 namespace {
@@ -51,20 +52,46 @@ const std::vector<int64_t>& widths_of(int64_t id) {
   return id == 0 ? kCartPole : kLocomotion;
 }
 
-enum class Kernels { kLoops, kEigen };
+enum class Kernels { kLoops, kEigen, kAvx2, kAvx512 };
 
-void linear(Kernels kernels, const float* x, int64_t rows, const Layer& layer, float* y) {
-  if (kernels == Kernels::kLoops) {
-    tdp::fused::internal::linear_loops(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
-  } else {
-    tdp::fused::internal::eigen_linear(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
+using tdp::fused::Activation;
+using tdp::fused::internal::Isa;
+
+// Whether this CPU runs `kernels` (else the benchmark says so and measures nothing).
+bool runnable(Kernels kernels) {
+  switch (kernels) {
+    case Kernels::kLoops: return true;
+    case Kernels::kEigen: return tdp::fused::internal::cpu_has_avx2_fma();
+    case Kernels::kAvx2: return tdp::fused::internal::linear_variant(Isa::kAvx2) != nullptr;
+    case Kernels::kAvx512: return tdp::fused::internal::linear_variant(Isa::kAvx512) != nullptr;
+  }
+  return false;
+}
+
+// One layer and its activation: the loops and Eigen then run activate() over the output (as the
+// plan ran them), the micro-kernels apply it in their epilogue.
+void linear(Kernels kernels, const float* x, int64_t rows, const Layer& layer, float* y, Activation activation) {
+  switch (kernels) {
+    case Kernels::kLoops:
+      tdp::fused::internal::linear_loops(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
+      tdp::fused::activate(activation, y, rows * layer.out);
+      return;
+    case Kernels::kEigen:
+      tdp::fused::internal::eigen_linear(x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y);
+      tdp::fused::activate(activation, y, rows * layer.out);
+      return;
+    case Kernels::kAvx2:
+    case Kernels::kAvx512:
+      tdp::fused::internal::linear_variant(kernels == Kernels::kAvx2 ? Isa::kAvx2 : Isa::kAvx512)(
+          x, rows, layer.in, layer.wt.data(), layer.bias.data(), layer.out, y, activation);
+      return;
   }
 }
 
 template <Kernels kKernels>
 void BM_Mlp(benchmark::State& state) {
-  if (kKernels == Kernels::kEigen && !tdp::fused::internal::cpu_has_avx2_fma()) {
-    state.SkipWithError("this CPU has no AVX2 + FMA");
+  if (!runnable(kKernels)) {
+    state.SkipWithError("this CPU cannot run these kernels");
     return;
   }
   const std::vector<Layer> layers = mlp(widths_of(state.range(0)));
@@ -76,21 +103,24 @@ void BM_Mlp(benchmark::State& state) {
     float* out = a.data();
     for (size_t l = 0; l < layers.size(); ++l) {
       const Layer& layer = layers[l];
-      linear(kKernels, in, rows, layer, out);
-      if (l + 1 < layers.size()) tdp::fused::activate(tdp::fused::Activation::kTanh, out, rows * layer.out);
+      linear(kKernels, in, rows, layer, out, l + 1 < layers.size() ? Activation::kTanh : Activation::kIdentity);
       in = out;
       out = out == a.data() ? b.data() : a.data();
     }
     benchmark::DoNotOptimize(in);
     benchmark::ClobberMemory();
   }
+  int64_t macs = 0;
+  for (const Layer& layer : layers) macs += rows * layer.in * layer.out;
+  // Multiply-adds per second: compare with BM_PeakFma.
+  state.counters["MACs"] = benchmark::Counter(static_cast<double>(macs), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(state.range(0) == 0 ? "4-64-64-2" : "17-256-256-12");
 }
 
 template <Kernels kKernels>
 void BM_Linear(benchmark::State& state) {
-  if (kKernels == Kernels::kEigen && !tdp::fused::internal::cpu_has_avx2_fma()) {
-    state.SkipWithError("this CPU has no AVX2 + FMA");
+  if (!runnable(kKernels)) {
+    state.SkipWithError("this CPU cannot run these kernels");
     return;
   }
   const Layer layer(state.range(0), state.range(1), 11);
@@ -98,7 +128,7 @@ void BM_Linear(benchmark::State& state) {
   const std::vector<float> x = random_floats(rows * layer.in, 5);
   std::vector<float> y(rows * layer.out);
   for (auto _ : state) {
-    linear(kKernels, x.data(), rows, layer, y.data());
+    linear(kKernels, x.data(), rows, layer, y.data(), Activation::kIdentity);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -106,7 +136,7 @@ void BM_Linear(benchmark::State& state) {
 
 void mlp_args(benchmark::internal::Benchmark* b) {
   for (int64_t id : {0, 1}) {
-    for (int64_t rows : {1, 8, 64}) b->Args({id, rows});
+    for (int64_t rows : {1, 8, 64, 1024}) b->Args({id, rows});
   }
 }
 
@@ -118,7 +148,11 @@ void linear_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kLoops)->Apply(mlp_args);
 BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kEigen)->Apply(mlp_args);
+BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kAvx2)->Apply(mlp_args);
+BENCHMARK_TEMPLATE(BM_Mlp, Kernels::kAvx512)->Apply(mlp_args);
 BENCHMARK_TEMPLATE(BM_Linear, Kernels::kLoops)->Apply(linear_args);
 BENCHMARK_TEMPLATE(BM_Linear, Kernels::kEigen)->Apply(linear_args);
+BENCHMARK_TEMPLATE(BM_Linear, Kernels::kAvx2)->Apply(linear_args);
+BENCHMARK_TEMPLATE(BM_Linear, Kernels::kAvx512)->Apply(linear_args);
 
 }  // namespace

@@ -2,6 +2,7 @@
 // interaction types, the right sampling statistics, reproducible seeded streams on any thread
 // count, no heap allocation per flat call, and load errors that name the module.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -1244,6 +1246,44 @@ TEST(FusedLowering, ABadMaskIsAnErrorNamingTheKeyAndWhatWasExpected) {
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find(head + "a bool input of per-environment shape [5]"), std::string::npos)
       << plan.status();
+}
+
+// With ActorOptions::check_finite off, a non-finite observation propagates through the plan as
+// through LibTorch (the kernels, their epilogues and the head keep NaN; tanh saturates +-inf):
+// the same NaN entries on both backends and the same values elsewhere, at batch 1 and past a
+// row block (65).
+TEST(FusedNonFinite, NaNAndInfObservationsPropagateAsOnLibTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t batch : {1, 65}) {
+    auto fused = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"),
+                             ActorOptions().backend(Backend::kFused).check_finite(false));
+    auto torch = Actor::load(policy_path("pendulum_tanh_gaussian.pbtxt"),
+                             ActorOptions().backend(Backend::kLibTorch).check_finite(false));
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    ASSERT_TRUE(torch.ok()) << torch.status();
+    for (float bad : {nan, inf, -inf}) {
+      for (int64_t element : {0, 2}) {
+        SCOPED_TRACE("batch " + std::to_string(batch) + ", " + std::to_string(bad) + " at element " +
+                     std::to_string(element));
+        at::Generator gen = at::detail::createCPUGenerator(5);
+        at::Tensor obs = at::randn({batch, 3}, gen);
+        obs[batch - 1][element] = bad;
+        TensorDict td({{"observation", obs}}, {batch});
+        const TensorDict f = (*fused)->act(td, InteractionType::kDeterministic);
+        const TensorDict t = (*torch)->act(td, InteractionType::kDeterministic);
+        ASSERT_EQ(f.keys().size(), t.keys().size());
+        for (const auto& key : t.keys()) {
+          const at::Tensor a = f.get(key).to(at::kFloat), b = t.get(key).to(at::kFloat);
+          EXPECT_TRUE(a.isnan().equal(b.isnan())) << key.to_string() << ": fused " << a << " LibTorch " << b;
+          EXPECT_TRUE(at::allclose(a, b, 1e-5, 1e-5, /*equal_nan=*/true)) << key.to_string() << ": fused " << a
+                                                                           << " LibTorch " << b;
+          if (std::isnan(bad)) {
+            EXPECT_TRUE(a[batch - 1].isnan().all().item<bool>()) << key.to_string();
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,22 +1,27 @@
-// The fused path's Linear kernels: linear() (Eigen's GEMM on AVX2 + FMA CPUs within its stack
-// budget, else the loops) and the loops agree with each other and with a double-precision
-// reference over the shapes the plan meets, including non-multiples of the vector width and
-// the edges of prefer_eigen_linear(); and the Eigen path never touches the heap up to its budget.
-#define EIGEN_RUNTIME_NO_MALLOC
-#include <Eigen/Core>
+// The fused path's kernels against a double-precision reference, every instruction-set variant
+// this CPU runs forced on the same data (sdk/fused/gemm.h: AVX-512, AVX2 + FMA and the portable
+// loops, so an AVX-512 machine also checks the fallbacks other CPUs take): Linear with each
+// fused epilogue over the shapes the plan meets (narrow outputs that divide a vector, non-
+// multiples of the vector width, one row to past the row block, no bias), the vector
+// activations over a dense range, and the non-finite rule: NaN propagates as through LibTorch
+// (a NaN input makes its row NaN and no other), +-inf saturates tanh and sigmoid.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "sdk/fused/eigen_linear.h"
+#include "sdk/fused/gemm.h"
 #include "sdk/fused/kernels.h"
+#include "sdk/fused/math.h"
 
 namespace tdp::fused {
 namespace {
+
+using internal::Isa;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -26,67 +31,228 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   return values;
 }
 
+// The variants this CPU runs (the portable one always).
+std::vector<Isa> runnable_variants() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (internal::linear_variant(isa) != nullptr) isas.push_back(isa);
+  }
+  return isas;
+}
+
+double reference_activation(Activation activation, double v) {
+  switch (activation) {
+    case Activation::kIdentity: return v;
+    case Activation::kTanh: return std::tanh(v);
+    case Activation::kRelu: return v > 0 ? v : 0;
+    case Activation::kSigmoid: return 1 / (1 + std::exp(-v));
+    case Activation::kElu: return v > 0 ? v : std::expm1(v);
+    case Activation::kLeakyRelu: return v > 0 ? v : 0.01 * v;
+    case Activation::kGelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case Activation::kSoftplus: return v > 20 ? v : std::log1p(std::exp(v));
+  }
+  return v;
+}
+
 struct Shape {
   int64_t rows, in, out;
   std::string name() const { return std::to_string(rows) + "x" + std::to_string(in) + "->" + std::to_string(out); }
 };
 
-const std::vector<Shape> kShapes = {{1, 4, 64},    {1, 64, 2},     {7, 17, 13},  {64, 64, 64}, {64, 256, 256},
-                                    {1000, 64, 2}, {3, 1, 1},      {256, 256, 256},
-                                    // over the Eigen path's stack budget: the loops
-                                    {300, 256, 256}, {2, 1024, 1024}};
-
-TEST(FusedKernelsTest, LinearAndTheLoopsMatchADoubleReference) {
-  for (const Shape& shape : kShapes) {
-    SCOPED_TRACE(shape.name());
-    const std::vector<float> x = random_floats(shape.rows * shape.in, 1);
-    const std::vector<float> wt = random_floats(shape.in * shape.out, 2);
-    const std::vector<float> bias = random_floats(shape.out, 3);
-    std::vector<float> fast(shape.rows * shape.out), loops(shape.rows * shape.out);
-    linear(x.data(), shape.rows, shape.in, wt.data(), bias.data(), shape.out, fast.data());
-    internal::linear_loops(x.data(), shape.rows, shape.in, wt.data(), bias.data(), shape.out, loops.data());
-    double worst = 0;
-    for (int64_t r = 0; r < shape.rows; ++r) {
-      for (int64_t o = 0; o < shape.out; ++o) {
-        double expected = bias[o];
-        double magnitude = std::abs(bias[o]);
-        for (int64_t i = 0; i < shape.in; ++i) {
-          expected += static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o];
-          magnitude += std::abs(static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o]);
-        }
-        // float accumulation over `in` terms: relative to the sum of magnitudes.
-        const double tolerance = 1e-6 * magnitude + 1e-6;
-        worst = std::max(worst, std::abs(fast[r * shape.out + o] - expected) / tolerance);
-        worst = std::max(worst, std::abs(loops[r * shape.out + o] - expected) / tolerance);
-      }
-    }
-    EXPECT_LE(worst, 1.0);
+std::vector<Shape> shapes() {
+  std::vector<Shape> all = {{1, 4, 64},   {64, 4, 64},   {64, 64, 64},  {64, 64, 2},   {7, 17, 13},  {64, 256, 256},
+                            {3, 1, 1},    {2, 1024, 33}, {13, 64, 12},  {64, 3, 128},  {5, 9, 200},  {64, 17, 256},
+                            {1, 256, 12}, {6, 6, 6},     {12, 64, 65},  {1, 64, 3},    {64, 64, 1},  {9, 7, 4},
+                            {8, 33, 8},   {4, 15, 16},   {6, 16, 17},   {1, 1, 96},    {64, 64, 48}, {11, 70, 80}};
+  // Every row count to past two row blocks, on shapes that take each path.
+  for (int64_t rows = 1; rows <= 13; ++rows) {
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 2}, {19, 64}, {8, 23}, {3, 8}}) all.push_back({rows, in, out});
   }
-  std::vector<float> y(2);
-  const std::vector<float> x = {1, 2}, wt = {1, 2, 3, 4};
-  linear(x.data(), 1, 2, wt.data(), nullptr, 2, y.data());  // no bias
-  EXPECT_EQ(y, (std::vector<float>{7, 10}));
+  return all;
 }
 
-TEST(FusedKernelsTest, TheEigenPathNeverAllocatesWithinItsBudget) {
-  if (!internal::cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: linear() runs the loops";
-#ifdef NDEBUG
-  GTEST_SKIP() << "Eigen checks EIGEN_RUNTIME_NO_MALLOC with assert(): needs a build without NDEBUG";
-#endif
-  for (const Shape& shape : kShapes) {
-    if (!internal::prefer_eigen_linear(shape.rows, shape.in, shape.out)) continue;
-    SCOPED_TRACE(shape.name());
-    const std::vector<float> x = random_floats(shape.rows * shape.in, 1);
-    const std::vector<float> wt = random_floats(shape.in * shape.out, 2);
-    std::vector<float> y(shape.rows * shape.out);
-    // A heap allocation inside Eigen now fails an assert (EIGEN_RUNTIME_NO_MALLOC in eigen_linear.cc).
-    Eigen::internal::set_is_malloc_allowed(false);
-    internal::eigen_linear(x.data(), shape.rows, shape.in, wt.data(), nullptr, shape.out, y.data());
-    Eigen::internal::set_is_malloc_allowed(true);
+TEST(FusedKernelsTest, EveryLinearVariantMatchesADoubleReferenceWithEachEpilogue) {
+  for (Isa isa : runnable_variants()) {
+    const internal::LinearFn linear_fn = internal::linear_variant(isa);
+    for (const Shape& shape : shapes()) {
+      for (Activation activation : {Activation::kIdentity, Activation::kTanh, Activation::kRelu,
+                                    Activation::kSigmoid}) {
+        for (bool with_bias : {true, false}) {
+          SCOPED_TRACE(std::string(internal::isa_name(isa)) + " " + shape.name() + " activation " +
+                       std::to_string(static_cast<int>(activation)) + (with_bias ? "" : " no bias"));
+          const std::vector<float> x = random_floats(shape.rows * shape.in, 1);
+          const std::vector<float> wt = random_floats(shape.in * shape.out, 2);
+          const std::vector<float> bias = random_floats(shape.out, 3);
+          // A guard past the end: a variant must write exactly rows * out floats.
+          std::vector<float> y(shape.rows * shape.out + 16, 12345.0f);
+          linear_fn(x.data(), shape.rows, shape.in, wt.data(), with_bias ? bias.data() : nullptr, shape.out, y.data(),
+                    activation);
+          double worst = 0;
+          for (int64_t r = 0; r < shape.rows; ++r) {
+            for (int64_t o = 0; o < shape.out; ++o) {
+              double sum = with_bias ? bias[o] : 0.0;
+              double magnitude = std::abs(sum);
+              for (int64_t i = 0; i < shape.in; ++i) {
+                const double term = static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o];
+                sum += term;
+                magnitude += std::abs(term);
+              }
+              // float accumulation over `in` terms, relative to the sum of magnitudes (the
+              // activations have slopes <= 1), plus the activation's own rounding.
+              const double tolerance = 1e-6 * magnitude + 2e-6;
+              const double expected = reference_activation(activation, sum);
+              worst = std::max(worst, std::abs(y[r * shape.out + o] - expected) / tolerance);
+            }
+          }
+          EXPECT_LE(worst, 1.0);
+          for (int64_t k = shape.rows * shape.out; k < static_cast<int64_t>(y.size()); ++k) {
+            ASSERT_EQ(y[k], 12345.0f) << "wrote past the output at " << k;
+          }
+        }
+      }
+    }
   }
-  EXPECT_TRUE(internal::prefer_eigen_linear(256, 256, 256));
-  EXPECT_FALSE(internal::prefer_eigen_linear(300, 256, 256));  // over the stack budget
-  EXPECT_FALSE(internal::prefer_eigen_linear(1, 4, 64));       // too small to gain
+}
+
+TEST(FusedKernelsTest, LinearRunsTheBestVariantAndAppliesEveryActivation) {
+  // linear() on the best variant, and the activations no epilogue fuses (applied after it).
+  const Shape shape{10, 20, 30};
+  const std::vector<float> x = random_floats(shape.rows * shape.in, 4);
+  const std::vector<float> wt = random_floats(shape.in * shape.out, 5);
+  const std::vector<float> bias = random_floats(shape.out, 6);
+  for (Activation activation : {Activation::kIdentity, Activation::kTanh, Activation::kRelu, Activation::kElu,
+                                Activation::kGelu, Activation::kLeakyRelu, Activation::kSigmoid,
+                                Activation::kSoftplus}) {
+    SCOPED_TRACE(static_cast<int>(activation));
+    std::vector<float> y(shape.rows * shape.out);
+    linear(x.data(), shape.rows, shape.in, wt.data(), bias.data(), shape.out, y.data(), activation);
+    for (int64_t r = 0; r < shape.rows; ++r) {
+      for (int64_t o = 0; o < shape.out; ++o) {
+        double sum = bias[o];
+        for (int64_t i = 0; i < shape.in; ++i) sum += static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o];
+        EXPECT_NEAR(y[r * shape.out + o], reference_activation(activation, sum), 2e-5);
+      }
+    }
+  }
+  EXPECT_NE(internal::linear_variant(internal::detected_isa()), nullptr);
+  EXPECT_NE(internal::linear_variant(Isa::kPortable), nullptr);
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(internal::detected_isa(), Isa::kAvx512);
+  }
+}
+
+TEST(FusedKernelsTest, VectorAndScalarActivationsMatchStdOverADenseRange) {
+  std::vector<float> inputs;
+  for (float v = -30.0f; v <= 30.0f; v += 0.00731f) inputs.push_back(v);
+  for (float v : {0.0f, -0.0f, 0.625f, -0.625f, 0.62499f, 1e-30f, -1e-30f, 88.0f, -88.0f, 100.0f, -100.0f,
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(),
+                  std::numeric_limits<float>::denorm_min()}) {
+    inputs.push_back(v);
+  }
+  std::vector<internal::ActivateFn> variants = {&internal::activate_scalar};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (internal::activate_variant(isa) != nullptr) variants.push_back(internal::activate_variant(isa));
+  }
+  for (size_t k = 0; k < variants.size(); ++k) {
+    for (Activation activation : {Activation::kTanh, Activation::kSigmoid, Activation::kRelu}) {
+      SCOPED_TRACE("variant " + std::to_string(k) + " activation " + std::to_string(static_cast<int>(activation)));
+      std::vector<float> y = inputs;
+      variants[k](activation, y.data(), static_cast<int64_t>(y.size()));
+      double worst = 0;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const double expected = reference_activation(activation, inputs[i]);
+        // Relative 1e-6 (tanh, sigmoid near 1), absolute 1e-7 below (sigmoid's tail is ~1e-38 at -87).
+        worst = std::max(worst, std::abs(y[i] - expected) / (1e-6 * std::abs(expected) + 1e-7));
+      }
+      EXPECT_LE(worst, 1.0);
+    }
+  }
+}
+
+TEST(FusedKernelsTest, ScalarLogAndLog1pMatchStd) {
+  double worst = 0;
+  for (double x = 1e-30; x < 1e30; x *= 1.37) {
+    const float f = static_cast<float>(x);
+    worst = std::max(worst, std::abs(fast_log(f) - std::log(static_cast<double>(f))) / (1e-7 * std::abs(std::log(f)) + 1e-7));
+    // log1p over (0, inf), and over (-1, 0) mirrored below 0.
+    worst = std::max(worst, std::abs(fast_log1p(f) - std::log1p(static_cast<double>(f))) /
+                                (2e-7 * std::log1p(static_cast<double>(f))));
+    if (f < 1.0f) {
+      worst = std::max(worst, std::abs(fast_log1p(-f) - std::log1p(-static_cast<double>(f))) /
+                                  (2e-7 * std::abs(std::log1p(-static_cast<double>(f)))));
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+}
+
+TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Activations: NaN stays NaN, +-inf saturates (tanh +-1, sigmoid 1 / 0, relu inf / 0).
+  std::vector<internal::ActivateFn> variants = {&internal::activate_scalar};
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (internal::activate_variant(isa) != nullptr) variants.push_back(internal::activate_variant(isa));
+  }
+  for (size_t k = 0; k < variants.size(); ++k) {
+    SCOPED_TRACE("variant " + std::to_string(k));
+    // 17 values: both the full vectors and the masked tail of each variant.
+    std::vector<float> values(17, nan);
+    values[1] = inf;
+    values[2] = -inf;
+    values[16] = nan;
+    std::vector<float> t = values, s = values, r = values;
+    variants[k](Activation::kTanh, t.data(), 17);
+    variants[k](Activation::kSigmoid, s.data(), 17);
+    variants[k](Activation::kRelu, r.data(), 17);
+    for (int i : {0, 3, 15, 16}) {
+      EXPECT_TRUE(std::isnan(t[i])) << i;
+      EXPECT_TRUE(std::isnan(s[i])) << i;
+      EXPECT_TRUE(std::isnan(r[i])) << i;
+    }
+    EXPECT_EQ(t[1], 1.0f);
+    EXPECT_EQ(t[2], -1.0f);
+    EXPECT_EQ(s[1], 1.0f);
+    EXPECT_NEAR(s[2], 0.0f, 1e-37f);
+    EXPECT_EQ(r[1], inf);
+    EXPECT_EQ(r[2], 0.0f);
+  }
+  EXPECT_TRUE(std::isnan(fast_exp(nan)));
+  EXPECT_TRUE(std::isnan(fast_log1p(nan)));
+  EXPECT_TRUE(std::isnan(fast_tanh(nan)));
+  EXPECT_TRUE(std::isnan(fast_sigmoid(nan)));
+  EXPECT_EQ(fast_tanh(inf), 1.0f);
+  EXPECT_EQ(fast_tanh(-inf), -1.0f);
+
+  // Linear: a NaN in row 2's input makes every output of row 2 NaN, under every epilogue, and
+  // leaves the other rows as they were; the same for each path (narrow and column blocks).
+  for (Isa isa : runnable_variants()) {
+    for (const Shape& shape : {Shape{9, 12, 2}, Shape{9, 12, 64}, Shape{9, 12, 21}, Shape{1, 40, 1}}) {
+      for (Activation activation : {Activation::kIdentity, Activation::kTanh, Activation::kRelu,
+                                    Activation::kSigmoid}) {
+        SCOPED_TRACE(std::string(internal::isa_name(isa)) + " " + shape.name() + " activation " +
+                     std::to_string(static_cast<int>(activation)));
+        const int64_t bad = shape.rows > 2 ? 2 : 0;
+        std::vector<float> x = random_floats(shape.rows * shape.in, 7);
+        const std::vector<float> wt = random_floats(shape.in * shape.out, 8);
+        const std::vector<float> bias = random_floats(shape.out, 9);
+        std::vector<float> clean(shape.rows * shape.out), y(shape.rows * shape.out);
+        internal::linear_variant(isa)(x.data(), shape.rows, shape.in, wt.data(), bias.data(), shape.out, clean.data(),
+                                      activation);
+        x[bad * shape.in + shape.in - 1] = nan;
+        internal::linear_variant(isa)(x.data(), shape.rows, shape.in, wt.data(), bias.data(), shape.out, y.data(),
+                                      activation);
+        for (int64_t r = 0; r < shape.rows; ++r) {
+          for (int64_t o = 0; o < shape.out; ++o) {
+            if (r == bad) {
+              EXPECT_TRUE(std::isnan(y[r * shape.out + o])) << "row " << r << " output " << o;
+            } else {
+              EXPECT_EQ(y[r * shape.out + o], clean[r * shape.out + o]) << "row " << r << " output " << o;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

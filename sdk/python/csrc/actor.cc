@@ -456,7 +456,7 @@ are inference tensors (the actor runs under torch.inference_mode): clone one to 
       .def_static("load", &load, py::arg("path"), py::kw_only(), py::arg("example") = py::none(),
                   py::arg("backend") = "auto", py::arg("device") = "cpu", py::arg("seed") = py::none(),
                   py::arg("interaction") = "random", py::arg("run_self_tests") = true,
-                  py::arg("composite_lp_aggregate") = py::none(), py::arg("fused_max_batch") = 64,
+                  py::arg("composite_lp_aggregate") = py::none(), py::arg("fused_max_batch") = tdp::actor::ActorOptions().fused_max_batch(),
                   py::arg("return_all_entries") = false, R"doc(
 Loads a policy spec (.pbtxt, .pb or .json, as `tdp` reads them) or, with `example`, exports a
 tensordict / TorchRL module with tdpolicy.export and loads the result.

@@ -1,0 +1,300 @@
+// Internal to sdk/fused: the register-blocked Linear micro-kernels and the vectorized epilogue
+// activations, written once over a vector-traits class S and compiled per instruction set by
+// gemm_avx512.cc and gemm_avx2.cc (each with its own -m flags, each including this file inside
+// its own anonymous namespace, so no function compiled for AVX-512 can be merged by the linker
+// with one the baseline code calls).
+//
+// S provides: V (the float vector), I (an int32 index vector), W (lanes), MR and NC (the register
+// block: MR rows by NC vectors of columns), and zero, set1, load, load_n (the first n lanes, the
+// rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, recip (1 / d
+// within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
+// output, so AVX-512 uses its reciprocal estimate and a Newton step), min_nan
+// and max_nan (min/max(c, x) that return x when x is NaN), abs, or_sign (a >= 0 with x's sign),
+// select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]).
+//
+// Shapes: y[r, o] = act(bias[o] + sum_i x[r, i] * wt[i, o]), x [rows, in], wt [in, out] (the
+// plan's pre-transposed weights). Columns in blocks of NC vectors (the last one masked), rows in
+// blocks of MR, each block's MR * NC accumulators held in registers over the whole sum: every
+// weight vector loaded serves MR rows, every broadcast input NC vectors. Outputs narrower than a
+// vector that divide it (1, 2, 4, 8: value heads, CartPole's logits, a Normal's loc and scale)
+// vectorize over `in` instead: W / out inputs of a row spread to `out` lanes each, multiplied by
+// W contiguous weights, the lanes of one output summed at the end.
+#include <cstdint>
+
+#include "sdk/fused/kernels.h"
+
+#ifndef TDP_GEMM_NAMESPACE
+#error "define TDP_GEMM_NAMESPACE (one name per instruction set) before including gemm_kernel.h"
+#endif
+
+namespace tdp::fused::internal::TDP_GEMM_NAMESPACE {
+
+using tdp::fused::Activation;
+
+// exp(x), Cephes' float scheme as math.h's fast_exp; NaN in gives NaN, +inf saturates to
+// exp(88.38) and -inf to exp(-87.34) (about 1e-38), as fast_exp does.
+template <class S>
+inline typename S::V vexp(typename S::V x) {
+  using V = typename S::V;
+  x = S::min_nan(S::set1(88.3762626647949f), x);
+  x = S::max_nan(S::set1(-87.3365447504f), x);
+  const V shifter = S::set1(12582912.0f);
+  const V n = S::sub(S::fma(x, S::set1(1.44269504088896341f), shifter), shifter);
+  V r = S::fma(n, S::set1(-0.693359375f), x);
+  r = S::fma(n, S::set1(2.12194440e-4f), r);
+  V p = S::set1(1.9875691500E-4f);
+  p = S::fma(p, r, S::set1(1.3981999507E-3f));
+  p = S::fma(p, r, S::set1(8.3334519073E-3f));
+  p = S::fma(p, r, S::set1(4.1665795894E-2f));
+  p = S::fma(p, r, S::set1(1.6666665459E-1f));
+  p = S::fma(p, r, S::set1(5.0000001201E-1f));
+  const V y = S::fma(S::mul(p, r), r, S::add(r, S::set1(1.0f)));
+  return S::mul(y, S::pow2i(n));
+}
+
+// tanh: math.h's fast_tanh (an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above), NaN
+// propagated, +-inf to +-1.
+template <class S>
+inline typename S::V vtanh(typename S::V x) {
+  using V = typename S::V;
+  const V a = S::abs(x);
+  const V z = S::mul(x, x);
+  V p = S::set1(-5.70498872745E-3f);
+  p = S::fma(p, z, S::set1(2.06390887954E-2f));
+  p = S::fma(p, z, S::set1(-5.37397155531E-2f));
+  p = S::fma(p, z, S::set1(1.33314422036E-1f));
+  p = S::fma(p, z, S::set1(-3.33332819422E-1f));
+  const V near = S::fma(S::mul(p, z), x, x);
+  const V t = S::min_nan(S::set1(10.0f), a);
+  const V e = vexp<S>(S::add(t, t));
+  const V r = S::recip(S::add(e, S::set1(1.0f)));
+  const V far = S::or_sign(S::sub(S::set1(1.0f), S::add(r, r)), x);
+  return S::select_lt(a, S::set1(0.625f), near, far);
+}
+
+template <class S>
+inline typename S::V vsigmoid(typename S::V x) {
+  return S::recip(S::add(S::set1(1.0f), vexp<S>(S::sub(S::zero(), x))));
+}
+
+template <class S>
+inline typename S::V apply(Activation activation, typename S::V v) {
+  switch (activation) {
+    case Activation::kRelu:
+      return S::max_nan(S::zero(), v);
+    case Activation::kTanh:
+      return vtanh<S>(v);
+    case Activation::kSigmoid:
+      return vsigmoid<S>(v);
+    default:
+      return v;
+  }
+}
+
+// Rows [0, M) by columns [0, N * W) of y (the last vector `tail` lanes wide when kTail), x, wt,
+// bias and y already offset to the block. Below 3 rows, even and odd inputs go to two sets of
+// accumulators: one row's N chains of dependent FMAs would otherwise wait on the FMA latency.
+template <class S, int M, int N, bool kTail>
+inline void tile(const float* __restrict x, int64_t in, const float* __restrict wt, int64_t out,
+                 const float* __restrict bias, float* __restrict y, int tail, Activation activation) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  constexpr int K = M <= 2 ? 2 : 1;
+  V acc[K][M][N];
+#pragma GCC unroll 8
+  for (int v = 0; v < N; ++v) {
+    const bool part = kTail && v == N - 1;
+    const V b = bias == nullptr ? S::zero() : part ? S::load_n(bias + v * W, tail) : S::load(bias + v * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      acc[0][r][v] = b;
+      if constexpr (K == 2) acc[1][r][v] = S::zero();
+    }
+  }
+  int64_t i = 0;
+  for (; i + K <= in; i += K) {
+#pragma GCC unroll 2
+    for (int k = 0; k < K; ++k) {
+      const float* w = wt + (i + k) * out;
+      V wv[N];
+#pragma GCC unroll 8
+      for (int v = 0; v < N; ++v) wv[v] = kTail && v == N - 1 ? S::load_n(w + v * W, tail) : S::load(w + v * W);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const V xb = S::set1(x[r * in + i + k]);
+#pragma GCC unroll 8
+        for (int v = 0; v < N; ++v) acc[k][r][v] = S::fma(xb, wv[v], acc[k][r][v]);
+      }
+    }
+  }
+  if (K == 2 && i < in) {
+    const float* w = wt + i * out;
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      const V wv = kTail && v == N - 1 ? S::load_n(w + v * W, tail) : S::load(w + v * W);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) acc[0][r][v] = S::fma(S::set1(x[r * in + i]), wv, acc[0][r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      V sum = acc[0][r][v];
+      if constexpr (K == 2) sum = S::add(sum, acc[1][r][v]);
+      const V o = apply<S>(activation, sum);
+      if (kTail && v == N - 1) {
+        S::store_n(y + r * out + v * W, o, tail);
+      } else {
+        S::store(y + r * out + v * W, o);
+      }
+    }
+  }
+}
+
+// The rows left after the full MR blocks: one tile of exactly `left` rows.
+template <class S, int N, bool kTail, int M>
+inline void last_rows(int64_t left, const float* x, int64_t in, const float* wt, int64_t out, const float* bias,
+                      float* y, int tail, Activation activation) {
+  if constexpr (M > 0) {
+    if (left == M) {
+      tile<S, M, N, kTail>(x, in, wt, out, bias, y, tail, activation);
+    } else {
+      last_rows<S, N, kTail, M - 1>(left, x, in, wt, out, bias, y, tail, activation);
+    }
+  }
+}
+
+// Every row of one block of N column vectors.
+template <class S, int N, bool kTail>
+void columns(const float* x, int64_t rows, int64_t in, const float* wt, int64_t out, const float* bias, float* y,
+             int tail, Activation activation) {
+  constexpr int M = S::MR;
+  int64_t r = 0;
+  for (; r + M <= rows; r += M) tile<S, M, N, kTail>(x + r * in, in, wt, out, bias, y + r * out, tail, activation);
+  last_rows<S, N, kTail, M - 1>(rows - r, x + r * in, in, wt, out, bias, y + r * out, tail, activation);
+}
+
+// The last columns: N (1 to NC) vectors, the last one masked when tail > 0.
+template <class S, int N>
+inline void last_columns(int n, int tail, const float* x, int64_t rows, int64_t in, const float* wt, int64_t out,
+                         const float* bias, float* y, Activation activation) {
+  if constexpr (N > 0) {
+    if (n == N) {
+      if (tail > 0) {
+        columns<S, N, true>(x, rows, in, wt, out, bias, y, tail, activation);
+      } else {
+        columns<S, N, false>(x, rows, in, wt, out, bias, y, 0, activation);
+      }
+    } else {
+      last_columns<S, N - 1>(n, tail, x, rows, in, wt, out, bias, y, activation);
+    }
+  }
+}
+
+// Lane l of a vector of W / kOut inputs spread to kOut lanes each: input l / kOut. And the folds
+// that sum the lanes of one output: lane l plus lane (l + s) % W for s = W / 2, ..., kOut.
+template <int W, int kOut>
+struct NarrowIndices {
+  alignas(64) int32_t spread[W];
+  alignas(64) int32_t folds[5][W];
+  int num_folds = 0;
+  constexpr NarrowIndices() : spread(), folds() {
+    for (int l = 0; l < W; ++l) spread[l] = l / kOut;
+    for (int s = W / 2; s >= kOut; s /= 2, ++num_folds) {
+      for (int l = 0; l < W; ++l) folds[num_folds][l] = (l + s) % W;
+    }
+  }
+};
+
+// M rows of an output kOut wide, kOut dividing W: per vector of weights (W / kOut consecutive
+// inputs, kOut weights each), each row's W / kOut inputs spread to kOut lanes each (permute),
+// one FMA; the lanes of an output folded together at the end.
+template <class S, int kOut, int M>
+inline void narrow_tile(const float* __restrict x, int64_t in, const float* __restrict wt,
+                        const float* __restrict bias, float* __restrict y, typename S::I spread,
+                        const typename S::I* folds, Activation activation) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  constexpr int per = W / kOut;
+  constexpr int num_folds = NarrowIndices<W, kOut>().num_folds;
+  V acc[M];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) acc[r] = S::zero();
+  int64_t i = 0;
+  for (; i + per <= in; i += per) {
+    const V w = S::load(wt + i * kOut);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      V xv = per == W ? S::load(x + r * in + i) : S::load_n(x + r * in + i, per);
+      if constexpr (kOut > 1) xv = S::permute(xv, spread);
+      acc[r] = S::fma(xv, w, acc[r]);
+    }
+  }
+  if (i < in) {
+    const int n = static_cast<int>(in - i);
+    const V w = S::load_n(wt + i * kOut, n * kOut);
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      V xv = S::load_n(x + r * in + i, n);
+      if constexpr (kOut > 1) xv = S::permute(xv, spread);
+      acc[r] = S::fma(xv, w, acc[r]);
+    }
+  }
+  const V b = bias == nullptr ? S::zero() : S::load_n(bias, kOut);
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r) {
+    V v = acc[r];
+#pragma GCC unroll 5
+    for (int f = 0; f < num_folds; ++f) v = S::add(v, S::permute(v, folds[f]));
+    S::store_n(y + r * kOut, apply<S>(activation, S::add(v, b)), kOut);
+  }
+}
+
+template <class S, int kOut>
+void narrow(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, float* y,
+            Activation activation) {
+  static constexpr NarrowIndices<S::W, kOut> kIndices;
+  const typename S::I spread = S::load_idx(kIndices.spread);
+  typename S::I folds[5];
+  for (int f = 0; f < kIndices.num_folds; ++f) folds[f] = S::load_idx(kIndices.folds[f]);
+  constexpr int M = 4;
+  int64_t r = 0;
+  for (; r + M <= rows; r += M) {
+    narrow_tile<S, kOut, M>(x + r * in, in, wt, bias, y + r * kOut, spread, folds, activation);
+  }
+  for (; r < rows; ++r) narrow_tile<S, kOut, 1>(x + r * in, in, wt, bias, y + r * kOut, spread, folds, activation);
+}
+
+template <class S>
+void linear(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out, float* y,
+            Activation activation) {
+  constexpr int W = S::W;
+  switch (out < W ? out : 0) {
+    case 1: return narrow<S, 1>(x, rows, in, wt, bias, y, activation);
+    case 2: return narrow<S, 2>(x, rows, in, wt, bias, y, activation);
+    case 4: return narrow<S, 4>(x, rows, in, wt, bias, y, activation);
+    case 8: return narrow<S, 8>(x, rows, in, wt, bias, y, activation);
+    default: break;
+  }
+  constexpr int64_t kBlock = S::NC * W;
+  int64_t o = 0;
+  for (; o + kBlock <= out; o += kBlock) {
+    columns<S, S::NC, false>(x, rows, in, wt + o, out, bias == nullptr ? nullptr : bias + o, y + o, 0, activation);
+  }
+  const int64_t left = out - o;
+  if (left == 0) return;
+  const int tail = static_cast<int>(left % W);
+  const int n = static_cast<int>((left + W - 1) / W);
+  last_columns<S, S::NC>(n, tail, x, rows, in, wt + o, out, bias == nullptr ? nullptr : bias + o, y + o, activation);
+}
+
+template <class S>
+void activate(Activation activation, float* x, int64_t n) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) S::store(x + i, apply<S>(activation, S::load(x + i)));
+  if (i < n) S::store_n(x + i, apply<S>(activation, S::load_n(x + i, static_cast<int>(n - i))), static_cast<int>(n - i));
+}
+
+}  // namespace tdp::fused::internal::TDP_GEMM_NAMESPACE
