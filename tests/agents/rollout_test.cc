@@ -111,13 +111,14 @@ TEST(Rollout, BadFlagsExitOneWithTheReason) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "rollout: INVALID_ARGUMENT: --env: required, since the policy file name \"recurrent_gru.pbtxt\" does not "
-            "start with an environment name (ant-v5, cartpole, goal, halfcheetah-v5, hopper-v5, pendulum, walker2d-v5)\n");
+            "start with an environment name (ant-v5, cartpole, goal, halfcheetah-v5, hopper-v5, humanoid-v5, "
+            "pendulum, walker2d-v5)\n");
 
   r = rollout({"--env=mountaincar"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "rollout: INVALID_ARGUMENT: --env: unknown environment \"mountaincar\"; known: ant-v5, cartpole, goal, "
-            "halfcheetah-v5, hopper-v5, pendulum, walker2d-v5\n");
+            "halfcheetah-v5, hopper-v5, humanoid-v5, pendulum, walker2d-v5\n");
 
   r = rollout({"--episodes=0"});
   EXPECT_EQ(r.exit_code, 1);
