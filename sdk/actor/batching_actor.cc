@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sdk/policy/signature.h"
+#include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::actor {
@@ -34,7 +35,6 @@ std::string layout_name(c10::Layout layout) {
 
 using Clock = std::chrono::steady_clock;
 
-std::string shape_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 // A request accepted by submit(), waiting for its batch.
 struct Pending {
@@ -123,7 +123,7 @@ class BatchingActor::Impl {
       throw std::invalid_argument(absl::StrCat("BatchingActor.submit: ", what));
     };
     if (observation.batch_dims() != 1) {
-      fail(absl::StrCat("the observation has batch_size ", shape_string(observation.batch_size()),
+      fail(absl::StrCat("the observation has batch_size ", shape_to_string(observation.batch_size()),
                         "; a request has exactly one batch dim (its rows)"));
     }
     const int64_t rows = observation.batch_size()[0];
@@ -178,7 +178,7 @@ class BatchingActor::Impl {
       const at::Tensor& ids = *request.env_ids();
       if (ids.scalar_type() != at::kLong || ids.dim() != 1 || ids.size(0) != rows) {
         fail(absl::StrCat("env_ids must be int64 [", rows, "] (one per row), not ", c10::toString(ids.scalar_type()),
-                          " ", shape_string(ids.sizes())));
+                          " ", shape_to_string(ids.sizes())));
       }
       if (!state_inputs.empty() && !stateless_form) {
         const at::Tensor host = ids.to(at::kCPU).contiguous();
@@ -469,7 +469,7 @@ void BatchingActor::reset(const at::Tensor& env_ids) {
   Impl& self = *impl_;
   if (env_ids.scalar_type() != at::kLong || env_ids.dim() != 1) {
     throw std::invalid_argument(absl::StrCat("BatchingActor.reset: env_ids must be int64 [k], not ",
-                                             c10::toString(env_ids.scalar_type()), " ", shape_string(env_ids.sizes())));
+                                             c10::toString(env_ids.scalar_type()), " ", shape_to_string(env_ids.sizes())));
   }
   const at::Tensor host = env_ids.to(at::kCPU).contiguous();
   c10::InferenceMode inference;

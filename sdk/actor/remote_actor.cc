@@ -15,6 +15,7 @@
 
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "sdk/policy/keys.h"
+#include "sdk/tensordict/tensordict.h"
 
 namespace tdp::actor {
 namespace {
@@ -34,7 +35,6 @@ constexpr DatatypeName kDatatypes[] = {
     {at::kBFloat16, "BF16"},
 };
 
-std::string shape_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 absl::Status from_grpc(const grpc::Status& status) {
   // gRPC's and Abseil's status codes are the same numbers (both are google.rpc.Code).
@@ -199,11 +199,11 @@ class RemoteActor::Impl {
         info.dtype = *dtype;
         info.shape.assign(tensor.shape().begin(), tensor.shape().end());
         if (info.shape.empty() || info.shape[0] != -1) {
-          return fail(absl::StrCat("with shape ", shape_string(info.shape),
+          return fail(absl::StrCat("with shape ", shape_to_string(info.shape),
                                    "; expected a leading batch dim of any size (-1)"));
         }
         for (size_t i = 1; i < info.shape.size(); ++i) {
-          if (info.shape[i] < -1) return fail(absl::StrCat("with shape ", shape_string(info.shape)));
+          if (info.shape[i] < -1) return fail(absl::StrCat("with shape ", shape_to_string(info.shape)));
         }
         for (const RemoteTensorInfo& other : out) {
           if (other.name == info.name) return fail("twice");
@@ -260,8 +260,8 @@ class RemoteActor::Impl {
       }
       if (!fits) {
         throw std::invalid_argument(absl::StrCat(who(), ": input \"", input.name, "\" has shape ",
-                                                 shape_string(value.sizes()), " with batch_size ",
-                                                 shape_string(batch.batch_size), "; the model expects ",
+                                                 shape_to_string(value.sizes()), " with batch_size ",
+                                                 shape_to_string(batch.batch_size), "; the model expects ",
                                                  expected(input)));
       }
       std::vector<int64_t> flat{batch.rows};
@@ -304,13 +304,13 @@ class RemoteActor::Impl {
       }
       std::vector<int64_t> shape(output.shape().begin(), output.shape().end());
       if (shape.empty() || shape[0] != batch.rows) {
-        throw fail(output.name(), absl::StrCat("has shape ", shape_string(shape), "; expected ", batch.rows,
+        throw fail(output.name(), absl::StrCat("has shape ", shape_to_string(shape), "; expected ", batch.rows,
                                                " rows first (the request's)"));
       }
       int64_t numel = 1;
       for (int64_t size : shape) {
         if (size < 0 || (size > 0 && numel > std::numeric_limits<int64_t>::max() / size)) {
-          throw fail(output.name(), absl::StrCat("has shape ", shape_string(shape)));
+          throw fail(output.name(), absl::StrCat("has shape ", shape_to_string(shape)));
         }
         numel *= size;
       }
@@ -320,7 +320,7 @@ class RemoteActor::Impl {
         const int64_t expected_bytes = numel * static_cast<int64_t>(c10::elementSize(*dtype));
         if (static_cast<int64_t>(bytes.size()) != expected_bytes) {
           throw fail(output.name(), absl::StrCat("has ", bytes.size(), " raw bytes; expected ", expected_bytes, " for ",
-                                                 output.datatype(), " ", shape_string(shape)));
+                                                 output.datatype(), " ", shape_to_string(shape)));
         }
         flat = at::empty({numel}, *dtype);
         if (numel > 0) std::memcpy(flat.data_ptr(), bytes.data(), bytes.size());

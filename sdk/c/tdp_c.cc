@@ -186,7 +186,6 @@ std::string dtype_name(int dtype) {
   return name != nullptr ? name : absl::StrCat("(tdp_dtype ", dtype, ", not a dtype)");
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 // TDP_INTERACTION_ACTOR is not a type: callers handle it before this.
 std::optional<tdp::nn::InteractionType> interaction(tdp_interaction type, const char* what) {
@@ -220,7 +219,7 @@ std::string names(const std::vector<tdp_actor::Slot>& slots) {
 }
 
 std::string describe(const tdp_actor::Slot& slot) {
-  return absl::StrCat(dtype_name(slot.dtype), " ", shape_string(slot.shape), " per environment");
+  return absl::StrCat(dtype_name(slot.dtype), " ", tdp::shape_to_string(slot.shape), " per environment");
 }
 
 // A buffer's element count against batch x the slot's per-environment count.
@@ -372,7 +371,7 @@ void deliver(const tdp::TensorDict& result, const std::vector<const tdp_actor::S
     at::Tensor value = result.get(slot.key);
     if (static_cast<size_t>(value.numel()) != outputs[i].count) {
       fail(TDP_INTERNAL, absl::StrCat("outputs[", i, "] \"", slot.name, "\": the policy wrote ", value.numel(),
-                                      " elements (shape ", shape_string(value.sizes().vec()), "), expected ",
+                                      " elements (shape ", tdp::shape_to_string(value.sizes()), "), expected ",
                                       outputs[i].count));
     }
     at::from_blob(outputs[i].data, value.sizes(), at::TensorOptions().dtype(slot.scalar)).copy_(value);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "sdk/log/log.h"
+#include "sdk/tensordict/tensordict.h"
 
 #if TDP_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -56,7 +57,6 @@ struct CudaGraphModule::Graph {
 
 namespace {
 
-std::string shape_string(c10::IntArrayRef sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
 
 // Orders `waiting` after the work already queued on `done`.
 void wait_for(const c10::cuda::CUDAStream& waiting, const c10::cuda::CUDAStream& done) {
@@ -170,8 +170,8 @@ void CudaGraphModule::check_inputs(const TensorDict& tensordict) const {
     if (value.sizes() != captured.sizes() || value.scalar_type() != captured.scalar_type()) {
       throw std::invalid_argument(absl::StrCat(
           "CudaGraphModule: input ", key.to_string(), " is ", c10::toString(value.scalar_type()),
-          shape_string(value.sizes()), "; the graph was captured with ", c10::toString(captured.scalar_type()),
-          shape_string(captured.sizes()), " (capture one graph per shape)"));
+          shape_to_string(value.sizes()), "; the graph was captured with ", c10::toString(captured.scalar_type()),
+          shape_to_string(captured.sizes()), " (capture one graph per shape)"));
     }
   }
 #else

@@ -16,6 +16,7 @@
 #include "sdk/policy/tensor_proto.h"
 #include "sdk/probabilistic/composite_lp_aggregate.h"
 #include "sdk/probabilistic/probabilistic_module_interface.h"
+#include "sdk/tensordict/tensordict.h"
 #include "tdpolicy/spec.pb.h"
 
 namespace tdp::policy {
@@ -29,7 +30,6 @@ std::string layout_name(c10::Layout layout) {
 }
 
 
-std::string shape_string(c10::IntArrayRef shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 const TensorSignature* find(const std::vector<TensorSignature>& entries, const NestedKey& key) {
   for (const TensorSignature& entry : entries) {
@@ -94,8 +94,8 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
     if (!present && ((state_optional && input.state) || input.optional)) continue;
     // Every call checks: the messages are built only for an error.
     auto declared = [&] {
-      return absl::StrCat(c10::toString(input.dtype), " ", shape_string(input.shape), " per environment, batch_size ",
-                          shape_string(batch));
+      return absl::StrCat(c10::toString(input.dtype), " ", shape_to_string(input.shape), " per environment, batch_size ",
+                          shape_to_string(batch));
     };
     if (!present) {
       throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" is missing (declared ", declared(),
@@ -118,8 +118,8 @@ void Signature::check_observation(const TensorDict& observation, const std::stri
         sizes.slice(batch.size()) != shape) {
       std::vector<int64_t> expected(batch.begin(), batch.end());
       expected.insert(expected.end(), input.shape.begin(), input.shape.end());
-      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has shape ", shape_string(sizes),
-                                               ", expected ", shape_string(expected), " (", declared(), ")"));
+      throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has shape ", shape_to_string(sizes),
+                                               ", expected ", shape_to_string(expected), " (", declared(), ")"));
     }
     if (value.scalar_type() != input.dtype) {
       throw std::invalid_argument(absl::StrCat(who, ": input \"", input.name, "\" has dtype ",
