@@ -49,6 +49,24 @@ def reference(name):
             for s, entries in sections.items()}
 
 
+def errors_in_threads(work, threads=4):
+    """Runs work() on `threads` threads at once; the exceptions they raised."""
+    errors = []
+
+    def guarded():
+        try:
+            work()
+        except Exception as error:  # reported by the caller
+            errors.append(error)
+
+    running = [threading.Thread(target=guarded) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    return errors
+
+
 def regenerate_module():
     spec = importlib.util.spec_from_file_location("regenerate", os.path.join(POLICIES, "pytorch", "regenerate.py"))
     module = importlib.util.module_from_spec(spec)
@@ -130,21 +148,11 @@ class InputFormsTest(unittest.TestCase):
 
     def test_act_releases_the_gil(self):
         # Many Python threads acting at once on one actor (act is thread-safe in C++).
-        errors = []
-
         def work():
-            try:
-                for _ in range(200):
-                    self.actor.act(observation=torch.zeros(8, 4))
-            except Exception as error:  # pragma: no cover - reported below
-                errors.append(error)
+            for _ in range(200):
+                self.actor.act(observation=torch.zeros(8, 4))
 
-        threads = [threading.Thread(target=work) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        self.assertEqual(errors, [])
+        self.assertEqual(errors_in_threads(work), [])
 
 
 def positional_inputs(actor, batch, generator):
@@ -252,23 +260,14 @@ class ActTensorTest(unittest.TestCase):
                                     interaction="deterministic")
         obs = torch.randn(32, 4)
         want = actor.act_tensor(obs)
-        errors = []
 
         def work():
-            try:
-                for _ in range(100):
-                    for w, g in zip(want, actor.act_tensor(obs)):
-                        torch.testing.assert_close(g, w, atol=0, rtol=0)
-                    actor.act_tensor(obs[:1])
-            except Exception as error:  # pragma: no cover - reported below
-                errors.append(error)
+            for _ in range(100):
+                for w, g in zip(want, actor.act_tensor(obs)):
+                    torch.testing.assert_close(g, w, atol=0, rtol=0)
+                actor.act_tensor(obs[:1])
 
-        threads = [threading.Thread(target=work) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        self.assertEqual(errors, [])
+        self.assertEqual(errors_in_threads(work), [])
 
     def check(self, error, words, fn, *args, **kwargs):
         with self.assertRaises(error) as caught:
