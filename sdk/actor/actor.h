@@ -109,17 +109,26 @@ struct ActorOptions {
   TORCH_ARG(int64_t, fused_max_batch) = 512;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
   TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
-  // The rule for non-finite inputs, the same on every backend (LibTorch, the fused plan, CUDA
-  // graphs), in act_flat, the C API and BatchingActor::submit: a NaN or +-Inf in a declared
-  // floating-point input is an error naming the key and the first bad row (std::invalid_argument
-  // from act, InvalidArgument from act_flat), checked in one pass over the input before the
-  // policy runs. false skips the check for speed; a non-finite input then propagates through the
-  // fused plan as through LibTorch (NaN in, NaN out; tests/fused: FusedNonFinite).
+  // The rule for non-finite and extreme inputs, the same on every backend (LibTorch, the fused
+  // plan, CUDA graphs), in act_flat, the C API and BatchingActor::submit: a NaN, a +-Inf or a
+  // value beyond +-kLargestInput in a declared floating-point input is an error naming the key
+  // and the first bad row (std::invalid_argument from act, InvalidArgument from act_flat),
+  // checked in one pass over the input before the policy runs. Beyond kLargestInput a policy's
+  // float32 arithmetic overflows on the way (a Linear's sums, a LayerNorm's moments), and the
+  // result then depends on the order each backend sums in, so such inputs are refused like NaN:
+  // every backend gives the same answer for every input it accepts. false skips the check for
+  // speed; a NaN then propagates through the fused plan as through LibTorch (NaN in, NaN out;
+  // tests/fused: FusedNonFinite), and extreme values give what each backend's arithmetic gives.
   TORCH_ARG(bool, check_finite) = true;
 };
 
-// Throws std::invalid_argument when a declared floating-point input of `observation` holds a NaN
-// or +-Inf: "<who>: input "observation" has nan in row 3 (element 13); expected finite values".
+// The largest magnitude a checked input may hold (ActorOptions::check_finite): far beyond any
+// simulator's observation, and far enough below FLT_MAX that a policy's sums cannot overflow.
+inline constexpr float kLargestInput = 1e18f;
+
+// Throws std::invalid_argument when a declared floating-point input of `observation` holds a NaN,
+// a +-Inf or a value beyond +-kLargestInput: "<who>: input "observation" has nan in row 3
+// (element 13); expected finite values within +-1e+18".
 // Rows count over the batch dims, flattened. Inputs missing, not strided or on the meta device
 // are left to the shape checks.
 void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who);

@@ -30,9 +30,9 @@
  *   batch first: an input of declared shape [4] at batch 2 holds 2 * 4 elements. Element counts
  *   are checked against the declared shapes; a mismatch is an error naming the key.
  *   A batch whose batch x elements-per-environment does not fit a size_t is TDP_INVALID_ARGUMENT.
- * - Non-finite inputs: a NaN or +-Inf in a floating-point input is TDP_INVALID_ARGUMENT naming the
- *   key and the first bad row, on every backend and in tdp_actor_act_flat (actor.h: ActorOptions::
- *   check_finite; the C API always checks).
+ * - Non-finite and extreme inputs: a NaN, a +-Inf or a value beyond +-1e18 in a floating-point
+ *   input is TDP_INVALID_ARGUMENT naming the key and the first bad row, on every backend and in
+ *   tdp_actor_act_flat (actor.h: ActorOptions::check_finite, kLargestInput; the C API always checks).
  * - An interaction type the policy's distribution has no value for (MEDIAN or MEAN of a
  *   categorical) is TDP_INVALID_ARGUMENT naming the distribution's method. A device other than
  *   "cpu" or "cuda[:n]" (e.g. "meta") is a short load error naming it.

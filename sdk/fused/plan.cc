@@ -208,6 +208,32 @@ void activate_layer(const LayerActivation& a, float* x, int64_t n) {
   }
 }
 
+// LayerNorm in place over [rows, width], giving LibTorch's answer for every input, finite or not.
+// LibTorch accumulates a row's moments in float32 (Welford, in the order of its vector lanes),
+// so a row whose values approach sqrt(FLT_MAX / width) overflows them, and its output is then
+// zeros or NaN depending on that order; the fused kernel's moments are double and stay finite.
+// A row beyond `bound` (below it no float32 Welford term can reach FLT_MAX: |delta| <= 2 |x|,
+// width terms) therefore goes to LibTorch's own kernel, which allocates but only for such rows;
+// the others run the fused kernel, equal to LibTorch's to rounding. A NaN row stays fused (NaN
+// propagates there as in LibTorch); an infinite one exceeds the bound.
+void layer_norm_as_libtorch(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta,
+                            float eps) {
+  const float bound = std::sqrt(std::numeric_limits<float>::max() / (8.0f * static_cast<float>(width)));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * width;
+    float largest = 0.0f;
+    for (int64_t i = 0; i < width; ++i) largest = std::max(largest, std::fabs(row[i]));
+    if (!(largest > bound)) {
+      layer_norm(row, 1, width, gamma, beta, eps);
+      continue;
+    }
+    const auto weight = at::from_blob(const_cast<float*>(gamma), {width}, at::kFloat);
+    const auto bias = at::from_blob(const_cast<float*>(beta), {width}, at::kFloat);
+    at::Tensor values = at::from_blob(row, {1, width}, at::kFloat);
+    values.copy_(at::layer_norm(values, {width}, weight, bias, eps));
+  }
+}
+
 // The built-in mappings of sdk/nn/mappings.cc, by name; false for a custom one.
 bool parse_mapping(const std::string& name, Mapping& m) {
   static const std::pair<const char*, Mapping::Kind> simple[] = {
@@ -1576,7 +1602,7 @@ struct FusedPlan::Impl {
           break;
         case Op::kLayerNorm:
           if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));
-          layer_norm(at(op.out), rows, op.out_w, arena.data() + op.w, arena.data() + op.b, op.eps);
+          layer_norm_as_libtorch(at(op.out), rows, op.out_w, arena.data() + op.w, arena.data() + op.b, op.eps);
           break;
         case Op::kLayerActivation:
           if (op.in != op.out) std::copy(at(op.in), at(op.in) + rows * op.out_w, at(op.out));

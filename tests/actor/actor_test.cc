@@ -564,5 +564,74 @@ TEST(ActorTest, NonFiniteObservationsAreAnErrorNamingTheKeyAndRowOnEveryBackend)
   }
 }
 
+
+constexpr const char* kLayerNormRelu = R"pb(
+  name: "layer_norm_relu" init_seed: 4
+  inputs { key: "observation" shape: [5] }
+  output_keys: ["action", "action_log_prob"]
+  module { probabilistic_sequential {
+    modules { network { in_keys: ["observation"] out_keys: ["logits"]
+              network { mlp { in_features: 5 hidden_sizes: [16, 8] out_features: 3 activation: "relu"
+                              layer_norm: true } } } }
+    modules { probabilistic { in_keys: ["logits"] out_keys: ["action"] distribution: "categorical"
+                              return_log_prob: true log_prob_key: "action_log_prob" } } } }
+)pb";
+
+TEST(ExtremeInputs, ValuesBeyondTheLargestInputAreAnErrorNamingTheKeyAndRowOnEveryBackend) {
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+    SCOPED_TRACE(static_cast<int>(backend));
+    ASSERT_OK_AND_ASSIGN(auto actor, load(kRecurrent, ActorOptions().backend(backend)));
+    for (float bad : {kLargestInput * 1.001f, -1e30f, std::numeric_limits<float>::max()}) {
+      for (const char* key : {"observation", "hidden"}) {
+        TensorDict td({{"observation", at::zeros({3, 4})}, {"hidden", at::zeros({3, 8})}}, {3});
+        td.get(key)[1][2] = bad;
+        const std::string message = test_util::error_of<std::invalid_argument>([&] { actor->act(td); });
+        EXPECT_THAT(message, testing::HasSubstr(absl::StrCat("Actor.act: input \"", key, "\" has ", bad, " in row 1")));
+        EXPECT_THAT(message, testing::HasSubstr("expected finite values within +-1e+18"));
+        // A non-contiguous view goes through LibTorch's abs(): the same rule.
+        TensorDict strided({{"observation", td.get("observation").t().contiguous().t()},
+                            {"hidden", td.get("hidden").t().contiguous().t()}},
+                           {3});
+        EXPECT_THROW(actor->act(strided), std::invalid_argument);
+      }
+    }
+    // Up to the limit itself inputs are taken.
+    EXPECT_NO_THROW(actor->act(TensorDict({{"observation", at::full({2, 4}, kLargestInput)},
+                                           {"hidden", at::full({2, 8}, -kLargestInput)}},
+                                          {2})));
+  }
+  ASSERT_OK_AND_ASSIGN(auto flat, load(kCategorical, ActorOptions().backend(Backend::kFused)));
+  std::vector<float> obs(2 * 4, 0.0f), action(2);
+  obs[5] = -3e20f;
+  const absl::Status status = flat->act_flat(obs.data(), 2, action.data());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr("input \"observation\" has -3e+20 in row 1"));
+}
+
+TEST(ExtremeInputs, EveryBackendGivesTheSameOutputsUpToTheLargestInput) {
+  // Rows mixing +-kLargestInput with ordinary values: the first Linear's outputs reach ~1e18 and
+  // the LayerNorm's and the GRU's arithmetic runs near float32's range without overflowing.
+  for (const char* text : {kRecurrent, kLayerNormRelu}) {
+    ASSERT_OK_AND_ASSIGN(auto fused, load(text, ActorOptions().backend(Backend::kFused)));
+    ASSERT_OK_AND_ASSIGN(auto libtorch, load(text, ActorOptions().backend(Backend::kLibTorch)));
+    const auto& inputs = libtorch->signature().inputs;
+    TensorDict td({}, {6});
+    int64_t salt = 0;
+    for (const auto& input : inputs) {
+      at::Tensor x = at::randn({6, input.shape[0]}, at::detail::createCPUGenerator(++salt));
+      for (int64_t row = 0; row < 6; ++row) x[row][row % input.shape[0]] = row % 2 == 0 ? kLargestInput : -kLargestInput;
+      x[5].fill_(kLargestInput);
+      td.set(input.key, x);
+    }
+    const TensorDict a = fused->act(td, InteractionType::kDeterministic);
+    const TensorDict b = libtorch->act(td, InteractionType::kDeterministic);
+    for (const auto& key : b.keys()) {
+      const at::Tensor x = a.get(key).to(at::kFloat), y = b.get(key).to(at::kFloat);
+      EXPECT_TRUE(at::isfinite(y).all().item<bool>()) << key.to_string() << ": " << y;
+      EXPECT_TRUE(at::allclose(x, y, 1e-5, 1e-5)) << key.to_string() << ": fused " << x << " LibTorch " << y;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tdp::actor

@@ -434,6 +434,10 @@ TEST(CApiTest, ActErrorsSayWhatWasExpected) {
   nan_obs[5] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(act({{"observation", TDP_FLOAT32, nan_obs.data(), nan_obs.size()}}, {out[0]}), TDP_INVALID_ARGUMENT);
   EXPECT_THAT(tdp_last_error(), HasSubstr("input \"observation\" has nan in row 1"));
+  // So are finite values past +-1e18, where backends' float32 sums would overflow differently.
+  nan_obs[5] = -2e19f;
+  EXPECT_EQ(act({{"observation", TDP_FLOAT32, nan_obs.data(), nan_obs.size()}}, {out[0]}), TDP_INVALID_ARGUMENT);
+  EXPECT_THAT(tdp_last_error(), HasSubstr("input \"observation\" has -2e+19 in row 1"));
 
   // A success clears the message; outputs may be left out entirely.
   EXPECT_EQ(act({good}, {}), TDP_OK);

@@ -1286,5 +1286,39 @@ TEST(FusedNonFinite, NaNAndInfObservationsPropagateAsOnLibTorch) {
   }
 }
 
+
+TEST(FusedExtremeInputs, LayerNormRowsWhoseFloatMomentsOverflowGiveLibTorchsOutputs) {
+  // LibTorch's LayerNorm overflows its float32 moments from about 1e19 here (16 values) and then
+  // writes zeros or NaN, row by row; the plan must give the same, and the same finite values below.
+  const float max = std::numeric_limits<float>::max();
+  uint64_t seed = 40;
+  for (const std::string activation : {"tanh", "relu"}) {
+    const std::string text = mlp_spec(activation, /*layer_norm=*/true, kCategoricalHead, 3, seed++);
+    auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused).check_finite(false));
+    auto torch = load_spec_text(text, ActorOptions().backend(Backend::kLibTorch).check_finite(false));
+    std::vector<float> values;
+    for (float v : {1e17f, 1e18f, 1e19f, 3e19f, 1e20f, 1e25f, 1e30f, max}) {
+      for (float sign : {1.0f, -1.0f}) values.push_back(sign * v);
+    }
+    const int64_t batch = static_cast<int64_t>(values.size()) * 3;
+    at::Tensor obs = at::randn({batch, 5}, at::detail::createCPUGenerator(seed));
+    for (int64_t row = 0; row < batch; ++row) {
+      const float v = values[row / 3];
+      if (row % 3 == 0) obs[row].fill_(v);                      // every element
+      if (row % 3 == 1) obs[row][0] = v, obs[row][4] = v;      // two elements of the row
+      if (row % 3 == 2) obs[row][2] = v, obs[row][3] = -v;     // opposite signs
+    }
+    TensorDict td({{"observation", obs}}, {batch});
+    const TensorDict f = fused->act(td, InteractionType::kDeterministic);
+    const TensorDict t = torch->act(td, InteractionType::kDeterministic);
+    for (const auto& key : t.keys()) {
+      const at::Tensor a = f.get(key).to(at::kFloat), b = t.get(key).to(at::kFloat);
+      EXPECT_TRUE(at::allclose(a, b, 1e-5, 1e-5, /*equal_nan=*/true))
+          << activation << " " << key.to_string() << ": rows differing "
+          << (a - b).abs().gt(1e-5).logical_or(a.isnan().logical_xor(b.isnan())).nonzero();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tdp::fused
