@@ -29,7 +29,9 @@
 #include "sdk/actor/actor.h"
 #include "sdk/actor/batching_actor.h"
 #include "sdk/distributions/distribution.h"
+#include "sdk/nn/errors.h"
 #include "sdk/probabilistic/interaction_type.h"
+#include "sdk/policy/policy.h"
 #include "sdk/policy/signature.h"
 #include "sdk/tensordict/nested_key.h"
 #include "sdk/tensordict/tensordict.h"
@@ -92,6 +94,7 @@ tdp_status record(tdp_status status, const char* function, const char* what) noe
 }
 
 tdp_status from_absl(const absl::Status& status) {
+  if (tdp::policy::is_out_of_memory(status)) return TDP_OUT_OF_MEMORY;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return TDP_OK;
@@ -136,7 +139,8 @@ tdp_status guarded(const char* function, Body&& body) noexcept {
   } catch (const c10::TypeError& error) {
     return record(TDP_INVALID_ARGUMENT, function, error.what_without_backtrace());
   } catch (const c10::Error& error) {
-    return record(TDP_INTERNAL, function, error.what_without_backtrace());
+    return record(tdp::nn::detail::is_allocation_failure(error) ? TDP_OUT_OF_MEMORY : TDP_INTERNAL, function,
+                  error.what_without_backtrace());
   } catch (const tdp::dist::NotImplementedError& error) {
     // An interaction type the distribution has no value for (MEDIAN or MEAN of a categorical):
     // the caller's choice, not a failure inside the SDK.

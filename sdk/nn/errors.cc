@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <new>
 #include <stdexcept>
 
 #include "sdk/tensordict/tensordict.h"
@@ -25,6 +26,16 @@ void rethrow_with_context(const std::string& context) {
     throw std::runtime_error(context + ": " + e.what());
   }
   // Other exception types travel unchanged.
+}
+
+bool is_allocation_failure(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) return true;
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) return true;
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+  if (torch_error == nullptr) return false;
+  const std::string& message = torch_error->msg();
+  return message.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
+         message.find("DefaultCPUAllocator: not enough memory") != std::string::npos;
 }
 
 }  // namespace tdp::nn::detail

@@ -2,6 +2,7 @@
 // parameters.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <absl/strings/cord.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -9,11 +10,13 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <stdexcept>
 
 #include "sdk/log/log.h"
 #include "sdk/nn/ensemble_module.h"
+#include "sdk/nn/errors.h"
 #include "sdk/nn/layers.h"
 #include "sdk/nn/multi_agent_mlp.h"
 #include "sdk/nn/safe_module.h"
@@ -176,7 +179,13 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
       policy.module = builder.module(spec.module(), "module");
     }
   } catch (const std::exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": module: cannot build the policy: ", error.what()));
+    // Running out of memory says nothing about the spec: it propagates, as std::bad_alloc (the C
+    // API's TDP_OUT_OF_MEMORY, Python's MemoryError).
+    if (nn::detail::is_allocation_failure(error)) throw std::bad_alloc();
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    return absl::InvalidArgumentError(absl::StrCat(source, ": module: cannot build the policy: ",
+                                                   torch_error != nullptr ? torch_error->what_without_backtrace()
+                                                                          : error.what()));
   }
   if (spec.has_parameters()) {
     if (auto status =
@@ -214,7 +223,14 @@ absl::StatusOr<Policy> build_policy_unguarded(const tdpolicy::PolicySpec& spec, 
   return policy;
 }
 
+// Marks the ResourceExhausted status of an allocation that failed, apart from loader limits.
+constexpr char kOutOfMemoryPayload[] = "type.googleapis.com/tdpolicy.OutOfMemory";
+
 }  // namespace
+
+bool is_out_of_memory(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted && status.GetPayload(kOutOfMemoryPayload).has_value();
+}
 
 // The Status boundary: nothing LibTorch, protobuf or the SDK throws gets past it.
 absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
@@ -222,7 +238,9 @@ absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std:
   try {
     return build_policy_unguarded(spec, source, base_dir, options);
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory while loading the policy"));
+    absl::Status status = absl::ResourceExhaustedError(absl::StrCat(source, ": out of memory while loading the policy"));
+    status.SetPayload(kOutOfMemoryPayload, absl::Cord());
+    return status;
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": cannot load the policy: ", error.what()));
   } catch (...) {

@@ -79,9 +79,14 @@ absl::Status validate_spec(const tdpolicy::PolicySpec& spec, const std::string& 
 // is a Status naming the file.
 absl::StatusOr<Policy> load_policy(const std::string& path, const LoadOptions& options = {});
 // Builds the module tree and loads its parameters (embedded, from parameters_file under
-// `base_dir`, or initialized from init_seed). Validates first.
+// `base_dir`, or initialized from init_seed). Validates first. An allocation that fails is a
+// ResourceExhausted status that is_out_of_memory() recognizes (a spec over a loader limit is
+// ResourceExhausted too, without it).
 absl::StatusOr<Policy> build_policy(const tdpolicy::PolicySpec& spec, const std::string& source,
                                     const std::string& base_dir, const LoadOptions& options = {});
+
+// True for the status of a load that ran out of memory (the C API's TDP_OUT_OF_MEMORY).
+bool is_out_of_memory(const absl::Status& status);
 
 // The spec of a module tree built in C++ from the kinds a spec can name (TensorDictSequential,
 // TensorDictModule around Mlp, torch::nn::Linear, GruCell, LstmCell, MappingModule,

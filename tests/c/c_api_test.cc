@@ -5,10 +5,16 @@
 #include "sdk/c/tdp_c.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <atomic>
@@ -445,6 +451,59 @@ TEST(CApiTest, ActErrorsSayWhatWasExpected) {
 }
 
 // A CUDA device where the binary has no CUDA (the CPU build) or no GPU is visible: a load error.
+// Caps the address space a little above what the process holds (from here on, no allocation of
+// more than `headroom` bytes in all can succeed).
+void cap_address_space(rlim_t headroom) {
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + headroom;
+  const rlimit limit{cap, cap};
+  setrlimit(RLIMIT_AS, &limit);
+}
+
+// Exits 0 when `status` is TDP_OUT_OF_MEMORY, printing it and the message either way.
+[[noreturn]] void exit_with(tdp_status status) {
+  std::fprintf(stderr, "%s: %s\n", tdp_status_name(status), tdp_last_error());
+  std::_Exit(status == TDP_OUT_OF_MEMORY ? 0 : 1);
+}
+
+// LibTorch acting on 2M rows, whose 64-wide hidden layer (512 MiB) cannot be allocated while the
+// call's own inputs and outputs already are.
+[[noreturn]] void act_out_of_memory() {
+  at::set_num_threads(1);
+  Loaded holder;
+  tdp_actor* actor = load(holder, policy("cartpole_categorical.pbtxt"), 0, TDP_BACKEND_LIBTORCH);
+  const int64_t batch = int64_t{1} << 21;
+  std::vector<float> obs = observations(batch, 4);
+  std::vector<int64_t> action(batch);
+  const tdp_input in{"observation", TDP_FLOAT32, obs.data(), obs.size()};
+  const tdp_output out{"action", TDP_INT64, action.data(), action.size()};
+  cap_address_space(rlim_t{256} << 20);
+  exit_with(tdp_actor_act(actor, batch, &in, 1, &out, 1, TDP_INTERACTION_DETERMINISTIC));
+}
+
+// Loading a policy whose parameters (4 MiB) do not fit in what is left.
+[[noreturn]] void load_out_of_memory() {
+  at::set_num_threads(1);
+  const std::string path = temp_path("wide.pbtxt");
+  write_file(path, R"pb(
+    name: "wide" init_seed: 1 inputs { key: "observation" shape: [1024] } output_keys: ["action"]
+    module { network { in_keys: ["observation"] out_keys: ["action"]
+                       network { linear { in_features: 1024 out_features: 1024 } } } })pb");
+  tdp_actor* actor = nullptr;
+  cap_address_space(rlim_t{1} << 20);
+  exit_with(tdp_actor_load(path.c_str(), nullptr, &actor));
+}
+
+// An allocation that fails is TDP_OUT_OF_MEMORY, whatever LibTorch throws for it (its CPU
+// allocator's failure is a plain c10::Error). In death tests' children, which cap their memory.
+// The fused plan allocates nothing per call, so only the LibTorch backend can fail while acting.
+TEST(CApiDeathTest, AnAllocationThatFailsIsOutOfMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(act_out_of_memory(), ::testing::ExitedWithCode(0), "TDP_OUT_OF_MEMORY: .*can't allocate memory");
+  EXPECT_EXIT(load_out_of_memory(), ::testing::ExitedWithCode(0), "TDP_OUT_OF_MEMORY");
+}
+
 TEST(CApiTest, AnUnusableDeviceIsALoadError) {
   tdp_actor_options* options = nullptr;
   ASSERT_EQ(tdp_options_create(&options), TDP_OK);
