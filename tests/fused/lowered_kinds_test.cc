@@ -491,6 +491,20 @@ TEST(FusedLowering, APerAgentValueAReaderCannotTakeIsRefusedNamingModuleValueAnd
             "shape [3, 4]; the plan's kernels read vectors, and such values only as a multi_agent_mlp's input, a "
             "normal_param_extractor's or a sequence's activation or mapping layer's input, a normal, "
             "independent_normal, tanh_normal, delta or tanh_delta head's parameters, or a recurrent module's state");
+  // The same Linear as a sequence's layer after the MultiAgentMLP.
+  auto layer = load(
+      "inputs { key: 'observation' shape: [3, 4] } output_keys: 'out'\n"
+      "module { network { in_keys: 'observation' out_keys: 'out' network { sequence {\n"
+      "  layers { multi_agent_mlp { n_agents: 3 n_agent_inputs: 4 n_agent_outputs: 4 mlp { in_features: 4 "
+      "hidden_sizes: 8 out_features: 4 } } }\n"
+      "  layers { linear { in_features: 4 out_features: 2 } }\n"
+      "} } } }\ninit_seed: 1",
+      Backend::kAuto);
+  ASSERT_TRUE(layer);
+  EXPECT_EQ(std::string(layer->describe().fused_status.message()),
+            "not lowerable to the fused CPU plan: module.network.network.sequence.layers[1]: a linear layer reads a "
+            "value of per-environment shape [3, 4]; the plan runs such values through multi_agent_mlp, "
+            "normal_param_extractor, activation and mapping layers only");
   // A categorical head over per-agent logits.
   auto categorical = load(
       "inputs { key: 'observation' shape: [3, 4] } output_keys: 'action'\n"
