@@ -479,7 +479,8 @@ struct FusedPlan::Impl {
     const auto [loc, scale] = add_split_normal(find_agents(module.in_keys()[0], path), npe, path);
     output(loc, module.out_keys_source()[0]);
     output(scale, module.out_keys_source()[1]);
-    description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor", slots[loc].shape.size() > 1 ? ", per agent" : "", ")"));
+    const char* per_agent = slots[loc].shape.size() > 1 ? ", per agent" : "";
+    description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor", per_agent, ")"));
   }
 
   // NormalParamExtractor over slot x: its last dim split into loc and the mapped scale (a
@@ -735,7 +736,8 @@ struct FusedPlan::Impl {
     const auto& o = mlp.options();
     const int64_t agents = o.n_agents(), in_w = o.n_agent_inputs(), out_w = o.n_agent_outputs();
     if (slots[x].shape != std::vector<int64_t>{agents, in_w}) {
-      const std::string value = slots[x].key == NestedKey("_") ? "the previous layer's output" : slots[x].key.to_string();
+      const std::string value =
+          slots[x].key == NestedKey("_") ? "the previous layer's output" : slots[x].key.to_string();
       throw NotLowerable(absl::StrCat(path, ": a MultiAgentMlp of n_agents ", agents, " and n_agent_inputs ", in_w,
                                       " reads ", value, " of per-environment shape [",
                                       absl::StrJoin(slots[x].shape, ", "), "]"));
@@ -1206,8 +1208,9 @@ struct FusedPlan::Impl {
       }
       if (!broadcasts_onto(t, shape)) {
         throw NotLowerable(absl::StrCat(h.path, ": a tanh_normal bound '", name, "' of shape [",
-                                        absl::StrJoin(t.sizes(), ", "), "] does not broadcast onto loc's per-environment "
-                                        "shape [", absl::StrJoin(shape, ", "), "] (LibTorch would widen the batch)"));
+                                        absl::StrJoin(t.sizes(), ", "),
+                                        "] does not broadcast onto loc's per-environment shape [",
+                                        absl::StrJoin(shape, ", "), "] (LibTorch would widen the batch)"));
       }
     }
     auto given = [&](const char* name, double fallback) {

@@ -340,7 +340,9 @@ std::pair<at::Tensor, at::Tensor> tanh_normal_bounds(const std::string& head, in
   if (head == "tanh_normal, per-dimension bounds") {
     return {at::tensor({-1.0f, -0.5f}).expand({agents, 2}), at::tensor({2.0f, 0.5f}).expand({agents, 2})};
   }
-  if (head == "tanh_normal, number bounds, tanh_loc") return {at::full({agents, 2}, -2.0f), at::full({agents, 2}, 3.0f)};
+  if (head == "tanh_normal, number bounds, tanh_loc") {
+    return {at::full({agents, 2}, -2.0f), at::full({agents, 2}, 3.0f)};
+  }
   at::Tensor a = at::arange(agents, at::kFloat).unsqueeze(1);
   return {at::cat({-1.0f - a, -2.0f + 0.5f * a}, 1), at::cat({1.0f + 0.25f * a, 0.5f + a}, 1)};
 }
@@ -424,7 +426,8 @@ TEST(FusedSampling, MappoLogProbsOfThePlansDrawsAreLibTorchsLogProbOfThem) {
       obs.set(NestedKey{"agents", "observation"}, at::randn({batch, agents, 4}) * 2);
       const TensorDict sampled = fused->act(obs, InteractionType::kRandom);
       const at::Tensor action = sampled.get(NestedKey{"agents", "action"});
-      const at::Tensor deterministic = fused->act(obs, InteractionType::kDeterministic).get(NestedKey{"agents", "action"});
+      const at::Tensor deterministic =
+          fused->act(obs, InteractionType::kDeterministic).get(NestedKey{"agents", "action"});
       EXPECT_FALSE(action.equal(deterministic)) << name << ": RANDOM drew nothing";
       auto* seq = dynamic_cast<nn::ProbabilisticTensorDictSequentialImpl*>(reference->module().get());
       ASSERT_NE(seq, nullptr) << name;
@@ -458,7 +461,8 @@ TEST(FusedSampling, MappoLogProbsOfThePlansDrawsAreLibTorchsLogProbOfThem) {
 }
 
 TEST(FusedLowering, TanhDeltaMedianRaisesOnBothBackendsAsInLibTorch) {
-  const std::string text = tanh_delta_spec(kwarg("low", "double_value: -2.0") + " " + kwarg("high", "double_value: 2.0"));
+  const std::string text =
+      tanh_delta_spec(kwarg("low", "double_value: -2.0") + " " + kwarg("high", "double_value: 2.0"));
   auto fused = load(text, Backend::kFused);
   auto reference = load(text, Backend::kLibTorch);
   ASSERT_TRUE(fused && reference);
