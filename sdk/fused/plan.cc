@@ -83,6 +83,9 @@ struct Op {
   LayerActivation layer_activation;
   Mapping mapping;
   float lb = 0, eps = 1e-5f;
+  // kSplitNormal: each row holds `agents` rows of parameters ([n_agents, 2 * out_w]); each one is
+  // split on its own, as NormalParamExtractor splits the last dim.
+  int64_t agents = 1;
   // ObservationNorm: w is loc, b is scale (both [out_w]); then clamped to [-clip, clip].
   bool standard_normal = false;
   float clip = std::numeric_limits<float>::infinity();
@@ -129,6 +132,14 @@ struct Head {
   // shift adds to param before low, then low, then the affine map's loc (high + low) / 2; its scale
   // is (high - low) / 2 again. `safe_tanh` is TanhDelta's `safe`.
   int64_t tanh_delta_bounds = -1;
+  // tanh_normal with tensor bounds that are not the default ones: arena offsets of four [width]
+  // float32 arrays, as TanhNormal computes them from its bounds cast to float32: (high - low) / 2,
+  // low, (high + low) / 2, and log |(high - low) / 2| (the affine map's Jacobian).
+  int64_t tanh_normal_bounds = -1;
+  // Per-agent parameters ([n_agents, d] per row, held flat: width is n_agents * d): each agent's
+  // d values are one event, so the event heads write one log-prob per agent, as LibTorch's
+  // [batch, n_agents].
+  int64_t agents = 1;
 };
 
 float softplus(float x) { return x > 20.0f ? x : fast_log1p(fast_exp(x)); }
@@ -347,7 +358,9 @@ struct FusedPlan::Impl {
       throw NotLowerable(absl::StrCat(path, ": reads ", key.to_string(), " of per-environment shape [",
                                       absl::StrJoin(slots[s].shape, ", "),
                                       "]; the plan's kernels read vectors, and such values only as a multi_agent_mlp's "
-                                      "input or a recurrent module's state"));
+                                      "input, a normal_param_extractor's or a sequence's activation or mapping layer's "
+                                      "input, a normal, independent_normal, tanh_normal, delta or tanh_delta head's "
+                                      "parameters, or a recurrent module's state"));
     }
     return s;
   }
@@ -372,6 +385,8 @@ struct FusedPlan::Impl {
     return static_cast<int>(slots.size()) - 1;
   }
   int add_temp(int64_t width) { return add_slot(NestedKey("_"), width, {width}); }
+  // A temporary of slot x's per-environment shape (an elementwise op's output keeps it).
+  int add_temp_like(int x) { return add_slot(NestedKey("_"), slots[x].width, slots[x].shape); }
   int64_t put(const at::Tensor& t) {
     at::Tensor c = t.detach().to(at::kFloat).contiguous();
     const int64_t at_offset = static_cast<int64_t>(arena.size());
@@ -487,20 +502,34 @@ struct FusedPlan::Impl {
   void lower_normal_param_extractor(const nn::TensorDictModuleImpl& module, const std::string& path) {
     const auto& npe = network_as<nn::NormalParamExtractorImpl>(module, path);
     need(module, 1, 2, "NormalParamExtractor", path);
+    const auto [loc, scale] = add_split_normal(find_agents(module.in_keys()[0], path), npe, path);
+    output(loc, module.out_keys_source()[0]);
+    output(scale, module.out_keys_source()[1]);
+    const char* per_agent = slots[loc].shape.size() > 1 ? ", per agent" : "";
+    description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor", per_agent, ")"));
+  }
+
+  // NormalParamExtractor over slot x: its last dim split into loc and the mapped scale (a
+  // [n_agents, 2 d] value agent by agent: loc and scale [n_agents, d]). Returns (loc, scale).
+  std::pair<int, int> add_split_normal(int x, const nn::NormalParamExtractorImpl& npe, const std::string& path) {
     Op op{Op::kSplitNormal};
     if (!parse_mapping(npe.options().scale_mapping(), op.mapping)) {
       throw NotLowerable(absl::StrCat(path, ": the scale mapping '", npe.options().scale_mapping(), "' is a custom one"));
     }
-    op.in = find(module.in_keys()[0], path);
-    if (slots[op.in].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
-    op.out_w = slots[op.in].width / 2;
+    std::vector<int64_t> shape = slots[x].shape;
+    if (shape.empty() || shape.back() % 2 != 0) {
+      throw NotLowerable(absl::StrCat(path, ": splits a value of per-environment shape [", absl::StrJoin(shape, ", "),
+                                      "], whose last dim is not even"));
+    }
+    op.in = x;
+    shape.back() /= 2;
+    op.out_w = shape.back();
+    op.agents = slots[x].width / (2 * op.out_w);
     op.lb = static_cast<float>(npe.options().scale_lb());
-    op.out = add_temp(op.out_w);
-    op.out2 = add_temp(op.out_w);
+    op.out = add_slot(NestedKey("_"), slots[x].width / 2, shape);
+    op.out2 = add_slot(NestedKey("_"), slots[x].width / 2, shape);
     ops.push_back(op);
-    output(op.out, module.out_keys_source()[0]);
-    output(op.out2, module.out_keys_source()[1]);
-    description.push_back(absl::StrCat(path, ": fused (NormalParamExtractor)"));
+    return {op.out, op.out2};
   }
 
   void lower_add_state_independent_normal_scale(const nn::TensorDictModuleImpl& module, const std::string& path) {
@@ -720,12 +749,23 @@ struct FusedPlan::Impl {
   void lower_multi_agent_mlp(const nn::TensorDictModuleImpl& module, const std::string& path) {
     const auto& mlp = network_as<nn::MultiAgentMlpImpl>(module, path);
     need(module, 1, 1, "MultiAgentMlp", path);
+    output(add_multi_agent_mlp(find_agents(module.in_keys()[0], path), mlp, path), module.out_keys_source()[0]);
+    const auto& o = mlp.options();
+    description.push_back(absl::StrCat(path, ": fused (MultiAgentMlp, ", o.n_agents(), " agents, ",
+                                       o.centralized() ? "centralized" : "decentralized",
+                                       o.share_params() ? ", shared params" : ", one MLP per agent", ")"));
+  }
+
+  // A MultiAgentMlp's ops reading slot x ([n_agents, n_agent_inputs] per row); returns the slot of
+  // its [n_agents, n_agent_outputs] output (a new one).
+  int add_multi_agent_mlp(int x, const nn::MultiAgentMlpImpl& mlp, const std::string& path) {
     const auto& o = mlp.options();
     const int64_t agents = o.n_agents(), in_w = o.n_agent_inputs(), out_w = o.n_agent_outputs();
-    const int x = find_agents(module.in_keys()[0], path);
     if (slots[x].shape != std::vector<int64_t>{agents, in_w}) {
+      const std::string value =
+          slots[x].key == NestedKey("_") ? "the previous layer's output" : slots[x].key.to_string();
       throw NotLowerable(absl::StrCat(path, ": a MultiAgentMlp of n_agents ", agents, " and n_agent_inputs ", in_w,
-                                      " reads ", module.in_keys()[0].to_string(), " of per-environment shape [",
+                                      " reads ", value, " of per-environment shape [",
                                       absl::StrJoin(slots[x].shape, ", "), "]"));
     }
     const Activation activation = parse_activation(o.activation());
@@ -770,10 +810,7 @@ struct FusedPlan::Impl {
         copy_columns(y, 0, out_w, out, to * out_w);
       }
     }
-    output(out, module.out_keys_source()[0]);
-    description.push_back(absl::StrCat(path, ": fused (MultiAgentMlp, ", agents, " agents, ",
-                                       o.centralized() ? "centralized" : "decentralized",
-                                       o.share_params() ? ", shared params" : ", one MLP per agent", ")"));
+    return out;
   }
 
   // ---- layers (activation, layer_norm, flatten, sequence): each from input slots to new ones ----
@@ -788,6 +825,7 @@ struct FusedPlan::Impl {
       case tdpolicy::Network::kMapping:
       case tdpolicy::Network::kNormalParamExtractor:
       case tdpolicy::Network::kFlatten:
+      case tdpolicy::Network::kMultiAgentMlp:
         return;
       case tdpolicy::Network::kSequence:
         for (int i = 0; i < spec.sequence().layers_size(); ++i) {
@@ -823,7 +861,7 @@ struct FusedPlan::Impl {
     }
     op.in = x;
     op.out_w = slots[x].width;
-    op.out = in_place ? x : add_temp(op.out_w);
+    op.out = in_place ? x : add_temp_like(x);
     ops.push_back(op);
     return op.out;
   }
@@ -860,6 +898,19 @@ struct FusedPlan::Impl {
     }
     const int x = ins[0];
     const bool in_place = x >= fresh;
+    // Per-agent values ([n_agents, features] per row, held flat) go only to the layers that work
+    // agent by agent or element by element.
+    static const tdpolicy::Network::KindCase kPerAgent[] = {
+        tdpolicy::Network::kMultiAgentMlp, tdpolicy::Network::kNormalParamExtractor,
+        tdpolicy::Network::kActivation, tdpolicy::Network::kMapping, tdpolicy::Network::kSequence};
+    if (slots[x].shape.size() > 1 &&
+        std::find(std::begin(kPerAgent), std::end(kPerAgent), spec.kind_case()) == std::end(kPerAgent)) {
+      throw NotLowerable(absl::StrCat(path, ": a ", network_kind_name(spec.kind_case()),
+                                      " layer reads a value of per-environment shape [",
+                                      absl::StrJoin(slots[x].shape, ", "),
+                                      "]; the plan runs such values through multi_agent_mlp, normal_param_extractor, "
+                                      "activation and mapping layers only"));
+    }
     switch (spec.kind_case()) {
       case tdpolicy::Network::kLinear:
         return {add_linear(x, *as(static_cast<torch::nn::LinearImpl*>(nullptr)), -1)};
@@ -877,26 +928,16 @@ struct FusedPlan::Impl {
         }
         op.in = x;
         op.out_w = slots[x].width;
-        op.out = add_temp(op.out_w);
+        op.out = add_temp_like(x);
         ops.push_back(op);
         return {op.out};
       }
       case tdpolicy::Network::kNormalParamExtractor: {
-        const auto* npe = as(static_cast<nn::NormalParamExtractorImpl*>(nullptr));
-        Op op{Op::kSplitNormal};
-        if (!parse_mapping(npe->options().scale_mapping(), op.mapping)) {
-          throw NotLowerable(
-              absl::StrCat(path, ": the scale mapping '", npe->options().scale_mapping(), "' is a custom one"));
-        }
-        if (slots[x].width % 2 != 0) throw NotLowerable(absl::StrCat(path, ": an odd width"));
-        op.in = x;
-        op.out_w = slots[x].width / 2;
-        op.lb = static_cast<float>(npe->options().scale_lb());
-        op.out = add_temp(op.out_w);
-        op.out2 = add_temp(op.out_w);
-        ops.push_back(op);
-        return {op.out, op.out2};
+        const auto [loc, scale] = add_split_normal(x, *as(static_cast<nn::NormalParamExtractorImpl*>(nullptr)), path);
+        return {loc, scale};
       }
+      case tdpolicy::Network::kMultiAgentMlp:
+        return {add_multi_agent_mlp(x, *as(static_cast<nn::MultiAgentMlpImpl*>(nullptr)), path)};
       case tdpolicy::Network::kFlatten:
         // The plan's values are vectors: only the flatten of their one dim, which changes nothing.
         if (as(static_cast<nn::FlattenImpl*>(nullptr))->num_dims() != 1 || slots[x].shape.size() != 1) {
@@ -927,7 +968,7 @@ struct FusedPlan::Impl {
     check_layers(spec, kind_path);
     const int fresh = static_cast<int>(slots.size());
     std::vector<int> ins;
-    for (const NestedKey& key : module.in_keys()) ins.push_back(find(key, path));
+    for (const NestedKey& key : module.in_keys()) ins.push_back(find_agents(key, path));
     std::vector<int> outs = lower_layer(spec, module.module(), ins, fresh, kind_path);
     if (outs.size() != module.out_keys_source().size()) throw SpecMismatch(path);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -1058,7 +1099,7 @@ struct FusedPlan::Impl {
   HeadLayout lower_head(Head& h, const dist::DistributionKwargs& kwargs, const dist::DistributionTensorKwargs& tensors,
                         const std::function<int(const std::string&)>& param) {
     const std::string& path = h.path;
-    if (!tensors.empty() && h.name != "tanh_delta") {
+    if (!tensors.empty() && h.name != "tanh_delta" && h.name != "tanh_normal") {
       throw NotLowerable(absl::StrCat(path, ": the tensor kwarg \"", tensors.begin()->first, "\" of ", h.name,
                                       " (per-element distribution bounds have no fused kernel here)"));
     }
@@ -1117,6 +1158,7 @@ struct FusedPlan::Impl {
       h.low = kw("low", -1.0);
       h.high = kw("high", 1.0);
       h.safe_tanh = !kwargs.count("safe_tanh") || kwargs.at("safe_tanh").toBool();
+      if (!tensors.empty()) lower_tanh_normal_bounds(h, kwargs, tensors);
       layout.sample_width = h.width;
       layout.sample_shape = {h.width};
       if (h.kind == HeadKind::kNormal) layout.lp_shape = {h.width};
@@ -1140,7 +1182,80 @@ struct FusedPlan::Impl {
       throw NotLowerable(
           absl::StrCat(path, ": ", h.name, " over ", h.width, " values (the plan takes at most ", kMaxEvent, ")"));
     }
+    lower_agents(h, layout);
     return layout;
+  }
+
+  // Per-agent parameters ([n_agents, d] per row, MAPPO's actor): the continuous heads run
+  // element by element over the flat n_agents * d values, each agent's d values one event (one
+  // log-prob per agent; normal: one per element), sample and log-prob shaped as LibTorch's.
+  void lower_agents(Head& h, HeadLayout& layout) const {
+    const Slot& p = slots[h.p0];
+    if (p.shape.size() <= 1) return;
+    const bool elementwise = h.kind == HeadKind::kNormal || h.kind == HeadKind::kIndependentNormal ||
+                             h.kind == HeadKind::kTanhNormal || h.kind == HeadKind::kDelta ||
+                             h.kind == HeadKind::kTanhDelta;
+    if (!elementwise || p.shape.size() > 2) {
+      throw NotLowerable(absl::StrCat(h.path, ": ", h.name, " reads ", p.key.to_string(), " of per-environment shape [",
+                                      absl::StrJoin(p.shape, ", "), "]; the plan takes per-agent ([n_agents, d]) "
+                                      "parameters for normal, independent_normal, tanh_normal, delta and tanh_delta "
+                                      "heads only, vectors otherwise"));
+    }
+    if (h.p1 >= 0 && slots[h.p1].shape != p.shape) {
+      throw NotLowerable(absl::StrCat(h.path, ": ", h.name, " reads ", p.key.to_string(), " of per-environment shape [",
+                                      absl::StrJoin(p.shape, ", "), "] and ", slots[h.p1].key.to_string(), " of [",
+                                      absl::StrJoin(slots[h.p1].shape, ", "), "]; the plan takes them of one shape"));
+    }
+    h.agents = p.shape[0];
+    layout.sample_shape = p.shape;
+    layout.lp_shape = h.kind == HeadKind::kNormal ? p.shape : std::vector<int64_t>{h.agents};
+  }
+
+  // Whether `t` broadcasts onto `shape` (a value's per-environment shape) without widening it.
+  static bool broadcasts_onto(const at::Tensor& t, const std::vector<int64_t>& shape) {
+    if (t.dim() > static_cast<int64_t>(shape.size())) return false;
+    for (int64_t i = 1; i <= t.dim(); ++i) {
+      const int64_t size = t.size(-i);
+      if (size != 1 && size != shape[shape.size() - i]) return false;
+    }
+    return true;
+  }
+
+  // tanh_normal with tensor bounds (per dimension or per agent): TanhNormal casts them to float32
+  // and maps the tanh by (high + low) / 2 + (high - low) / 2 * y; those arrays, one value per
+  // element of loc, go to the arena (Head::tanh_normal_bounds). Bounds that are -1 and 1
+  // everywhere leave the tanh as it is, as in TanhNormal.
+  void lower_tanh_normal_bounds(Head& h, const dist::DistributionKwargs& kwargs,
+                                const dist::DistributionTensorKwargs& tensors) {
+    const std::vector<int64_t>& shape = slots[h.p0].shape;
+    for (const auto& [name, t] : tensors) {
+      if (name != "low" && name != "high") {
+        throw NotLowerable(absl::StrCat(h.path, ": the tensor kwarg \"", name, "\" of tanh_normal"));
+      }
+      if (!broadcasts_onto(t, shape)) {
+        throw NotLowerable(absl::StrCat(h.path, ": a tanh_normal bound '", name, "' of shape [",
+                                        absl::StrJoin(t.sizes(), ", "),
+                                        "] does not broadcast onto loc's per-environment shape [",
+                                        absl::StrJoin(shape, ", "), "] (LibTorch would widen the batch)"));
+      }
+    }
+    auto given = [&](const char* name, double fallback) {
+      auto it = tensors.find(name);
+      if (it != tensors.end()) return it->second.detach().cpu();
+      auto number = kwargs.find(name);
+      return at::scalar_tensor(number == kwargs.end() ? fallback : number->second.toDouble(), at::kDouble);
+    };
+    const at::Tensor low_given = given("low", -1.0), high_given = given("high", 1.0);
+    if (!(high_given > low_given).all().item<bool>()) {
+      throw NotLowerable(absl::StrCat(h.path, ": tanh_normal bounds with high <= low (LibTorch raises for them)"));
+    }
+    if (!(high_given != 1.0).any().item<bool>() && !(low_given != -1.0).any().item<bool>()) return;
+    const at::Tensor low = low_given.to(at::kFloat), high = high_given.to(at::kFloat);
+    const at::Tensor half = (high - low) / 2;
+    h.tanh_normal_bounds = put(half.expand(shape).reshape({-1}));
+    put(low.expand(shape).reshape({-1}));
+    put(((high + low) / 2).expand(shape).reshape({-1}));
+    put(half.abs().log().expand(shape).reshape({-1}));
   }
 
   // TorchRL's TanhDelta over param's last dim: its bounds (numbers or float32 tensors of one value
@@ -1167,10 +1282,12 @@ struct FusedPlan::Impl {
       auto it = tensors.find(name);
       if (it == tensors.end()) return kw(name, fallback);
       const at::Tensor& t = it->second;
-      if (t.scalar_type() != at::kFloat || t.dim() > 1 || (t.numel() != 1 && t.numel() != h.width)) {
+      const std::vector<int64_t>& shape = slots[h.p0].shape;
+      if (t.scalar_type() != at::kFloat || !broadcasts_onto(t, shape)) {
         throw NotLowerable(absl::StrCat(h.path, ": a tanh_delta bound '", name, "' of dtype ",
                                         c10::toString(t.scalar_type()), " and shape [", absl::StrJoin(t.sizes(), ", "),
-                                        "]; the plan takes a number or a float32 tensor of one value or ", h.width));
+                                        "]; the plan takes a number or a float32 tensor that broadcasts onto param's "
+                                        "per-environment shape [", absl::StrJoin(shape, ", "), "]"));
       }
       return t.detach().cpu();
     };
@@ -1185,7 +1302,7 @@ struct FusedPlan::Impl {
       if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>) {
         return at::full({h.width}, v, at::kFloat);
       } else {
-        return at::Tensor(v).expand({h.width});
+        return at::Tensor(v).expand(slots[h.p0].shape).reshape({-1});
       }
     };
     auto half_range = std::visit([](const auto& l, const auto& u) -> Bound { return (u - l) / 2; }, low, high);
@@ -1236,7 +1353,9 @@ struct FusedPlan::Impl {
     const bool one_draw = h.kind == HeadKind::kCategorical || h.kind == HeadKind::kOneHotCategorical;
     next_block += static_cast<uint32_t>(one_draw ? 1 : (h.width + 3) / 4);
     h.sample = add_slot(sample_key, layout.sample_width, layout.sample_shape, layout.integer);
-    h.log_prob = add_slot(lp_key, layout.lp_shape.empty() ? 1 : layout.lp_shape[0], layout.lp_shape);
+    int64_t lp_width = 1;
+    for (int64_t size : layout.lp_shape) lp_width *= size;
+    h.log_prob = add_slot(lp_key, lp_width, layout.lp_shape);
     heads.push_back(std::move(h));
   }
 
@@ -1270,7 +1389,8 @@ struct FusedPlan::Impl {
         if (o.dist_keys()[i] != name) continue;
         // A mask is a bool input, which find() keeps from the float kernels; lower_mask checks it.
         const int mask = name == "mask" ? find_or_none(o.in_keys()[i]) : -1;
-        return mask >= 0 ? mask : find(o.in_keys()[i], path);
+        // Per-agent parameters: lower_agents says which heads take them.
+        return mask >= 0 ? mask : find_agents(o.in_keys()[i], path);
       }
       return -1;
     };
@@ -1326,6 +1446,9 @@ struct FusedPlan::Impl {
       if (o.return_log_prob()) lp_key = aggregate ? dist::add_suffix(name, "_log_prob") : lp_keys[index];
       const std::string part_path = h.path;
       add_head(std::move(h), kwargs, {}, param, name, lp_key);
+      if (heads.back().agents > 1) {
+        throw NotLowerable(absl::StrCat(part_path, ": per-agent parameters in a composite distribution"));
+      }
       // LibTorch builds the part from every entry under its params key: one the kernel does not
       // read would change the distribution (or be an error there).
       for (const Slot& s : slots) {
@@ -1622,7 +1745,7 @@ struct FusedPlan::Impl {
           float* loc = at(op.out);
           float* scale = at(op.out2);
           const int64_t d = op.out_w;
-          for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t r = 0; r < rows * op.agents; ++r) {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * 2 * d + j];
               scale[r * d + j] = std::max(apply_mapping(op.mapping, x[r * 2 * d + d + j]), op.lb);
@@ -1911,7 +2034,7 @@ struct FusedPlan::Impl {
         for (int64_t i = 0; i < rows * d; ++i) sample[i] = p[i];
         if (want_log_prob) {
           // The sample is the parameter itself: always inside Delta's tolerance.
-          for (int64_t r = 0; r < rows; ++r) lp[r] = std::numeric_limits<float>::infinity();
+          for (int64_t r = 0; r < rows * head.agents; ++r) lp[r] = std::numeric_limits<float>::infinity();
         }
         return;
       }
@@ -1925,6 +2048,7 @@ struct FusedPlan::Impl {
         const float* centre = low + d;
         const float lim = 1.0f - 1e-6f;
         const float atol = static_cast<float>(head.atol), rtol = static_cast<float>(head.rtol);
+        const int64_t event = d / head.agents;  // an agent's values: one log-prob each
         for (int64_t r = 0; r < rows; ++r) {
           bool equal = true, nan = false;
           for (int64_t j = 0; j < d; ++j) {
@@ -1943,10 +2067,12 @@ struct FusedPlan::Impl {
             const float pre = std::atanh(x);
             nan = nan || !std::isfinite(pre);
             equal = equal && std::fabs(pre - loc) < atol + rtol * std::fabs(loc);
-          }
-          if (want_log_prob) {
-            const float inf = std::numeric_limits<float>::infinity();
-            lp[r] = nan ? std::numeric_limits<float>::quiet_NaN() : equal ? inf : -inf;
+            if (want_log_prob && (j + 1) % event == 0) {
+              const float inf = std::numeric_limits<float>::infinity();
+              lp[r * head.agents + j / event] = nan ? std::numeric_limits<float>::quiet_NaN() : equal ? inf : -inf;
+              equal = true;
+              nan = false;
+            }
           }
         }
         return;
@@ -1958,11 +2084,15 @@ struct FusedPlan::Impl {
         const bool per_element = head.kind == HeadKind::kNormal;
         const float* locs = at(head.p0);
         const float* scales = at(head.p1);
-        const bool bounded = head.low != -1.0 || head.high != 1.0;
-        const float half = static_cast<float>((head.high - head.low) / 2);
-        const float shift = static_cast<float>((head.high + head.low) / 2);
+        // Tensor bounds: one (half range, low, centre, log |half range|) per element, else numbers.
+        const float* bound = head.tanh_normal_bounds >= 0 ? arena.data() + head.tanh_normal_bounds : nullptr;
+        const bool bounded = bound != nullptr || head.low != -1.0 || head.high != 1.0;
+        float half = static_cast<float>((head.high - head.low) / 2);
+        float shift = static_cast<float>((head.high + head.low) / 2);
+        float low = static_cast<float>(head.low);
         const float lim = static_cast<float>(1.0 - 1e-6);
-        const double log_half = std::log(std::abs((head.high - head.low) / 2));
+        double log_half = std::log(std::abs((head.high - head.low) / 2));
+        const int64_t event = d / head.agents;  // an agent's values: one log-prob each
         float eps[kMaxEvent];
         for (int64_t r = 0; r < rows; ++r) {
           if (random) normals(rng, stream, first_row + r, head.block0, d, eps);
@@ -1970,9 +2100,15 @@ struct FusedPlan::Impl {
           for (int64_t j = 0; j < d; ++j) {
             float loc = locs[r * d + j];
             const float scale = scales[r * d + j];
+            if (bound != nullptr) {
+              half = bound[j];
+              low = bound[d + j];
+              shift = bound[2 * d + j];
+              log_half = bound[3 * d + j];
+            }
             if (head.tanh_loc) {
               loc = std::tanh(loc / head.upscale) * head.upscale;
-              if (tanh_head && bounded) loc = loc + half + static_cast<float>(head.low);
+              if (tanh_head && bounded) loc = loc + half + low;
             }
             const float x = random ? loc + eps[j] * scale : loc;
             float y = x;
@@ -2009,9 +2145,12 @@ struct FusedPlan::Impl {
               lp[r * d + j] = static_cast<float>(value);
             } else {
               total += value;
+              if ((j + 1) % event == 0) {
+                lp[r * head.agents + j / event] = static_cast<float>(total);
+                total = 0;
+              }
             }
           }
-          if (want_log_prob && !per_element) lp[r] = static_cast<float>(total);
         }
         return;
       }
@@ -2074,8 +2213,10 @@ absl::Status check_head(const Head& h, nn::InteractionType type) {
     case HeadKind::kDelta:
       ok = type != T::kMedian;
       break;
-    case HeadKind::kTanhDelta:  // no mean (LibTorch averages draws) nor median (no icdf)
-      ok = type != T::kMedian && type != T::kMean;
+    case HeadKind::kTanhDelta:
+      // Its mean has no closed form, so LibTorch (and TorchRL) average draws; every draw is the
+      // Delta's squashed point, which the plan writes. No median: LibTorch raises (no icdf).
+      ok = type != T::kMedian;
       break;
   }
   if (ok) return absl::OkStatus();

@@ -19,13 +19,15 @@
 // and gru modules (TorchRL's LSTMModule / GRUModule, any number of layers: the state inputs
 // [num_layers, hidden_size], the is_init input, bool, passed to run() as 0 / 1 floats);
 // multi_agent_mlp (TorchRL's MultiAgentMLP, every centralized / share_params variant: its
-// [n_agents, features] input and output held flat, each agent's MLP on its columns; only a
-// multi_agent_mlp reads such a value); at most
+// [n_agents, features] input and output held flat, each agent's MLP on its columns; such a value
+// is read by a multi_agent_mlp, a normal_param_extractor (each agent's row split), elementwise
+// activation and mapping layers, and a normal, independent_normal, tanh_normal, delta or
+// tanh_delta head, one log-prob per agent: MAPPO's actor); at most
 // one ProbabilisticTensorDictModule, last, with categorical, one_hot_categorical,
 // masked_categorical, masked_one_hot_categorical (the mask: a bool input of one flag per class,
 // or one per row, passed to run() as 0 / 1 floats), bernoulli, normal, independent_normal,
-// tanh_normal, delta or tanh_delta (number or float32 tensor bounds of one value or one per
-// element), or a CompositeDistribution of those parts
+// tanh_normal or tanh_delta (number or tensor bounds that broadcast onto the parameter, per
+// dimension or per agent), delta, or a CompositeDistribution of those parts
 // (each part's sample and log-prob, and their sum under composite_lp_aggregate, at the keys the
 // LibTorch module writes); no num_samples, no own generator; a q_value module (TorchRL's
 // QValueModule, one_hot or categorical, with or without an action mask (a bool input of one
@@ -37,7 +39,7 @@
 // (a second probabilistic module, as in an autoregressive policy, among them). Interaction
 // types a head has no closed form for (what LibTorch throws for, or estimates by drawing:
 // (one-hot) categorical mean/median, bernoulli, independent_normal and delta median,
-// tanh_normal mode/median/mean, tanh_delta mean/median, any composite's median) are reported by check(); the actor
+// tanh_normal mode/median/mean, tanh_delta median, any composite's median) are reported by check(); the actor
 // runs those on LibTorch.
 //
 // lower() walks policy.spec's module tree beside policy.module: each spec node's kind picks its

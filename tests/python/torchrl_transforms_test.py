@@ -6,7 +6,9 @@ observations, uint8 [H, W, C] pixels) is built the way TorchRL users build one; 
 exported with transforms=env.transform and the env's raw output as the example, and the C++ spec
 fed the raw observation must give what Python's policy gives on the transformed env's output
 (1e-6; the fused plan 1e-5 where it lowers). MultiAgentMLP: the four (centralized, share_params)
-combinations in a TensorDictModule, and under a ProbabilisticActor.
+combinations in a TensorDictModule, and MAPPO's actor as TorchRL's multi-agent tutorial writes it
+(MultiAgentMLP and NormalParamExtractor in one nn.Sequential, TanhNormal with per-agent bounds,
+the log-prob at ("agents", "sample_log_prob")), which the fused plan lowers whole.
 
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
@@ -40,7 +42,7 @@ from torchrl.envs import (
     VecNorm,
     VecNormV2,
 )
-from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal
+from torchrl.modules import MLP, IndependentNormal, MultiAgentMLP, ProbabilisticActor, TanhNormal
 
 import tdpolicy
 from tdpolicy import tensor_pb2
@@ -351,12 +353,86 @@ class TransformsTest(unittest.TestCase):
                 report = tdpolicy.check(path, actor, td)
                 self.assertTrue(report.ok, str(report))
                 self.assertIn("agents/action_log_prob", {k for k, _, _ in report.entries})
-                # The MultiAgentMLP lowers, not the NormalParamExtractor splitting its per-agent
-                # output: auto runs the policy on LibTorch; fused refuses, naming the module and why.
-                self.assertTrue(tdpolicy.check(path, actor, td, backend="auto").ok)
-                with self.assertRaisesRegex(tdpolicy.CheckError, r"modules\[1\]: reads .*params.* of "
-                                            r"per-environment shape \[3, 4\]"):
-                    tdpolicy.check(path, actor, td, backend="fused")
+                # The fused plan lowers the whole actor: the NormalParamExtractor splits each
+                # agent's row, TanhNormal writes one log-prob per agent.
+                report_fused = tdpolicy.check(path, actor, td, backend="fused", atol=1e-5, rtol=1e-5)
+                self.assertTrue(report_fused.ok, str(report_fused))
+
+    def test_mappo_actor_as_the_multi_agent_tutorial_writes_it(self):
+        # TorchRL's multi-agent PPO tutorial: one TensorDictModule over nn.Sequential(MultiAgentMLP,
+        # NormalParamExtractor()), a ProbabilisticActor with TanhNormal bounded by the action spec's
+        # per-agent low / high, the log-prob at ("agents", "sample_log_prob").
+        n_agents, act = 3, 2
+        low = torch.tensor([[-1.0, -2.0], [-0.5, 0.0], [-3.0, -1.0]])
+        high = torch.tensor([[1.0, 0.5], [2.0, 1.0], [3.0, 0.25]])
+        action_spec = Composite(agents=Composite(action=Bounded(low=low, high=high, shape=(n_agents, act)),
+                                                 shape=(n_agents,)))
+        formats = iter(["pbtxt", "pb", "json", "pbtxt"])
+        for centralized in (False, True):
+            for share_params in (False, True):
+                with self.subTest(centralized=centralized, share_params=share_params):
+                    policy_net = nn.Sequential(
+                        MultiAgentMLP(n_agent_inputs=4, n_agent_outputs=2 * act, n_agents=n_agents,
+                                      centralized=centralized, share_params=share_params, depth=2, num_cells=32,
+                                      activation_class=nn.Tanh),
+                        NormalParamExtractor())
+                    policy_module = TensorDictModule(policy_net, in_keys=[("agents", "observation")],
+                                                     out_keys=[("agents", "loc"), ("agents", "scale")])
+                    policy = ProbabilisticActor(
+                        module=policy_module, spec=action_spec, in_keys=[("agents", "loc"), ("agents", "scale")],
+                        out_keys=[("agents", "action")], distribution_class=TanhNormal,
+                        distribution_kwargs={"low": action_spec["agents", "action"].space.low,
+                                             "high": action_spec["agents", "action"].space.high},
+                        return_log_prob=True, log_prob_key=("agents", "sample_log_prob"))
+                    td = self.multi_agent_td(n_agents)
+                    td.set(("agents", "action"), low + (high - low) * torch.rand(BATCH, n_agents, act))
+                    path = self.path("mappo_tutorial_%d%d.%s" % (centralized, share_params, next(formats)))
+                    spec = tdpolicy.export(policy, path, td)
+                    prob = spec.module.probabilistic_sequential.modules[1].probabilistic
+                    self.assertEqual(list(prob.distribution_kwargs["low"].tensor_value.shape), [n_agents, act])
+                    report = tdpolicy.check(path, policy, td)
+                    self.assertTrue(report.ok, str(report))
+                    self.assertIn("agents/sample_log_prob", {k for k, _, _ in report.entries})
+                    # The whole actor on the fused plan, to 1e-5: what `tdp describe` says and the
+                    # outputs (action [B, 3, 2], one log-prob per agent [B, 3]).
+                    report_fused = tdpolicy.check(path, policy, td, backend="fused", atol=1e-5, rtol=1e-5)
+                    self.assertTrue(report_fused.ok, str(report_fused))
+                    described = subprocess.run([os.environ["TDP_BIN"], "describe", path], stdout=subprocess.PIPE,
+                                               stderr=subprocess.STDOUT, text=True).stdout
+                    self.assertIn("modules[0]: fused (Sequence of 2 layers)", described)
+                    self.assertIn("modules[1]: fused (tanh_normal", described)
+                    with torch.no_grad():
+                        expected = policy(td.clone().exclude(("agents", "action")))
+                    fused = cpp_run(path, td.clone().exclude(("agents", "action")), backend="fused")
+                    self.assertEqual(list(fused[("agents", "sample_log_prob")].shape), [BATCH, n_agents])
+                    for key in (("agents", "action"), ("agents", "sample_log_prob")):
+                        diff = max_diff(fused[key], expected[key])
+                        self.assertLessEqual(diff, 1e-5, key)
+                        self.record("fused mappo actor " + "/".join(key), diff)
+
+    def test_mappo_actor_with_an_independent_normal_head(self):
+        # The same actor with an unbounded Gaussian head (IndependentNormal), two agents.
+        for centralized, share_params in ((False, False), (True, True)):
+            with self.subTest(centralized=centralized, share_params=share_params):
+                policy_net = nn.Sequential(
+                    MultiAgentMLP(n_agent_inputs=4, n_agent_outputs=2 * 2, n_agents=2, centralized=centralized,
+                                  share_params=share_params, depth=1, num_cells=16, activation_class=nn.Tanh),
+                    NormalParamExtractor())
+                policy = ProbabilisticActor(
+                    TensorDictModule(policy_net, in_keys=[("agents", "observation")],
+                                     out_keys=[("agents", "loc"), ("agents", "scale")]),
+                    in_keys=[("agents", "loc"), ("agents", "scale")], out_keys=[("agents", "action")],
+                    distribution_class=IndependentNormal, return_log_prob=True,
+                    log_prob_key=("agents", "sample_log_prob"))
+                td = self.multi_agent_td(2)
+                td.set(("agents", "action"), torch.randn(BATCH, 2, 2))
+                path = self.path("mappo_normal_%d%d.pbtxt" % (centralized, share_params))
+                tdpolicy.export(policy, path, td)
+                self.assertTrue(tdpolicy.check(path, policy, td).ok)
+                for interaction in ("deterministic", "mean", "mode"):
+                    report_fused = tdpolicy.check(path, policy, td, backend="fused", atol=1e-5, rtol=1e-5,
+                                                  interaction=interaction)
+                    self.assertTrue(report_fused.ok, str(report_fused))
 
     @classmethod
     def tearDownClass(cls):
