@@ -9,8 +9,9 @@
 # instead; gtest XML beside the logs); cuda_graph_benchmark (eager against CUDA-graph replay, the
 # ensemble rows, the kernels of one call; Markdown tables); `tdp bench` on the GPU with and without
 # graphs (the CLI's path); the Python peer (tensordict's CudaGraphModule on the same policies);
-# batching_benchmark --device=cuda:0 (central batching on a GPU). Exit status: 0 when every
-# test passed and every step ran.
+# batching_benchmark --device=cuda:0 (central batching on a GPU); aoti_cuda_check.py (a CUDA
+# AOTInductor package exported here with nvcc, run by tdp on the GPU against Python). Exit
+# status: 0 when every test passed and every step ran.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -83,6 +84,21 @@ grep -v '\[INFO\]' "$out/python_peer_gpu.log"
 step batching_benchmark_cuda 120 "$bundle/bin/batching_benchmark" --device=cuda:0 --seconds=1 --repetitions=1 \
   --clients=1,8,64 --envs=16
 cat "$out/batching_benchmark_cuda.log"
+
+# The AOTInductor fallback on the GPU: a CUDA package compiled here (nvcc, Triton) by
+# tdpolicy.export, run by the bundled tdp on the GPU and compared with Python there. The tdpolicy
+# package is bundled as source; its protobuf runtime (the release its generated code was made
+# for) goes on this step's path alone, in its pure-Python form (the 4.21 C extension predates
+# Python 3.12). Last: the compile takes a minute or two.
+aoti_site=/tmp/tdp_aoti_site
+if compgen -G "$bundle/aoti_wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$aoti_site" \
+    "$bundle"/aoti_wheels/*.whl || status=1
+fi
+step aoti_cuda_check 300 env PYTHONPATH="$aoti_site:/tmp/tdp_site:$bundle/python" PYTHONUNBUFFERED=1 \
+  PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python python3 tests/gpu/aoti_cuda_check.py --device cuda \
+  --tdp "$bundle/bin/tdp"
+grep -vE '^\[INFO\]|^W[0-9]{4} ' "$out/aoti_cuda_check.log"
 
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status
