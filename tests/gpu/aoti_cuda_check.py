@@ -10,7 +10,8 @@ The actor is tests/python/torchrl_aoti_test.py's (GatedResidual: a gate, a resid
 no tdpolicy.Network kind expresses, under NormalParamExtractor and a TanhNormal). What is checked,
 at batch sizes [1], [6] (the export's), [64] and [2, 3] (leading batch dims flattened into the
 package's one):
-  - the spec names the package, its device and its SHA-256, and `tdp validate` loads it;
+  - the spec names the package, its device and its SHA-256; `tdp validate` (which builds a CPU
+    actor) loads a CPU package and refuses a CUDA one with the error below;
   - `tdp run --device=DEVICE --interaction=deterministic`: every output entry (params, loc, scale,
     action, action_log_prob) against Python's on the same device, to 1e-5;
   - log-probs of given actions: `tdp run --interaction=random` draws actions away from the mode,
@@ -116,9 +117,17 @@ def main():
                "spec: aoti_package %s, device %r, SHA-256 of the file" % (package.file, package.device))
         expect(len(read_spec(path).self_tests) == 0 and len(spec.parameters.tensors) == 0,
                "spec: no self test, the network's weights inside the package")
+        # `tdp validate` builds a CPU actor: a CPU package loads; a CUDA package "loads on a CUDA
+        # actor only" (export's aoti_device), and refuses the CPU one naming the file.
         validated = run_tdp("validate", path)
-        expect(validated.returncode == 0, "tdp validate %s%s" % (
-            os.path.basename(path), "" if validated.returncode == 0 else ": " + validated.stderr.strip()))
+        if args.device == "cpu":
+            expect(validated.returncode == 0, "tdp validate %s%s" % (
+                os.path.basename(path), "" if validated.returncode == 0 else ": " + validated.stderr.strip()))
+        else:
+            wanted = "%s: the package was compiled for cuda and cannot move to cpu" % package.file
+            expect(validated.returncode == 1 and wanted in validated.stderr,
+                   "tdp validate %s (a CPU actor): exit %d, %r" % (
+                       os.path.basename(path), validated.returncode, validated.stderr.strip()))
 
         python_actor = copy.deepcopy(actor).to(actor_device).eval()
 

@@ -31,6 +31,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader || true
 site=$(dirname "$(dirname "$torch_lib")")
 nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
+image_library_path="${LD_LIBRARY_PATH:-}"
 export LD_LIBRARY_PATH="$bundle/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
 export TDP_REQUIRE_GPU=1
 for binary in "$bundle"/bin/*; do
@@ -95,10 +96,21 @@ if compgen -G "$bundle/aoti_wheels/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$aoti_site" \
     "$bundle"/aoti_wheels/*.whl || status=1
 fi
-step aoti_cuda_check 300 env PYTHONPATH="$aoti_site:/tmp/tdp_site:$bundle/python" PYTHONUNBUFFERED=1 \
-  PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python python3 tests/gpu/aoti_cuda_check.py --device cuda \
-  --tdp "$bundle/bin/tdp"
+# The export compiles with the image's g++, nvcc and Triton, which must not see the bundled
+# libstdc++: Python keeps the image's library path, and tdp gets the bundle's through a wrapper.
+printf '#!/bin/bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$LD_LIBRARY_PATH" "$bundle/bin/tdp" >"$runfiles/tdp"
+chmod +x "$runfiles/tdp"
+step aoti_cuda_check 300 env LD_LIBRARY_PATH="$image_library_path" \
+  PYTHONPATH="$aoti_site:/tmp/tdp_site:$bundle/python" PYTHONUNBUFFERED=1 PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python \
+  python3 tests/gpu/aoti_cuda_check.py --device cuda --tdp "$runfiles/tdp"
 grep -vE '^\[INFO\]|^W[0-9]{4} ' "$out/aoti_cuda_check.log"
+
+# Twelve logs and XML files: a lent machine returns at most eight files from $OUT, so they travel
+# as one archive once every step has run (a run cut short leaves them loose).
+if (cd "$out" && tar -czf gpu_check_logs.tar.gz -- *.log *.xml); then
+  (cd "$out" && rm -f -- *.log *.xml)
+  echo "gpu_check: logs in $out/gpu_check_logs.tar.gz"
+fi
 
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status
