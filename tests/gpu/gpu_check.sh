@@ -107,8 +107,9 @@ grep -vE '^\[INFO\]|^W[0-9]{4} ' "$out/aoti_cuda_check.log"
 
 # Twelve logs and XML files: a lent machine returns at most eight files from $OUT, so they travel
 # as one archive once every step has run (a run cut short leaves them loose).
-if (cd "$out" && tar -czf gpu_check_logs.tar.gz -- *.log *.xml); then
-  (cd "$out" && rm -f -- *.log *.xml)
+logs=$(cd "$out" && shopt -s nullglob && echo *.log *.xml)
+if [[ -n "$logs" ]] && (cd "$out" && tar -czf gpu_check_logs.tar.gz -- $logs); then
+  (cd "$out" && rm -f -- $logs)
   echo "gpu_check: logs in $out/gpu_check_logs.tar.gz"
 fi
 
