@@ -3,8 +3,9 @@
 # tests/gpu/bundle/ (ignored by git): the CUDA test and benchmark binaries and `tdp`, built with -c opt
 # --config=cuda against this project's torch 2.11.0 and linked statically against our own code,
 # plus the shared libraries they load that are neither torch's nor the system's (Abseil,
-# protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd, and the
-# Python peer's wheels.
+# protobuf, spdlog, fmt, GoogleTest, Google Benchmark, libstdc++), found with ldd, the Python
+# peer's wheels, and the tdpolicy Python package with its protobuf runtime (for the AOTInductor
+# check, which exports on the GPU machine).
 #
 #   bash tests/gpu/bundle.sh
 #
@@ -53,6 +54,34 @@ for name in tensordict torchrl orjson pyvers hoptorch importlib_metadata lazy-im
 done
 "$venv_python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$bundle/wheels" "${wheels[@]}"
+
+# The AOTInductor check (tests/gpu/aoti_cuda_check.py) exports on the GPU machine: the tdpolicy
+# package, pure Python, built as `pip install ./sdk/python` builds it (setup.py's build_py runs
+# protoc on proto/tdpolicy/*.proto into spec_pb2.py and tensor_pb2.py) from a scratch copy, as
+# tests/python/exporter_test.sh does; and the protobuf runtime of that generated code (the venv's
+# pin, 4.21.12, the Python release of protoc 3.21.12), since the image's protobuf is another
+# release. gpu_check.sh puts protobuf on that step's PYTHONPATH alone.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/src/sdk" "$scratch/src/proto"
+cp -rL sdk/python "$scratch/src/sdk/python"
+cp -rL proto/tdpolicy "$scratch/src/proto/tdpolicy"
+(cd "$scratch/src/sdk/python" && "$venv_python" setup.py -q build_py --build-lib "$scratch/lib") >"$scratch/build_py.log" 2>&1 || {
+  cat "$scratch/build_py.log" >&2
+  exit 1
+}
+for generated in spec_pb2.py tensor_pb2.py; do
+  if [[ ! -f "$scratch/lib/tdpolicy/$generated" ]]; then
+    echo "bundle: setup.py build_py did not generate tdpolicy/$generated" >&2
+    exit 1
+  fi
+done
+mkdir -p "$bundle/python"
+cp -r "$scratch/lib/tdpolicy" "$bundle/python/"
+find "$bundle/python" -name __pycache__ -prune -exec rm -rf {} +
+"$venv_python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$bundle/aoti_wheels" \
+  "protobuf==$("$venv_python" -m pip show protobuf | awk '/^Version:/ { print $2 }')"
 
 size=$(du -sm "$bundle" | cut -f1)
 echo "bundle: $bundle ($size MiB): $(ls "$bundle/bin" | tr '\n' ' ')" >&2

@@ -9,8 +9,9 @@
 # instead; gtest XML beside the logs); cuda_graph_benchmark (eager against CUDA-graph replay, the
 # ensemble rows, the kernels of one call; Markdown tables); `tdp bench` on the GPU with and without
 # graphs (the CLI's path); the Python peer (tensordict's CudaGraphModule on the same policies);
-# batching_benchmark --device=cuda:0 (central batching on a GPU). Exit status: 0 when every
-# test passed and every step ran.
+# batching_benchmark --device=cuda:0 (central batching on a GPU); aoti_cuda_check.py (a CUDA
+# AOTInductor package exported here with nvcc, run by tdp on the GPU against Python). Exit
+# status: 0 when every test passed and every step ran.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -30,6 +31,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader || true
 site=$(dirname "$(dirname "$torch_lib")")
 nvidia_libs=$(find "$site/nvidia" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')
+image_library_path="${LD_LIBRARY_PATH:-}"
 export LD_LIBRARY_PATH="$bundle/lib:$torch_lib:$nvidia_libs${LD_LIBRARY_PATH:-}"
 export TDP_REQUIRE_GPU=1
 for binary in "$bundle"/bin/*; do
@@ -83,6 +85,33 @@ grep -v '\[INFO\]' "$out/python_peer_gpu.log"
 step batching_benchmark_cuda 120 "$bundle/bin/batching_benchmark" --device=cuda:0 --seconds=1 --repetitions=1 \
   --clients=1,8,64 --envs=16
 cat "$out/batching_benchmark_cuda.log"
+
+# The AOTInductor fallback on the GPU: a CUDA package compiled here (nvcc, Triton) by
+# tdpolicy.export, run by the bundled tdp on the GPU and compared with Python there. The tdpolicy
+# package is bundled as source; its protobuf runtime (the release its generated code was made
+# for) goes on this step's path alone, in its pure-Python form (the 4.21 C extension predates
+# Python 3.12). Last: the compile takes a minute or two.
+aoti_site=/tmp/tdp_aoti_site
+if compgen -G "$bundle/aoti_wheels/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$aoti_site" \
+    "$bundle"/aoti_wheels/*.whl || status=1
+fi
+# The export compiles with the image's g++, nvcc and Triton, which must not see the bundled
+# libstdc++: Python keeps the image's library path, and tdp gets the bundle's through a wrapper.
+printf '#!/bin/bash\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$LD_LIBRARY_PATH" "$bundle/bin/tdp" >"$runfiles/tdp"
+chmod +x "$runfiles/tdp"
+step aoti_cuda_check 300 env LD_LIBRARY_PATH="$image_library_path" \
+  PYTHONPATH="$aoti_site:/tmp/tdp_site:$bundle/python" PYTHONUNBUFFERED=1 PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python \
+  python3 tests/gpu/aoti_cuda_check.py --device cuda --tdp "$runfiles/tdp"
+grep -vE '^\[INFO\]|^W[0-9]{4} ' "$out/aoti_cuda_check.log"
+
+# Twelve logs and XML files: a lent machine returns at most eight files from $OUT, so they travel
+# as one archive once every step has run (a run cut short leaves them loose).
+logs=$(cd "$out" && shopt -s nullglob && echo *.log *.xml)
+if [[ -n "$logs" ]] && (cd "$out" && tar -czf gpu_check_logs.tar.gz -- $logs); then
+  (cd "$out" && rm -f -- $logs)
+  echo "gpu_check: logs in $out/gpu_check_logs.tar.gz"
+fi
 
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status
