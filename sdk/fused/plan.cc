@@ -96,6 +96,13 @@ struct Op {
   // kQValue with an action mask: the mask's slot (0 / 1 floats, one per action) and the slot of
   // the masked values, which LibTorch writes back at the action-value key.
   int mask = -1, masked = -1;
+  // kQValue with a support (DistributionalQValueModule): the values in are the logits
+  // [atoms, out_w actions] (in_w = atoms * out_w, row-major), the support at arena offset w;
+  // `masked` gets their log-softmax over the atoms (masked), which LibTorch writes back, and
+  // `expected` each action's expected value. A mask of mask_w = out_w flags broadcasts over the
+  // atoms (per-environment [1, actions]); of mask_w = in_w, one flag per value.
+  int64_t atoms = 0, mask_w = 0;
+  int expected = -1;
 };
 
 enum class HeadKind {
@@ -152,6 +159,48 @@ float log_sum_exp(const float* x, int64_t n) {
   double sum = 0;
   for (int64_t k = 0; k < n; ++k) sum += std::exp(static_cast<double>(x[k]) - m);
   return static_cast<float>(m + std::log(sum));
+}
+
+// A distributional QValueModule over `rows` rows of logits [atoms, n] (op.atoms, op.out_w), as
+// LibTorch computes it: log_softmax over the atoms (max factored out, the sum in double), the
+// masked-out values set to float32's lowest, each action's expected value
+// sum_a exp(value[a, k]) * support[a] (a masked-out action's is 0, as in LibTorch), then the greedy
+// action: the first maximal one (categorical) or every maximal one (one_hot).
+void run_distributional_q_value(const Op& op, int64_t rows, const float* support, const float* logits,
+                                const float* mask, float* values, float* expected, float* action) {
+  const int64_t atoms = op.atoms, n = op.out_w, w = op.in_w;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * w;
+    float* y = values + r * w;
+    float* q = expected + r * n;
+    for (int64_t k = 0; k < n; ++k) {
+      float m = x[k];
+      for (int64_t a = 1; a < atoms; ++a) m = std::max(m, x[a * n + k]);
+      double sum = 0;
+      for (int64_t a = 0; a < atoms; ++a) sum += std::exp(static_cast<double>(x[a * n + k] - m));
+      const float log_sum = static_cast<float>(std::log(sum));
+      for (int64_t a = 0; a < atoms; ++a) y[a * n + k] = (x[a * n + k] - m) - log_sum;
+    }
+    if (mask != nullptr) {
+      const float* allowed = mask + r * op.mask_w;
+      for (int64_t i = 0; i < w; ++i) {
+        if (allowed[op.mask_w == n ? i % n : i] == 0.0f) y[i] = std::numeric_limits<float>::lowest();
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) q[k] = 0.0f;
+    for (int64_t a = 0; a < atoms; ++a) {
+      for (int64_t k = 0; k < n; ++k) q[k] += std::exp(y[a * n + k]) * support[a];
+    }
+    int64_t best = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      if (q[k] > q[best]) best = k;
+    }
+    if (op.one_hot) {
+      for (int64_t k = 0; k < n; ++k) action[r * n + k] = q[k] == q[best] ? 1.0f : 0.0f;
+    } else {
+      action[r] = static_cast<float>(best);
+    }
+  }
 }
 
 // TorchRL's MaskedCategorical.__init__ on one row of d classes: the logits, or the log of the
@@ -826,6 +875,7 @@ struct FusedPlan::Impl {
       case tdpolicy::Network::kNormalParamExtractor:
       case tdpolicy::Network::kFlatten:
       case tdpolicy::Network::kMultiAgentMlp:
+      case tdpolicy::Network::kUnflatten:
         return;
       case tdpolicy::Network::kSequence:
         for (int i = 0; i < spec.sequence().layers_size(); ++i) {
@@ -898,8 +948,8 @@ struct FusedPlan::Impl {
     }
     const int x = ins[0];
     const bool in_place = x >= fresh;
-    // Per-agent values ([n_agents, features] per row, held flat) go only to the layers that work
-    // agent by agent or element by element.
+    // Values of two dims per row (a multi_agent_mlp's [n_agents, features], an unflatten's [a, b]),
+    // held flat, go only to the layers that work row by row of them or element by element.
     static const tdpolicy::Network::KindCase kPerAgent[] = {
         tdpolicy::Network::kMultiAgentMlp, tdpolicy::Network::kNormalParamExtractor,
         tdpolicy::Network::kActivation, tdpolicy::Network::kMapping, tdpolicy::Network::kSequence};
@@ -944,6 +994,21 @@ struct FusedPlan::Impl {
           throw NotLowerable(absl::StrCat(path, ": a flatten of more than a vector's one dim"));
         }
         return {x};
+      case tdpolicy::Network::kUnflatten: {
+        // A [a, b] value is its row-major a * b floats: only the slot's shape changes (on a copy
+        // when the value is an input or a keyed one, which keeps its shape).
+        const auto* unflatten = as(static_cast<torch::nn::UnflattenImpl*>(nullptr));
+        int y = x;
+        if (!in_place) {
+          Op op{Op::kLayerActivation};
+          op.in = x;
+          op.out_w = slots[x].width;
+          op.out = y = add_temp(op.out_w);
+          ops.push_back(op);
+        }
+        slots[y].shape = unflatten->options.sizes();
+        return {y};
+      }
       case tdpolicy::Network::kSequence: {
         const auto* sequence = as(static_cast<nn::SequenceImpl*>(nullptr));
         const auto& layers = spec.sequence().layers();
@@ -1003,6 +1068,10 @@ struct FusedPlan::Impl {
     network_as<nn::FlattenImpl>(module, path);
     lower_layers(*network_spec, module, path, "Flatten");
   }
+  void lower_unflatten(const nn::TensorDictModuleImpl& module, const std::string& path) {
+    network_as<torch::nn::UnflattenImpl>(module, path);
+    lower_layers(*network_spec, module, path, "Unflatten");
+  }
   // Convolutions run on LibTorch: Backend::kAuto falls back to it, and `tdp describe` says why.
   void lower_conv2d(const nn::TensorDictModuleImpl&, const std::string& path) {
     throw NotLowerable(absl::StrCat(path, ": conv2d runs on LibTorch"));
@@ -1038,6 +1107,7 @@ struct FusedPlan::Impl {
         {tdpolicy::Network::kToDtype, &Impl::lower_to_dtype},
         {tdpolicy::Network::kToTensorImage, &Impl::lower_to_tensor_image},
         {tdpolicy::Network::kAotiPackage, &Impl::lower_aoti_package},
+        {tdpolicy::Network::kUnflatten, &Impl::lower_unflatten},
     };
     if (spec.kind_case() == tdpolicy::Network::KIND_NOT_SET) throw SpecMismatch(path);
     network_spec = &spec;
@@ -1550,7 +1620,8 @@ struct FusedPlan::Impl {
     const auto& q = built_as<nn::QValueModuleImpl>(m, path);
     if (!heads.empty()) throw NotLowerable(absl::StrCat(path, ": a module after the probabilistic one"));
     if (q.distributional()) {
-      throw NotLowerable(absl::StrCat(path, ": a distributional q_value (its values are [atoms, actions])"));
+      distributional_q_value(q, path);
+      return;
     }
     Op op{Op::kQValue};
     op.in = find(q.options().action_value_key(), path);
@@ -1584,6 +1655,53 @@ struct FusedPlan::Impl {
         op.mask < 0 ? "" : absl::StrCat(", mask ", policy::key_string(*q.options().action_mask_key()));
     description.push_back(
         absl::StrCat(path, ": fused (QValue, ", nn::to_string(q.options().action_space()), mask, ")"));
+  }
+
+  // With a support: the logits [atoms, actions] (a vector of atoms * actions per row), their
+  // log-softmax over the atoms (masked), each action's expected value under the support, and the
+  // greedy action of those, as LibTorch's QValueModule; no chosen action value.
+  void distributional_q_value(const nn::QValueModuleImpl& q, const std::string& path) {
+    Op op{Op::kQValue};
+    op.atoms = q.options().support().size(0);
+    op.in = find_agents(q.options().action_value_key(), path);
+    const Slot& values = slots[op.in];
+    if (values.shape.size() != 2 || values.shape[0] != op.atoms || values.shape[1] > kMaxEvent) {
+      throw NotLowerable(absl::StrCat(path, ": a ", q.type_name(), " over ", q.options().action_value_key().to_string(),
+                                      " of per-environment shape [", absl::StrJoin(values.shape, ", "),
+                                      "]; the plan takes [", op.atoms, " atoms, at most ", kMaxEvent, " actions]"));
+    }
+    op.in_w = values.width;
+    op.out_w = values.shape[1];
+    op.w = put(q.options().support());
+    if (const auto& mask_key = q.options().action_mask_key()) {
+      // LibTorch's where(mask, values, lowest) over [B, atoms, actions]: a mask of per-environment
+      // shape [1, actions] broadcasts over the atoms, [atoms, actions] masks each value. One of
+      // [actions] is [B, actions], which LibTorch broadcasts against the batch dim, not per row.
+      op.mask = find_or_none(*mask_key);
+      if (op.mask < 0) find(*mask_key, path);  // the error naming the key
+      const Slot& mask = slots[op.mask];
+      const bool broadcast = mask.shape == std::vector<int64_t>{1, op.out_w};
+      if (!mask.boolean || !(broadcast || mask.shape == std::vector<int64_t>{op.atoms, op.out_w})) {
+        throw NotLowerable(absl::StrCat(path, ": a ", q.type_name(), "'s action mask ", mask_key->to_string(),
+                                        " of per-environment shape [", absl::StrJoin(mask.shape, ", "), "]",
+                                        mask.boolean ? "" : " that is not a bool input", "; over [", op.atoms, ", ",
+                                        op.out_w, "] values it takes a bool input of per-environment shape [1, ",
+                                        op.out_w, "] (or [", op.atoms, ", ", op.out_w,
+                                        "]), which LibTorch broadcasts over each row's atoms"));
+      }
+      op.mask_w = mask.width;
+    }
+    op.one_hot = q.options().action_space() == nn::ActionSpace::kOneHot;
+    const std::vector<NestedKey>& keys = q.out_keys_source();
+    op.expected = add_temp(op.out_w);
+    op.out = op.one_hot ? add_slot(keys[0], op.out_w, {op.out_w}, /*integer=*/true)
+                        : add_slot(keys[0], 1, {}, /*integer=*/true);
+    op.masked = add_slot(keys[1], op.in_w, {op.atoms, op.out_w});
+    ops.push_back(op);
+    const std::string mask =
+        op.mask < 0 ? "" : absl::StrCat(", mask ", policy::key_string(*q.options().action_mask_key()));
+    description.push_back(absl::StrCat(path, ": fused (DistributionalQValue, ", op.atoms, " atoms, ",
+                                       nn::to_string(q.options().action_space()), mask, ")"));
   }
 
   void egreedy(const tdpolicy::Module&, const nn::TensorDictModuleBase& m, const std::string& path) {
@@ -1662,8 +1780,9 @@ struct FusedPlan::Impl {
       const bool vector =
           in.shape.size() == 1 && (in.dtype == at::kFloat || in.dtype == at::kDouble || in.dtype == at::kBool);
       const bool state = in.state && in.dtype == at::kFloat;
-      // [n_agents, features] per environment, held flat: only a multi_agent_mlp reads it (find()).
-      const bool agents = in.shape.size() == 2 && in.dtype == at::kFloat;
+      // [n_agents, features] per environment, held flat: only a multi_agent_mlp reads it (find());
+      // a bool one only as a distributional q_value's mask.
+      const bool agents = in.shape.size() == 2 && (in.dtype == at::kFloat || in.dtype == at::kBool);
       const bool is_init = in.optional && in.dtype == at::kBool && in.numel_per_env() == 1;
       if (!vector && !state && !is_init && !agents) {
         input_problem = absl::StrCat("inputs[", i, "] (", in.name, "): the plan takes float32 vectors");
@@ -1809,6 +1928,12 @@ struct FusedPlan::Impl {
           break;
         }
         case Op::kQValue: {
+          if (op.atoms > 0) {
+            run_distributional_q_value(op, rows, arena.data() + op.w, at(op.in),
+                                       op.mask >= 0 ? at(op.mask) : nullptr, at(op.masked), at(op.expected),
+                                       at(op.out));
+            break;
+          }
           const float* values = at(op.in);
           float* action = at(op.out);
           float* chosen = at(op.out2);

@@ -1,9 +1,10 @@
 // The fused plan on TorchRL's TanhDelta (DDPG's deterministic actor), a QValueModule with an
-// action mask, MultiAgentMLP (its four centralized / share_params variants) and MAPPO's whole
-// actor (MultiAgentMLP, NormalParamExtractor per agent, a head with one log-prob per agent): each
-// lowers and equals the LibTorch actor at batch 1, 7 and 64 (actions exactly or to 1e-6, log-probs
-// to 1e-5, the same infinities), and the log-probs of the plan's own draws are LibTorch's log_prob
-// of those draws; what still runs on LibTorch is refused naming the module's path and why.
+// action mask, a DistributionalQValueModule behind an unflatten (with and without a mask, ties
+// included), MultiAgentMLP (its four centralized / share_params variants) and MAPPO's whole actor
+// (MultiAgentMLP, NormalParamExtractor per agent, a head with one log-prob per agent): each lowers
+// and equals the LibTorch actor at batch 1, 7 and 64 (actions exactly or to 1e-6, log-probs to
+// 1e-5, the same infinities), and the log-probs of the plan's own draws are LibTorch's log_prob of
+// those draws; what still runs on LibTorch is refused naming the module's path and why.
 #include <ATen/ATen.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
@@ -38,8 +39,8 @@ std::unique_ptr<Actor> load(const std::string& text, Backend backend) {
   return std::make_unique<Actor>(*std::move(policy), ActorOptions().backend(backend).run_self_tests(false));
 }
 
-// A float32 tensor kwarg in text format, of `shape` (default: a vector of the values).
-std::string tensor_value(const std::vector<float>& values, const std::string& shape = "") {
+// A float32 tensor in text format, of `shape` (default: a vector of the values): its fields in braces.
+std::string tensor_fields(const std::vector<float>& values, const std::string& shape = "") {
   std::string data;
   for (float v : values) {
     unsigned char bytes[4];
@@ -50,8 +51,13 @@ std::string tensor_value(const std::vector<float>& values, const std::string& sh
       data += octal;
     }
   }
-  return "tensor_value { dtype: FLOAT32 shape: " + (shape.empty() ? std::to_string(values.size()) : shape) +
-         " data: \"" + data + "\" }";
+  return "{ dtype: FLOAT32 shape: " + (shape.empty() ? std::to_string(values.size()) : shape) + " data: \"" + data +
+         "\" }";
+}
+
+// A float32 tensor kwarg in text format.
+std::string tensor_value(const std::vector<float>& values, const std::string& shape = "") {
+  return "tensor_value " + tensor_fields(values, shape);
 }
 
 // Runs both actors on `inputs` under `types` and compares every output key: integer ones
@@ -245,6 +251,131 @@ TEST(FusedParity, MaskedQValueActorsEqualLibTorchWithRowsThatAllowNoAction) {
       std::cout << "[ q_value ] " << name << ": max |fused - LibTorch| " << worst << "\n";
     }
   }
+}
+
+// ---- DistributionalQValueModule -------------------------------------------------------------
+
+constexpr int64_t kAtoms = 5, kActions = 4;
+
+// TorchRL's DistributionalQValueActor(MLP(out_features=(5, 4)), support=linspace(-2, 2, 5)) as
+// the exporter writes it: obs [6] -> mlp -> unflatten [5, 4] -> q_value with the support (its
+// log-softmax over the atoms is DistributionalDQNnet's). `mask_shape`: the bool input
+// action_mask's per-environment shape ("" for none). `standalone`: the unflatten is a module of
+// its own reading the mlp's output by key, instead of the network's last layer.
+std::string distributional_spec(const std::string& action_space, const std::string& mask_shape, bool standalone) {
+  const std::string mlp = "mlp { in_features: 6 hidden_sizes: [16] out_features: 20 activation: 'tanh' }";
+  std::string text = "inputs { key: 'observation' shape: 6 }\n";
+  if (!mask_shape.empty()) text += "inputs { key: 'action_mask' shape: " + mask_shape + " dtype: BOOL }\n";
+  text += "output_keys: 'action' output_keys: 'action_value'\nmodule { sequential {\n";
+  if (standalone) {
+    text += "  modules { network { in_keys: 'observation' out_keys: 'logits' network { " + mlp + " } } }\n" +
+            "  modules { network { in_keys: 'logits' out_keys: 'action_value' network { unflatten { sizes: [5, 4] } "
+            "} } }\n";
+  } else {
+    text += "  modules { network { in_keys: 'observation' out_keys: 'action_value' network { sequence { layers { " +
+            mlp + " } layers { unflatten { sizes: [5, 4] } } } } } }\n";
+  }
+  text += "  modules { q_value { action_space: '" + action_space + "' support " +
+          tensor_fields({-2.0f, -1.0f, 0.0f, 1.0f, 2.0f}) +
+          (mask_shape.empty() ? "" : " action_mask_key: 'action_mask'") + " } }\n} }\ninit_seed: 11";
+  return text;
+}
+
+TEST(FusedParity, DistributionalQValueEqualsLibTorchWithAndWithoutAMask) {
+  for (const std::string space : {"categorical", "one_hot"}) {
+    for (const std::string mask_shape : {"", "[1, 4]", "[5, 4]"}) {
+      for (bool standalone : {false, true}) {
+        const std::string name = "distributional q_value " + space + (mask_shape.empty() ? "" : ", mask ") +
+                                 mask_shape + (standalone ? ", unflatten module" : ", unflatten layer");
+        const std::string text = distributional_spec(space, mask_shape, standalone);
+        auto fused = load(text, Backend::kFused);
+        auto reference = load(text, Backend::kLibTorch);
+        ASSERT_TRUE(fused && reference) << name;
+        ASSERT_OK(fused->describe().fused_status);
+        double worst = 0;
+        for (int64_t batch : {1, 7, 64}) {
+          at::manual_seed(batch);
+          TensorDict obs({batch});
+          obs.set("observation", at::randn({batch, 6}) * 3);
+          if (!mask_shape.empty()) {
+            at::Tensor mask = at::rand({batch, mask_shape == "[1, 4]" ? 1 : kAtoms, kActions}) > 0.4;
+            if (batch > 1) mask[1].fill_(false);  // a row that allows nothing: every value finfo.min
+            if (batch > 2) mask[2].fill_(true);
+            obs.set("action_mask", mask);
+          }
+          worst = std::max(worst, expect_same_outputs(*fused, *reference, obs,
+                                                      {InteractionType::kDeterministic, InteractionType::kMode}, name));
+          const TensorDict out = fused->act(obs, InteractionType::kDeterministic);
+          EXPECT_EQ(out.get("action_value").sizes(), (std::vector<int64_t>{batch, kAtoms, kActions})) << name;
+        }
+        std::cout << "[ q_value ] " << name << ": max |fused - LibTorch| " << worst << "\n";
+      }
+    }
+  }
+}
+
+// The logits given as an input [5, 4] whose actions 1 and 3 have the same atoms: their expected
+// values tie exactly, and both backends pick the first (categorical) or both (one_hot).
+TEST(FusedParity, DistributionalQValueBreaksTiesAsLibTorch) {
+  for (const std::string space : {"categorical", "one_hot"}) {
+    for (bool masked : {false, true}) {
+      const std::string name = "distributional q_value ties, " + space + (masked ? ", mask [1, 4]" : "");
+      const std::string text =
+          std::string("inputs { key: 'action_value' shape: [5, 4] }\n") +
+          (masked ? "inputs { key: 'action_mask' shape: [1, 4] dtype: BOOL }\n" : "") +
+          "output_keys: 'action' output_keys: 'action_value'\n"
+          "module { q_value { action_space: '" +
+          space + "' support " + tensor_fields({-2.0f, -1.0f, 0.0f, 1.0f, 2.0f}) +
+          (masked ? " action_mask_key: 'action_mask'" : "") + " } }\ninit_seed: 1";
+      auto fused = load(text, Backend::kFused);
+      auto reference = load(text, Backend::kLibTorch);
+      ASSERT_TRUE(fused && reference) << name;
+      ASSERT_OK(fused->describe().fused_status);
+      const int64_t batch = 16;
+      at::manual_seed(3);
+      at::Tensor logits = at::randn({batch, kAtoms, kActions});
+      // Action 1 is the best by far, and action 3 its copy.
+      logits.select(-1, 1).copy_(at::tensor({-9.0f, -9.0f, -9.0f, 0.0f, 9.0f}).expand({batch, kAtoms}));
+      logits.select(-1, 3).copy_(logits.select(-1, 1));
+      TensorDict obs({batch});
+      obs.set("action_value", logits);
+      if (masked) {
+        at::Tensor mask = at::ones({batch, 1, kActions}, at::kBool);
+        mask.slice(0, 0, batch / 2).select(-1, 1).fill_(false);  // half the rows: only action 3 is the best
+        obs.set("action_mask", mask);
+      }
+      expect_same_outputs(*fused, *reference, obs, {InteractionType::kDeterministic}, name);
+      const at::Tensor action = fused->act(obs, InteractionType::kDeterministic).get("action");
+      const at::Tensor tied = space == "one_hot" ? action.narrow(0, batch / 2, batch / 2).sum(-1)
+                                                 : action.narrow(0, batch / 2, batch / 2);
+      EXPECT_TRUE(tied.eq(space == "one_hot" ? 2 : 1).all().item<bool>()) << name << "\n" << action;
+      if (masked) {
+        const at::Tensor alone = action.narrow(0, 0, batch / 2);
+        EXPECT_TRUE((space == "one_hot" ? alone.argmax(-1) : alone).eq(3).all().item<bool>()) << name;
+      }
+    }
+  }
+}
+
+TEST(FusedLowering, DistributionalQValueAndUnflattenRefusalsNameTheModule) {
+  // A mask of per-environment shape [4] is [B, 4], which LibTorch broadcasts against the batch dim.
+  auto actor = load(distributional_spec("categorical", "4", false), Backend::kAuto);
+  ASSERT_TRUE(actor);
+  EXPECT_EQ(std::string(actor->describe().fused_status.message()),
+            "not lowerable to the fused CPU plan: module.sequential.modules[1]: a DistributionalQValueModule's "
+            "action mask 'action_mask' of per-environment shape [4]; over [5, 4] values it takes a bool input of "
+            "per-environment shape [1, 4] (or [5, 4]), which LibTorch broadcasts over each row's atoms");
+  // A layer reading the [5, 4] an unflatten writes would run over its last dim.
+  actor = load(
+      "inputs { key: 'observation' shape: 6 } output_keys: 'y'\n"
+      "module { network { in_keys: 'observation' out_keys: 'y' network { sequence {\n"
+      "  layers { unflatten { sizes: [2, 3] } } layers { linear { in_features: 3 out_features: 2 } } } } } }\n"
+      "init_seed: 1",
+      Backend::kAuto);
+  ASSERT_TRUE(actor);
+  EXPECT_EQ(std::string(actor->describe().fused_status.message()),
+            "not lowerable to the fused CPU plan: module.network.network.sequence.layers[1]: a layer after an "
+            "unflatten (it reads per-environment shape [2, 3]; the plan's layers read vectors)");
 }
 
 // ---- MultiAgentMLP ------------------------------------------------------------------------

@@ -65,7 +65,7 @@ TEST(Kinds, AMissingKindListsTheProtosKinds) {
             "t.pbtxt: module.network.network: no network kind is set (hint: one of mlp, linear, gru_cell, "
             "lstm_cell, torchscript, mapping, normal_param_extractor, add_state_independent_normal_scale, one_hot, "
             "cat, sequence, activation, conv2d, flatten, layer_norm, dueling, multi_agent_mlp, observation_norm, "
-            "to_dtype, to_tensor_image, aoti_package)");
+            "to_dtype, to_tensor_image, aoti_package, unflatten)");
 }
 
 TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
@@ -77,7 +77,7 @@ TEST(Kinds, ExportingAnUnknownNetworkListsTheExportableClasses) {
             "export_spec: module: a TensorDictModule around a function cannot be written to a spec (supported: Mlp, "
             "Linear, GruCell, LstmCell, MappingModule, NormalParamExtractor, AddStateIndependentNormalScale, OneHot, "
             "Cat, Sequence, Activation, Conv2d, Flatten, LayerNorm, Dueling, MultiAgentMlp, ObservationNorm, ToDtype, "
-            "ToTensorImage)");
+            "ToTensorImage, Unflatten)");
 }
 
 // One network module per kind a C++ tree exports to, every field given (export writes defaults
@@ -118,6 +118,7 @@ TEST(Kinds, EachNetworkKindExportsWhatItBuilds) {
              }
            })pb",
       R"pb(in_keys: "p" out_keys: "y" network { flatten { num_dims: 2 } })pb",
+      R"pb(in_keys: "p" out_keys: "y" network { unflatten { sizes: [2, 1, 3] } })pb",
       R"pb(in_keys: "x" out_keys: "y" network { layer_norm { normalized_shape: 4 eps: 0.001 no_affine: true } })pb",
       R"pb(in_keys: "p" out_keys: "y"
            network {

@@ -1,4 +1,4 @@
-// The layer kinds (sequence, activation, conv2d, flatten, layer_norm, dueling): each validation
+// The layer kinds (sequence, activation, conv2d, flatten, unflatten, layer_norm, dueling): each validation
 // error, exactly, with the field path of the layer at fault; what a built policy computes, against
 // LibTorch's own functions on the same parameters.
 #include "sdk/nn/biased_softplus.h"
@@ -72,7 +72,8 @@ TEST(Layers, SequenceErrorsNameTheLayer) {
                                         "observation_norm",
                                         "to_dtype",
                                         "to_tensor_image",
-                                        "aoti_package"},
+                                        "aoti_package",
+                                        "unflatten"},
                                        ", "),
                          ")"));
   EXPECT_EQ(error_of("'observation'", "'y'",
@@ -213,6 +214,51 @@ TEST(Layers, Conv2dReadsAnyBatchDimsAndTheDuelingHeadIsTorchRLs) {
   const TensorDict out = testing::run(policy, TensorDict({{"pixels", x}}, {2, 3}), nn::InteractionType::kDeterministic);
   EXPECT_EQ(out.get("q").sizes(), (std::vector<int64_t>{2, 3, 5}));
   EXPECT_TRUE(at::allclose(out.get("q"), v + a - a.mean(-1, true)));
+}
+
+TEST(Layers, UnflattenErrorsNameTheSizes) {
+  EXPECT_EQ(error_of("'observation'", "'y'", "unflatten {}"),
+            absl::StrCat(kPath, "unflatten.sizes: an unflatten splits the last dim into at least one size"));
+  EXPECT_EQ(error_of("'observation'", "'y'", "unflatten { sizes: [2, 0] }"),
+            absl::StrCat(kPath, "unflatten.sizes[1]: must be positive, got 0"));
+  EXPECT_EQ(error_of("'observation'", "'y'", "unflatten { sizes: [3, 2] }"),
+            absl::StrCat(kPath,
+                         "unflatten.sizes: the sizes [3, 2] multiply to 6 but the input has per-environment shape [4] "
+                         "(hint: sizes whose product is the input's last dim, 4)"));
+  EXPECT_EQ(error_of("'pixels'", "'y'", "unflatten { sizes: [4, 4] }"),
+            absl::StrCat(kPath,
+                         "unflatten.sizes: the sizes [4, 4] multiply to 16 but the input has per-environment shape "
+                         "[3, 8, 8] (hint: sizes whose product is the input's last dim, 8)"));
+  EXPECT_EQ(error_of("'observation'", "'y'", "unflatten { sizes: [4611686018427387904, 4] }"),
+            absl::StrCat(kPath, "unflatten.sizes: the sizes [4611686018427387904, 4] multiply past int64"));
+  EXPECT_EQ(error_of("['observation', 'pixels']", "'y'", "unflatten { sizes: 4 }"),
+            "t.pbtxt: module.network.in_keys: an unflatten reads 1 key(s), got 2");
+  // The shape it writes is what the next layer reads.
+  EXPECT_EQ(error_of("'observation'", "'y'",
+                     "sequence { layers { unflatten { sizes: [2, 2] } }"
+                     "           layers { linear { in_features: 4 out_features: 2 } } }"),
+            absl::StrCat(kPath,
+                         "sequence.layers[1].in_keys[0]: the input has shape [2, 2] but linear.in_features is 4 "
+                         "(hint: make the declared input shape and the layer size agree)"));
+}
+
+// TorchRL's MLP(out_features=(atoms, actions)) as the exporter writes it: its mlp, then an
+// unflatten of the last dim, [B, atoms * actions] -> [B, atoms, actions].
+TEST(Layers, AnUnflattenAfterAnMlpWritesTheAtomsAndActions) {
+  ASSERT_OK_AND_ASSIGN(Policy policy, build_policy(spec_of("'observation'", "'action_value'",
+                                                           "sequence {"
+                                                           "  layers { mlp { in_features: 4 hidden_sizes: 8"
+                                                           "                 out_features: 6 activation: 'relu' } }"
+                                                           "  layers { unflatten { sizes: [3, 2] } } }"),
+                                                   "t.pbtxt", "."));
+  auto p = parameters_of(policy);
+  const at::Tensor x = at::randn({5, 4});
+  const at::Tensor h = at::relu(at::linear(x, p["module.layers.0.layers.0.weight"], p["module.layers.0.layers.0.bias"]));
+  const at::Tensor flat = at::linear(h, p["module.layers.0.layers.2.weight"], p["module.layers.0.layers.2.bias"]);
+  const TensorDict out =
+      testing::run(policy, TensorDict({{"observation", x}}, {5}), nn::InteractionType::kDeterministic);
+  EXPECT_EQ(out.get("action_value").sizes(), (std::vector<int64_t>{5, 3, 2}));
+  EXPECT_TRUE(at::allclose(out.get("action_value"), flat.reshape({5, 3, 2})));
 }
 
 TEST(Layers, ActivationsTakeTorchsArguments) {

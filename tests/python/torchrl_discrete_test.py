@@ -60,9 +60,11 @@ def random_mask(batch, n=ACTIONS):
     return mask
 
 
-def atoms_net(atoms, n=ACTIONS):
-    """[..., 3] -> [..., atoms, n]: the spec has no reshaping layer, so TorchScript carries it."""
-    return torch.jit.script(nn.Sequential(nn.Linear(3, atoms * n), nn.Unflatten(-1, (atoms, n))))
+def atoms_net(atoms, n=ACTIONS, script=False):
+    """[..., 3] -> [..., atoms, n] as users write it: a Linear and an nn.Unflatten (the spec's
+    sequence with an unflatten layer), or that network in TorchScript."""
+    net = nn.Sequential(nn.Linear(3, atoms * n), nn.Unflatten(-1, (atoms, n)))
+    return torch.jit.script(net) if script else net
 
 
 class TorchRLDiscreteTest(unittest.TestCase):
@@ -148,9 +150,10 @@ class TorchRLDiscreteTest(unittest.TestCase):
         td = TensorDict({"observation": torch.randn(BATCH, 3), "action_mask": random_mask(BATCH)}, [BATCH])
         self.export_and_check(actor, td, "dqn_one_hot_mask.json", fused=True)
 
-    def test_distributional_q_value_actor(self):
+    def test_distributional_q_value_actor_torchscript(self):
         support = torch.linspace(-2.0, 2.0, 5)
-        actor = DistributionalQValueActor(TensorDictModule(atoms_net(5), ["observation"], ["action_value"]),
+        actor = DistributionalQValueActor(TensorDictModule(atoms_net(5, script=True), ["observation"],
+                                                           ["action_value"]),
                                           support=support, spec=OneHot(ACTIONS))
         td = TensorDict({"observation": torch.randn(BATCH, 3) * 2}, [BATCH])
         spec, report = self.export_and_check(actor, td, "distributional.pbtxt")
@@ -158,10 +161,63 @@ class TorchRLDiscreteTest(unittest.TestCase):
         modules = spec.module.sequential.modules
         self.assertEqual(len(modules), 2)  # the DQNnet's log-softmax is the q_value's
         self.assertEqual(list(modules[1].q_value.support.shape), [5])
+        self.assertIn("module: LibTorch (not lowerable to the fused CPU plan: module.sequential.modules[0]: a "
+                      "TensorDictModule around TorchScript", self.describe(self.path("distributional.pbtxt")))
+
+    def describe(self, path):
+        result = subprocess.run([os.environ["TDP_BIN"], "describe", path], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return result.stdout
+
+    def test_distributional_q_value_actor_mlp_as_in_torchrl_docs(self):
+        # TorchRL's DistributionalQValueActor docstring: MLP(out_features=(nbins, 4), depth=2), its
+        # LazyLinear materialized by the first call; the actor adds the DistributionalDQNnet.
+        nbins = 3
+        for fmt, space in [("pbtxt", OneHot(ACTIONS)), ("pb", Categorical(ACTIONS)), ("json", OneHot(ACTIONS))]:
+            with self.subTest(fmt=fmt, spec=type(space).__name__):
+                actor = DistributionalQValueActor(module=MLP(out_features=(nbins, ACTIONS), depth=2),
+                                                  support=torch.arange(nbins), spec=space)
+                td = TensorDict({"observation": torch.randn(5, 4) * 2}, [5])
+                actor(td.clone())
+                name = "distributional_mlp.%s" % fmt
+                spec, report = self.export_and_check(actor, td, name, fused=True)
+                self.assertEqual(self.entries(report), {"observation", "action", "action_value"})
+                network = spec.module.sequential.modules[0].network.network
+                self.assertEqual([layer.WhichOneof("kind") for layer in network.sequence.layers], ["mlp", "unflatten"])
+                self.assertEqual(list(network.sequence.layers[1].unflatten.sizes), [nbins, ACTIONS])
+                self.assertEqual(list(spec.module.sequential.modules[1].q_value.support.shape), [nbins])
+                self.assertRegex(self.describe(self.path(name)), r"modules\[1\]: fused \(DistributionalQValue")
+                out = self.run_tdp(self.path(name), td, "deterministic", 0, backend="fused")
+                self.assertEqual(list(out["action_value"].shape), [5, nbins, ACTIONS])
+
+    def test_distributional_q_value_actor_unflatten_with_mask(self):
+        # The nn.Sequential(Linear, Unflatten) users write, a mask [..., 1, actions] (TorchRL
+        # masks the [..., atoms, actions] values with torch.where), categorical and one-hot. The
+        # module is written out: DistributionalQValueActor(action_mask_key=...) would log-softmax
+        # the mask too (its DistributionalDQNnet reads the q-value module's in_keys).
+        support = torch.linspace(-2.0, 2.0, 5)
+        for fmt, space in [("pbtxt", "categorical"), ("json", "one_hot"), ("pb", "one_hot")]:
+            with self.subTest(fmt=fmt, space=space):
+                actor = TensorDictSequential(
+                    TensorDictModule(atoms_net(5), ["observation"], ["action_value"]),
+                    DistributionalDQNnet(),
+                    DistributionalQValueModule(action_space=space, support=support, action_mask_key="action_mask"))
+                td = TensorDict({"observation": torch.randn(BATCH, 3) * 2,
+                                 "action_mask": random_mask(BATCH).unsqueeze(-2)}, [BATCH])
+                name = "distributional_unflatten_%s.%s" % (space, fmt)
+                spec, report = self.export_and_check(actor, td, name, fused=True)
+                layers = spec.module.sequential.modules[0].network.network.sequence.layers
+                self.assertEqual([layer.WhichOneof("kind") for layer in layers], ["linear", "unflatten"])
+                # The fused plan's action is Python's. (Not always an allowed one: TorchRL gives a
+                # masked-out action the expected value 0, exp(finfo.min) = 0 on every atom, which
+                # beats allowed actions whose expected values are negative.)
+                out = self.run_tdp(self.path(name), td, "deterministic", 0, backend="fused")
+                self.assertTrue(torch.equal(out["action"].long(), actor(td.clone())["action"]))
 
     def test_distributional_q_value_module_categorical_with_mask(self):
         actor = TensorDictSequential(
-            TensorDictModule(atoms_net(3), ["observation"], ["action_value"]),
+            TensorDictModule(atoms_net(3, script=True), ["observation"], ["action_value"]),
             DistributionalDQNnet(),
             DistributionalQValueModule(action_space="categorical", support=torch.arange(3),
                                        action_mask_key="action_mask"))

@@ -9,7 +9,7 @@ extern const ModuleKind kSequential, kProbabilisticSequential, kNetwork, kProbab
     kTanh, kLstm, kGru;
 extern const NetworkKind kMlp, kLinear, kGruCell, kLstmCell, kTorchScript, kMapping, kNormalParamExtractor,
     kAddStateIndependentNormalScale, kOneHot, kCat, kSequence, kActivation, kConv2d, kFlatten, kLayerNorm, kDueling,
-    kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage;
+    kMultiAgentMlp, kObservationNorm, kToDtype, kToTensorImage, kAotiPackage, kUnflatten;
 
 const std::vector<const ModuleKind*>& module_kinds() {
   static const std::vector<const ModuleKind*> kinds = {&kSequential, &kProbabilisticSequential, &kNetwork, &kProbabilistic,
@@ -21,7 +21,8 @@ const std::vector<const NetworkKind*>& network_kinds() {
   static const std::vector<const NetworkKind*> kinds = {
       &kMlp,     &kLinear,  &kGruCell, &kLstmCell, &kTorchScript, &kMapping, &kNormalParamExtractor,
       &kAddStateIndependentNormalScale, &kOneHot, &kCat, &kSequence, &kActivation, &kConv2d, &kFlatten,
-      &kLayerNorm, &kDueling, &kMultiAgentMlp, &kObservationNorm, &kToDtype, &kToTensorImage, &kAotiPackage};
+      &kLayerNorm, &kDueling, &kMultiAgentMlp, &kObservationNorm, &kToDtype, &kToTensorImage, &kAotiPackage,
+      &kUnflatten};
   return kinds;
 }
 

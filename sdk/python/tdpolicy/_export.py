@@ -565,9 +565,6 @@ class _Walker:
         """Linear, ([LayerNorm,] activation, Linear)*, [activation]: tdpolicy.Mlp's layer order, so
         the layer indices (and parameter names under `layers.`) are the same in C++."""
         self.arity(seq, path, n_in, n_out, 1, 1, "an mlp")
-        if TorchRLMLP is not None and isinstance(seq, TorchRLMLP) and getattr(seq, "_reshape_out", False):
-            raise ExportError(path, seq, "out_features=%r reshapes the output; tdpolicy's mlp writes a flat "
-                              "last dim" % (seq.out_features,))
         layers = list(seq._modules.values())  # a module used twice (tied) at each place: children() dedups
         names = list(seq._modules)
         if names != [str(i) for i in range(len(layers))]:
@@ -670,10 +667,22 @@ class _Walker:
 
     def sequential(self, seq, path, n_in, n_out, python, cpp, msg):
         """An nn.Sequential (TorchRL's MLP among them): mlp when it is tdpolicy.Mlp's layer pattern
-        (the fused plan's fast path), else a sequence of layers."""
+        (the fused plan's fast path), else a sequence of layers. TorchRL's MLP with a tuple
+        out_features (its output viewed as [..., *out_features]) is a sequence of that network
+        (parameters under "layers.0.") and an unflatten."""
         if TorchRLMLP is not None and isinstance(seq, TorchRLMLP) and getattr(seq, "_reshape_out", False):
-            raise ExportError(path, seq, "out_features=%r reshapes the output; tdpolicy's mlp and sequence write "
-                              "a flat last dim" % (seq.out_features,))
+            self.arity(seq, path, n_in, n_out, None, 1, "an MLP with a tuple out_features")
+            sizes = [int(s) for s in seq.out_features]
+            inner = msg.sequence.layers.add()
+            if n_in == 1:
+                try:
+                    self.mlp(seq, path, n_in, 1, python, cpp + "layers.0.", inner.mlp)
+                except ExportError:
+                    inner.ClearField("mlp")
+            if not inner.HasField("mlp"):
+                self.sequence(seq, path, n_in, 1, python, cpp + "layers.0.", inner.sequence)
+            msg.sequence.layers.add().unflatten.sizes.extend(sizes)
+            return
         if n_in == 1 and n_out == 1:
             try:
                 self.mlp(seq, path, n_in, n_out, python, cpp, msg.mlp)  # adds parameters only on success
@@ -750,8 +759,8 @@ class _Walker:
         return shape
 
     def layer(self, net, path, n_in, n_out, msg, python=None, cpp=None):
-        """torch.nn's activations, LayerNorm, Conv2d, Flatten and TorchRL's SquashDims /
-        SqueezeLayer as their network kinds; False for anything else."""
+        """torch.nn's activations, LayerNorm, Conv2d, Flatten, Unflatten (of the last dim) and
+        TorchRL's SquashDims / SqueezeLayer as their network kinds; False for anything else."""
         cpp = self.cpp_prefix + "module." if cpp is None else cpp
         python = self.python_prefix + "module." if python is None else python
         kind = type(net)
@@ -787,6 +796,18 @@ class _Walker:
             if end != rank - 1:
                 raise ExportError(path, net, "end_dim=%d: tdpolicy's flatten joins the last dims" % net.end_dim)
             self.flatten(net, path, rank - start, rank, msg)
+            return True
+        if kind is nn.Unflatten:
+            self.arity(net, path, n_in, n_out, 1, 1, "an unflatten")
+            if not isinstance(net.dim, int):
+                raise ExportError(path, net, "a named dim %r: tdpolicy's unflatten splits the last dim" % (net.dim,))
+            if net.dim != -1 and net.dim % len(self.input_shape(net, path)) != len(self.input_shape(net, path)) - 1:
+                raise ExportError(path, net, "dim=%d: tdpolicy's unflatten splits the last dim (dim=-1)" % net.dim)
+            sizes = [int(s) for s in net.unflattened_size]
+            if any(s < 1 for s in sizes):
+                raise ExportError(path, net, "unflattened_size=%r: tdpolicy's unflatten takes the sizes, each "
+                                  "positive (no -1)" % (tuple(net.unflattened_size),))
+            msg.unflatten.sizes.extend(sizes)
             return True
         if kind is TorchRLSquashDims:
             self.arity(net, path, n_in, n_out, 1, 1, "a flatten (SquashDims)")
