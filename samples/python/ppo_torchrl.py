@@ -33,6 +33,7 @@ return is below --target (the task's default: CartPole 475, Pendulum -250, HalfC
 """
 
 import argparse
+import collections
 import os
 import sys
 import tempfile
@@ -222,13 +223,14 @@ def add_training_args(parser, env="cartpole", **defaults):
     parser.add_argument("--target", type=float, default=cfg["target"],
                         help="the C++ evaluation's mean return needed for exit status 0")
     parser.add_argument("--stop_at", type=float, default=cfg["stop_at"],
-                        help="stop training once the finished episodes of two batches in a row average this")
+                        help="stop training once the last 20 finished training episodes average this")
     parser.add_argument("--eval_episodes", type=int, default=cfg["eval_episodes"])
 
 
 def train(collector, policy, value, args):
     """PPO on the collector's batches (GAE, ClipPPOLoss, minibatches from a replay buffer), the
-    policy's weights sent to the collector after each update; stops early at --stop_at.
+    policy's weights sent to the collector after each update; stops early once the last 20
+    finished episodes average --stop_at.
     Returns (frames, seconds collecting, seconds training)."""
     loss = ClipPPOLoss(policy, value, clip_epsilon=0.2, entropy_bonus=False, normalize_advantage=True,
                        loss_critic_type=args.critic_loss, critic_coeff=args.critic_coef)
@@ -238,7 +240,8 @@ def train(collector, policy, value, args):
                           batch_size=args.minibatch)
     batches = -(-args.total_frames // args.frames_per_batch)
     running = None
-    frames, good, iteration = 0, 0, 0
+    frames, iteration = 0, 0
+    recent = collections.deque(maxlen=20)
     collect_s = train_s = 0.0
     start = time.perf_counter()
     for batch in collector:
@@ -271,8 +274,8 @@ def train(collector, policy, value, args):
         mean = sum(returns) / len(returns) if returns else float("nan")
         print("frames %7d  episodes %3d  mean return %7.1f  collect %.2fs  train %.2fs"
               % (frames, len(returns), mean, collect_s, train_s), flush=True)
-        good = good + 1 if returns and args.stop_at is not None and mean >= args.stop_at else 0
-        if good >= 2:
+        recent.extend(returns)
+        if args.stop_at is not None and len(recent) == recent.maxlen and sum(recent) / len(recent) >= args.stop_at:
             break
         start = time.perf_counter()
     return frames, collect_s, train_s
