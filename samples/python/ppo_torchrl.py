@@ -43,6 +43,7 @@ import warnings
 import torch
 from torch import nn
 
+from tensordict import TensorDict
 from tensordict.nn import AddStateIndependentNormalScale, NormalParamExtractor, TensorDictModule, TensorDictSequential
 from torchrl.data import LazyTensorStorage, ReplayBuffer
 from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
@@ -87,8 +88,6 @@ def observation_stats(env, steps=1000, num_envs=8, seed=12345):
     generator = torch.Generator().manual_seed(seed)
     act_dim = env_sizes(env)[1]
     seen = [obs]
-    from tensordict import TensorDict
-
     for _ in range(steps):
         action = low + (high - low) * torch.rand(num_envs, act_dim, generator=generator)
         obs = sim.step(TensorDict(action=action, batch_size=[num_envs]))["observation"]
@@ -183,8 +182,6 @@ def finished_returns(batch, running):
 def evaluate_in_cpp(policy, env="cartpole", episodes=16, seed=1):
     """tdpolicy.export, then the C++ Actor (deterministic) on the C++ task: (mean episode return,
     the exported spec's path)."""
-    from tensordict import TensorDict
-
     obs_dim = env_sizes(env)[0]
     folder = tempfile.mkdtemp(prefix="ppo_torchrl_")
     path = os.path.join(folder, "%s_ppo.pbtxt" % env)
