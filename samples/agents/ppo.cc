@@ -237,7 +237,6 @@ class RunningMeanStd {
   at::Tensor mean() const { return at::tensor(mean_, at::kDouble); }
   // sqrt(var + epsilon): what Gymnasium's normalizing wrappers divide by.
   at::Tensor std(double epsilon = 1e-8) const { return (at::tensor(var_, at::kDouble) + epsilon).sqrt(); }
-  double std_of(int64_t j, double epsilon = 1e-8) const { return std::sqrt(var_[j] + epsilon); }
 
  private:
   std::vector<double> mean_, var_;
@@ -338,7 +337,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
     return observation_stats.normalize(raw, observation_clip).view(raw.sizes());
   };
   if (observation_norm != nullptr) {
-    observation_norm->set_statistics(at::zeros({obs_dim}), at::ones({obs_dim}));
+    observation_norm->set_statistics(at::zeros_like(observation_norm->loc), at::ones_like(observation_norm->scale));
   }
   auto write_observation_stats = [&] {
     if (observation_norm == nullptr) return;
