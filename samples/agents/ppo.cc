@@ -184,28 +184,62 @@ class FlatParameters {
 
 // Gymnasium's RunningMeanStd (wrappers/utils.py): the mean and population variance of every
 // batch given to update(), combined in float64 by the parallel algorithm; count starts at 1e-4.
+// Plain loops over doubles: it is updated on every environment step, where a dozen LibTorch
+// kernel calls on an [1, 11] tensor would cost more than the step itself.
 class RunningMeanStd {
  public:
-  explicit RunningMeanStd(int64_t dim)
-      : mean_(at::zeros({dim}, at::kDouble)), var_(at::ones({dim}, at::kDouble)) {}
+  explicit RunningMeanStd(int64_t dim) : mean_(dim, 0.0), var_(dim, 1.0) {}
 
-  // x: [n, dim].
+  // x: [n, dim], any floating dtype.
   void update(const at::Tensor& x) {
-    const at::Tensor batch = x.to(at::kDouble).reshape({x.size(0), mean_.size(0)});
-    const double n = static_cast<double>(batch.size(0));
-    const at::Tensor delta = batch.mean(0) - mean_;
-    const double total = count_ + n;
-    const at::Tensor m2 = var_ * count_ + batch.var(0, /*unbiased=*/false) * n + delta.square() * (count_ * n / total);
-    mean_ = mean_ + delta * (n / total);
-    var_ = m2 / total;
+    const int64_t dim = static_cast<int64_t>(mean_.size());
+    const at::Tensor rows = x.to(at::kDouble).reshape({-1, dim}).contiguous();
+    const int64_t n = rows.size(0);
+    if (n == 0) return;
+    const double* data = rows.data_ptr<double>();
+    const double total = count_ + static_cast<double>(n);
+    for (int64_t j = 0; j < dim; ++j) {
+      double batch_mean = 0;
+      for (int64_t i = 0; i < n; ++i) batch_mean += data[i * dim + j];
+      batch_mean /= static_cast<double>(n);
+      double batch_var = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = data[i * dim + j] - batch_mean;
+        batch_var += d * d;
+      }
+      batch_var /= static_cast<double>(n);
+      const double delta = batch_mean - mean_[j];
+      const double m2 = var_[j] * count_ + batch_var * n + delta * delta * (count_ * n / total);
+      mean_[j] += delta * (n / total);
+      var_[j] = m2 / total;
+    }
     count_ = total;
   }
-  const at::Tensor& mean() const { return mean_; }
+
+  // (x - mean) / sqrt(var + epsilon), clamped to [-clip, clip] when clip > 0: Gymnasium's
+  // NormalizeObservation (then CleanRL's clip), computed in float64; x: [n, dim] -> float32.
+  at::Tensor normalize(const at::Tensor& x, double clip, double epsilon = 1e-8) const {
+    const int64_t dim = static_cast<int64_t>(mean_.size());
+    const at::Tensor rows = x.to(at::kDouble).reshape({-1, dim}).contiguous();
+    at::Tensor out = at::empty({rows.size(0), dim}, at::kFloat);
+    const double* in = rows.data_ptr<double>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < rows.size(0); ++i) {
+      for (int64_t j = 0; j < dim; ++j) {
+        double v = (in[i * dim + j] - mean_[j]) / std::sqrt(var_[j] + epsilon);
+        if (clip > 0) v = std::clamp(v, -clip, clip);
+        o[i * dim + j] = static_cast<float>(v);
+      }
+    }
+    return out;
+  }
+
+  at::Tensor mean() const { return at::tensor(mean_, at::kDouble); }
   // sqrt(var + epsilon): what Gymnasium's normalizing wrappers divide by.
-  at::Tensor std(double epsilon = 1e-8) const { return (var_ + epsilon).sqrt(); }
+  at::Tensor std(double epsilon = 1e-8) const { return (at::tensor(var_, at::kDouble) + epsilon).sqrt(); }
 
  private:
-  at::Tensor mean_, var_;
+  std::vector<double> mean_, var_;
   double count_ = 1e-4;
 };
 
@@ -288,12 +322,27 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
     if (!norm.ok()) return norm.status();
     observation_norm = *std::move(norm);
   }
+  // Gymnasium's NormalizeObservation, as CleanRL wraps each environment in it: every observation
+  // (the first, each step's, and the last one of an episode before the reset) updates the
+  // statistics, then is normalized with them. So the rollout's observations are normalized as they
+  // arrive and stored normalized; while training, the policy's ObservationNorm is the identity
+  // (loc 0, scale 1: its clip leaves an already clipped input as it is), and it gets the final
+  // statistics when training ends, so the saved policy is fed raw observations.
   RunningMeanStd observation_stats(obs_dim);
-  // Writes the statistics into the policy (the next rollout's normalization, once the rollout
-  // actor is refreshed).
+  const double observation_clip =
+      observation_norm != nullptr ? observation_norm->options().clip().value_or(0.0) : 0.0;
+  auto observe = [&](const at::Tensor& raw) {
+    if (observation_norm == nullptr) return raw;
+    observation_stats.update(raw);
+    return observation_stats.normalize(raw, observation_clip).view(raw.sizes());
+  };
+  if (observation_norm != nullptr) {
+    observation_norm->set_statistics(at::zeros_like(observation_norm->loc), at::ones_like(observation_norm->scale));
+  }
   auto write_observation_stats = [&] {
-    observation_norm->set_statistics(observation_stats.mean().to(at::kFloat),
-                                     observation_stats.std().to(at::kFloat));
+    if (observation_norm == nullptr) return;
+    observation_norm->set_statistics(observation_stats.mean().to(at::kFloat).view(observation_norm->loc.sizes()),
+                                     observation_stats.std().to(at::kFloat).view(observation_norm->scale.sizes()));
   };
 
   at::manual_seed(config.seed);  // the critic's initialization
@@ -304,9 +353,9 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
     orthogonal_init(*actor, /*last_gain=*/0.01);
     orthogonal_init(*critic, /*last_gain=*/1.0);
   }
-  // The critic sees the observation the policy sees after its ObservationNorm.
+  // The critic reads the observations the policy reads (normalized when normalize_observations).
   auto value_of = [&](const at::Tensor& obs) {
-    TensorDict td({{"observation", observation_norm ? observation_norm->forward(obs) : obs}}, {obs.size(0)});
+    TensorDict td({{"observation", obs}}, {obs.size(0)});
     return critic->forward(td).get("state_value").squeeze(-1);
   };
   RunningMeanStd return_stats(1);
@@ -328,15 +377,10 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
   at::Tensor obs;
   {
     at::NoGradGuard no_grad;
-    obs = env.reset(config.seed).get("observation");
-  }
-  if (observation_norm) {
-    // Gymnasium's wrapper counts the first observations too.
-    observation_stats.update(obs);
-    write_observation_stats();
+    obs = observe(env.reset(config.seed).get("observation"));
   }
   // The rollout actor runs on a copy of the weights: one refresh for the initialization and the
-  // first statistics.
+  // identity normalization.
   if (config.orthogonal_init || observation_norm) {
     if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
   }
@@ -375,6 +419,17 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         const at::Tensor terminated = out.get("terminated").reshape({N});
         const at::Tensor truncated = out.get("truncated").reshape({N});
         const at::Tensor done = terminated | truncated;
+        // The episode's last observation counts before the reset's (the order in which a wrapped
+        // Gymnasium environment sees them); only truncated ones are read again, to bootstrap.
+        at::Tensor final_obs;
+        if (observation_norm != nullptr || config.bootstrap_truncated) {
+          const bool any_done = done.any().item<bool>();
+          if (any_done) {
+            const at::Tensor idx = done.nonzero().squeeze(1);
+            final_obs = observe(out.get("final_observation").index_select(0, idx));
+          }
+        }
+        const at::Tensor next_obs = observe(out.get("observation"));
 
         running_return += reward;
         if (done.any().item<bool>()) {
@@ -382,6 +437,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
           const auto* r = finished.data_ptr<double>();
           for (int64_t i = 0; i < finished.numel(); ++i) {
             recent.push_back(r[i]);
+            result.episode_returns.push_back({result.env_steps + (t + 1) * N, r[i]});
             if (static_cast<int64_t>(recent.size()) > config.recent_episodes) recent.pop_front();
             ++episodes;
           }
@@ -399,7 +455,10 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         // step reached (final_observation), as if the episode went on.
         const at::Tensor cut = truncated & terminated.logical_not();
         if (config.bootstrap_truncated && cut.any().item<bool>()) {
-          scaled = scaled + config.gamma * value_of(out.get("final_observation")) * cut.to(at::kFloat);
+          // final_obs holds the done environments' rows, in order.
+          at::Tensor final_value = at::zeros({N});
+          final_value.index_copy_(0, done.nonzero().squeeze(1), value_of(final_obs));
+          scaled = scaled + config.gamma * final_value * cut.to(at::kFloat);
         }
 
         obs_buf.push_back(obs);
@@ -411,7 +470,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         }
         reward_buf.push_back(scaled);
         done_buf.push_back(done.to(at::kFloat));
-        obs = out.get("observation");
+        obs = next_obs;
       }
     }
     result.env_steps += B;
@@ -465,8 +524,8 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         const at::Tensor ratio = log_ratio.exp();
         const at::Tensor pg_loss =
             -at::min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean();
-        // The critic learns on what it is evaluated on: the observation after the policy's
-        // ObservationNorm (value_of), the same statistics as the rollout's values.
+        // The critic learns on what it is evaluated on: the rollout's stored (normalized)
+        // observations.
         const at::Tensor v = value_of(mb.get("observation"));
         const at::Tensor target = returns.index_select(0, idx);
         at::Tensor v_loss = 0.5 * (v - target).pow(2).mean();
@@ -495,11 +554,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         ++updates;
       }
     }
-    if (observation_norm) {
-      observation_stats.update(b_obs);
-      write_observation_stats();
-    }
-    // One refresh brings both the updated weights and the new statistics to the rollout actor.
+    // The rollout actor acts on a copy of the weights.
     if (absl::Status s = rollout_actor.refresh_parameters(); !s.ok()) return s;
 
     IterationStats stats;
@@ -529,6 +584,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
       break;
     }
   }
+  write_observation_stats();
   result.wall_seconds = seconds_since(start);
   return result;
 }
@@ -597,6 +653,13 @@ absl::StatusOr<PpoResult> train_ppo(env::BatchedEnv& env, policy::Policy& policy
     return absl::InternalError(absl::StrCat("PPO on ", env.name(), " with policy '", policy.spec.name(),
                                             "' failed: ", e.what()));
   }
+}
+
+std::string episodes_csv(const std::vector<EpisodeReturn>& episodes) {
+  std::ostringstream out;
+  out << "env_steps,episode_return\n";
+  for (const auto& e : episodes) out << absl::StrFormat("%d,%.4f\n", e.env_steps, e.episode_return);
+  return out.str();
 }
 
 std::string curve_csv(const std::vector<IterationStats>& iterations) {

@@ -72,11 +72,14 @@ struct PpoConfig {
   double reward_scale = 1.0;
   // The parts of CleanRL's recipe for MuJoCo (ppo_continuous_action), off by default (its
   // ClipAction is every BatchedEnv's own rule: the update scores the drawn, unclipped actions):
-  // - normalize_observations: running mean and variance of the observations (Gymnasium's
-  //   NormalizeObservation: count from 1e-4, (x - mean) / sqrt(var + 1e-8)) kept by PPO and
-  //   written into the policy's ObservationNorm (which must exist, with standard_normal) after
-  //   every rollout, so a rollout and its update see one normalization and the saved policy
-  //   carries the final statistics. The critic reads the same normalized observation.
+  // - normalize_observations: Gymnasium's NormalizeObservation (then CleanRL's clip, the
+  //   ObservationNorm's): running mean and variance of the observations (count from 1e-4, float64),
+  //   updated with every observation as it arrives (an episode's last one too), which is then
+  //   stored as (x - mean) / sqrt(var + 1e-8) with the statistics including it. The policy must
+  //   hold an ObservationNorm with standard_normal: PPO keeps it at the identity while training
+  //   (the policy acts on, and the update scores, the stored normalized observations) and writes
+  //   the final statistics into it at the end, so the saved policy is fed raw observations. The
+  //   critic reads the same normalized observations.
   bool normalize_observations = false;
   // - normalize_rewards: rewards divided by the running standard deviation of each
   //   environment's discounted return (Gymnasium's NormalizeReward), then clipped to
@@ -98,7 +101,9 @@ struct PpoConfig {
   // own), and the critic's init (through LibTorch's global generator, which it reseeds).
   uint64_t seed = 0;
   // Stop early once the mean of the last `recent_episodes` training episodes reaches this
-  // (NaN: never). Training returns are stochastic-policy returns.
+  // (NaN: never). Training returns are stochastic-policy returns. recent_episodes is also the
+  // window of IterationStats::mean_episode_return (openrlbenchmark, which CleanRL's published
+  // figures come from, averages each run's last 100 episodes).
   double stop_at_return = std::numeric_limits<double>::quiet_NaN();
   int64_t recent_episodes = 20;
 
@@ -131,8 +136,15 @@ struct IterationStats {
   double steps_per_second() const { return wall_seconds > 0 ? env_steps / wall_seconds : 0; }
 };
 
+// One finished training episode: its undiscounted return and the total env steps when it ended.
+struct EpisodeReturn {
+  int64_t env_steps = 0;
+  double episode_return = 0;
+};
+
 struct PpoResult {
   std::vector<IterationStats> iterations;
+  std::vector<EpisodeReturn> episode_returns;  // every training episode, in the order they ended
   int64_t env_steps = 0;
   double wall_seconds = 0;
   bool stopped_early = false;
@@ -154,5 +166,8 @@ absl::StatusOr<at::Tensor> action_log_prob(const policy::Policy& policy, const T
 
 // The CSV of a training curve: a header line, then one line per iteration.
 std::string curve_csv(const std::vector<IterationStats>& iterations);
+
+// The CSV of the training episodes: "env_steps,episode_return", one line per episode.
+std::string episodes_csv(const std::vector<EpisodeReturn>& episodes);
 
 }  // namespace tdp::agents

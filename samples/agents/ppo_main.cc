@@ -63,7 +63,8 @@ ABSL_FLAG(std::string, env, "", "environment to train on, a make_env name (ppo_m
           "Walker2d-v5, Ant-v5; default: the binary's)");
 ABSL_FLAG(int64_t, eval_episodes, -1, "deterministic evaluation episodes after training (default 100)");
 ABSL_FLAG(double, stop_at_return, std::numeric_limits<double>::quiet_NaN(),
-          "stop training once the mean return of the last 20 training episodes reaches this (default: the "
+          "stop training once the mean return of the last 20 training episodes (ppo_mujoco: 100) reaches this "
+          "(default: the "
           "binary's: 500 for ppo_cartpole, the maximum; none for the others; inf trains for --total_steps)");
 
 namespace tdp::agents {
@@ -225,6 +226,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
   const std::string policy_out = (fs::path(output_dir) / "policy.pb").string();
   const std::string csv_out = (fs::path(output_dir) / "curve.csv").string();
   const std::string png_out = (fs::path(output_dir) / "curve.png").string();
+  const std::string episodes_out = (fs::path(output_dir) / "episodes.csv").string();
 
   auto env = env::make_env(env_name, env::EnvOptions(config.num_envs));
   if (!env.ok()) return fail(env.status());
@@ -248,6 +250,7 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
 
   if (absl::Status s = policy::save_policy(*policy, policy_out); !s.ok()) return fail(s);
   if (absl::Status s = write_text(csv_out, curve_csv(result->iterations)); !s.ok()) return fail(s);
+  if (absl::Status s = write_text(episodes_out, episodes_csv(result->episode_returns)); !s.ok()) return fail(s);
   PlotSeries curve{"mean training-episode return (last " + std::to_string(config.recent_episodes) + ")", {}, {}};
   for (const auto& it : result->iterations) {
     curve.x.push_back(static_cast<double>(it.env_steps));
@@ -284,7 +287,11 @@ int run_ppo_main(int argc, char** argv, const PpoMainDefaults& defaults) {
                 static_cast<long long>(config.recent_episodes), best->mean_episode_return,
                 static_cast<long long>(best->env_steps), best->wall_seconds);
   }
-  std::printf("wrote %s, %s, %s\n", policy_out.c_str(), csv_out.c_str(), png_out.c_str());
+  if (!result->iterations.empty()) {
+    std::printf("training return at the end (mean of the last %lld episodes): %.2f\n",
+                static_cast<long long>(config.recent_episodes), result->iterations.back().mean_episode_return);
+  }
+  std::printf("wrote %s, %s, %s, %s\n", policy_out.c_str(), csv_out.c_str(), episodes_out.c_str(), png_out.c_str());
   return 0;
 }
 

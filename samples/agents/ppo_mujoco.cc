@@ -3,7 +3,8 @@
 // minibatches, gamma 0.99, GAE lambda 0.95, clip 0.2 (also on the value loss), Adam 3e-4
 // annealed to 0, gradient norm 0.5, tanh MLPs 64x64 with orthogonal init and a
 // state-independent log-std, observation normalization (inside the policy, saved with it) and
-// reward normalization, both clipped to 10, actions clipped to [-1, 1] by the environment, the
+// reward normalization (Gymnasium's wrappers: every observation updates the statistics as it
+// arrives), both clipped to 10, actions clipped to [-1, 1] by the environment, the
 // time limit ending returns as a termination does, 1M steps; then 10 deterministic evaluation episodes of the saved policy.
 //
 //   ./bazelw run -c opt //samples:ppo_mujoco -- --env=HalfCheetah-v5   # runs/mujoco/halfcheetah-v5/
@@ -41,5 +42,8 @@ int main(int argc, char** argv) {
   c.clip_value_loss = true;
   c.bootstrap_truncated = false;
   c.orthogonal_init = true;
+  // The training return reported (and plotted) is the mean of the last 100 episodes, the window
+  // openrlbenchmark averages for CleanRL's published figures.
+  c.recent_episodes = 100;
   return tdp::agents::run_ppo_main(argc, argv, d);
 }

@@ -90,6 +90,24 @@ TEST(PpoTest, AFewIterationsImproveCartPole) {
   const std::string csv = curve_csv(result->iterations);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 26);  // header + 25 iterations
   EXPECT_THAT(csv, HasSubstr("iteration,env_steps,wall_seconds,mean_episode_return"));
+
+  // Every finished episode is recorded, in order, and the curve's return is the mean of the last
+  // recent_episodes of them.
+  const std::vector<EpisodeReturn>& episodes = result->episode_returns;
+  ASSERT_EQ(static_cast<int64_t>(episodes.size()), last.episodes);
+  ASSERT_GE(static_cast<int64_t>(episodes.size()), config.recent_episodes);
+  double sum = 0;
+  for (size_t i = episodes.size() - config.recent_episodes; i < episodes.size(); ++i) sum += episodes[i].episode_return;
+  EXPECT_NEAR(sum / config.recent_episodes, last.mean_episode_return, 1e-9);
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    EXPECT_GT(episodes[i].episode_return, 0.0);  // CartPole pays 1 per step
+    EXPECT_GT(episodes[i].env_steps, 0);
+    EXPECT_LE(episodes[i].env_steps, result->env_steps);
+    if (i > 0) EXPECT_GE(episodes[i].env_steps, episodes[i - 1].env_steps);
+  }
+  const std::string episodes_text = episodes_csv(episodes);
+  EXPECT_EQ(std::count(episodes_text.begin(), episodes_text.end(), '\n'), static_cast<int64_t>(episodes.size()) + 1);
+  EXPECT_THAT(episodes_text, HasSubstr("env_steps,episode_return\n"));
 }
 
 TEST(PpoTest, SameSeedSameTraining) {
