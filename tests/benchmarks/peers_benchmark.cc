@@ -10,6 +10,8 @@
 //                 dlopen from TDP_ORT_LIBRARY) running peers_export.py's graphs from
 //                 TDP_PEER_ONNX_DIR (the same weights, sampling in the graph), one intra-op thread,
 //                 all graph optimizations, inputs and outputs bound to buffers made once.
+// - *_Aoti:       AOTInductor: peers_export.py's .pt2 packages of the same graphs (CPU, one OpenMP
+//                 thread), run by LibTorch's AOTIModelPackageLoader, as a C++ program loads them.
 // - PeakFma_*:    a register-only FMA loop (AVX2 + FMA, AVX-512): the core's multiply-adds per
 //                 second, the ceiling the MACs counters of the other rows compare with.
 // MACs counters: the policy's multiply-adds (its Linear layers) per second of CPU time.
@@ -20,6 +22,7 @@
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <immintrin.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -39,14 +42,15 @@ using tdp::nn::InteractionType;
 
 struct Policy {
   const char* spec;
-  const char* onnx;  // file name in TDP_PEER_ONNX_DIR
+  const char* onnx;  // file names in TDP_PEER_ONNX_DIR: the ONNX graph and the AOTInductor package
+  const char* package;
   int64_t obs_dim;
   int64_t macs_per_row;  // the Linear layers' multiply-adds for one row
   bool categorical;      // the graph's action is a class index (int64), else a float
 };
 // 4*64 + 64*64 + 64*2 and 3*64 + 64*64 + 64*2.
-const Policy kCartPole{"policies/cartpole_categorical.pbtxt", "cartpole.onnx", 4, 4480, true};
-const Policy kPendulum{"policies/pendulum_tanh_gaussian.pbtxt", "pendulum.onnx", 3, 4416, false};
+const Policy kCartPole{"policies/cartpole_categorical.pbtxt", "cartpole.onnx", "cartpole.pt2", 4, 4480, true};
+const Policy kPendulum{"policies/pendulum_tanh_gaussian.pbtxt", "pendulum.onnx", "pendulum.pt2", 3, 4416, false};
 
 std::unique_ptr<tdp::actor::Actor> load(const Policy& policy, Backend backend) {
   auto actor = tdp::actor::Actor::load(policy.spec, tdp::actor::ActorOptions().seed(0).backend(backend));
@@ -273,6 +277,28 @@ void OrtRun(benchmark::State& state, const Policy& policy) {
   count(state, policy, batch);
 }
 
+// ---- AOTInductor ---------------------------------------------------------------------------------
+
+void AotiRun(benchmark::State& state, const Policy& policy) {
+  const char* dir = std::getenv("TDP_PEER_ONNX_DIR");
+  if (dir == nullptr) return state.SkipWithError("TDP_PEER_ONNX_DIR is not set (run peers_benchmark.sh)");
+  const std::string path = std::string(dir) + "/" + policy.package;
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  try {
+    loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
+  } catch (const std::exception& error) {
+    return state.SkipWithError((path + ": " + error.what()).substr(0, 300).c_str());
+  }
+  const int64_t batch = state.range(0);
+  const std::vector<at::Tensor> inputs{observations(batch, policy.obs_dim)};
+  std::vector<at::Tensor> outputs;  // kept until the next call, as ActorAct keeps its action
+  for (auto _ : state) {
+    outputs = loader->run(inputs);
+    benchmark::DoNotOptimize(outputs);
+  }
+  count(state, policy, batch);
+}
+
 // ---- the core's peak ------------------------------------------------------------------------------
 // Twelve independent FMA chains in registers (more than latency x ports, so the loop runs at
 // the FMA units' throughput), no memory traffic.
@@ -322,10 +348,12 @@ void CartPole_FusedFlat(benchmark::State& s) { FusedFlat(s, kCartPole); }
 void CartPole_FusedAct(benchmark::State& s) { ActorAct(s, kCartPole, Backend::kFused); }
 void CartPole_LibTorch(benchmark::State& s) { ActorAct(s, kCartPole, Backend::kLibTorch); }
 void CartPole_Ort(benchmark::State& s) { OrtRun(s, kCartPole); }
+void CartPole_Aoti(benchmark::State& s) { AotiRun(s, kCartPole); }
 void Pendulum_FusedFlat(benchmark::State& s) { FusedFlat(s, kPendulum); }
 void Pendulum_FusedAct(benchmark::State& s) { ActorAct(s, kPendulum, Backend::kFused); }
 void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, Backend::kLibTorch); }
 void Pendulum_Ort(benchmark::State& s) { OrtRun(s, kPendulum); }
+void Pendulum_Aoti(benchmark::State& s) { AotiRun(s, kPendulum); }
 
 BENCHMARK(PeakFma<8>)->Name("PeakFma_Avx2");
 BENCHMARK(PeakFma<16>)->Name("PeakFma_Avx512");
@@ -333,9 +361,11 @@ BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_Ort)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_Aoti)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_Ort)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_Aoti)->Arg(1)->Arg(64)->Arg(1024);
 
 }  // namespace

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fused plan beside its peers in one run (tests/benchmarks/peers_benchmark.cc): exports the
-# ONNX Runtime peer's graphs (peers_export.py, into a temporary directory), finds the
+# ONNX Runtime and AOTInductor peers (peers_export.py, into a temporary directory), finds the
 # `onnxruntime` wheel's libonnxruntime in the project's venv, and runs the benchmark with
 # interleaved repetitions, reporting medians. Extra arguments go to the benchmark.
 #

@@ -1,14 +1,16 @@
-"""Exports the ONNX Runtime peer of peers_benchmark.cc: CartPole and Pendulum as ONNX graphs
+"""Exports the ONNX Runtime and AOTInductor peers of peers_benchmark.cc: CartPole and Pendulum
 with their sampling compiled in, the same weights as the C++ actors (python_peer.py's builders:
 torch.manual_seed(init_seed) before the MLP reproduces the C++ loader's Linear layers).
 
   /root/.cache/tdpolicy/venv/bin/python3 tests/benchmarks/peers_export.py OUT_DIR
 
-Writes OUT_DIR/cartpole.onnx and OUT_DIR/pendulum.onnx, each one input "observation" [B, obs]
-(B dynamic) and two outputs "action" and "log_prob" drawn in the graph (RANDOM, as the fused
-plan's calls): CartPole samples a class (ONNX Multinomial) and scores it; Pendulum draws a
-normal (RandomNormalLike), squashes it into [low, high] with tanh as TorchRL's TanhNormal does
-and scores it. torch.onnx's TorchScript exporter (dynamo=False) needs the `onnx` package.
+Writes OUT_DIR/{cartpole,pendulum}.onnx and .pt2, each one input "observation" [B, obs] (B
+dynamic) and two outputs, the action and its log-prob drawn in the graph (RANDOM, as the fused
+plan's calls): CartPole samples a class and scores it; Pendulum draws a normal, squashes it into
+[low, high] with tanh as TorchRL's TanhNormal does and scores it. The ONNX graphs come from
+torch.onnx's TorchScript exporter (dynamo=False; needs the `onnx` package), the .pt2 packages
+from torch.export + AOTInductor for the CPU, with `fallback_random` (inductor's own normal
+sampler draws with the wrong scale on CPU in torch 2.11).
 """
 
 import math
@@ -76,6 +78,11 @@ def main():
                               output_names=["action", "log_prob"], dynamic_axes={"observation": {0: "batch"}},
                               opset_version=17)
         print(f"{path}: {spec['name']}, observation [B, {spec['in_features']}]")
+        package = os.path.join(out_dir, f"{name}.pt2")
+        exported = torch.export.export(model, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        with torch._inductor.config.patch(fallback_random=True):
+            torch._inductor.aoti_compile_and_package(exported, package_path=package)
+        print(f"{package}: AOTInductor, CPU")
 
 
 if __name__ == "__main__":
