@@ -365,7 +365,8 @@ TEST(FusedLowering, DistributionalQValueAndUnflattenRefusalsNameTheModule) {
             "not lowerable to the fused CPU plan: module.sequential.modules[1]: a DistributionalQValueModule's "
             "action mask 'action_mask' of per-environment shape [4]; over [5, 4] values it takes a bool input of "
             "per-environment shape [1, 4] (or [5, 4]), which LibTorch broadcasts over each row's atoms");
-  // A layer reading the [5, 4] an unflatten writes would run over its last dim.
+  // A Linear reading the [2, 3] an unflatten writes would run over its last dim: two-dim values go
+  // only to the layers that take them row by row or element by element.
   actor = load(
       "inputs { key: 'observation' shape: 6 } output_keys: 'y'\n"
       "module { network { in_keys: 'observation' out_keys: 'y' network { sequence {\n"
@@ -374,8 +375,9 @@ TEST(FusedLowering, DistributionalQValueAndUnflattenRefusalsNameTheModule) {
       Backend::kAuto);
   ASSERT_TRUE(actor);
   EXPECT_EQ(std::string(actor->describe().fused_status.message()),
-            "not lowerable to the fused CPU plan: module.network.network.sequence.layers[1]: a layer after an "
-            "unflatten (it reads per-environment shape [2, 3]; the plan's layers read vectors)");
+            "not lowerable to the fused CPU plan: module.network.network.sequence.layers[1]: a linear layer reads "
+            "a value of per-environment shape [2, 3]; the plan runs such values through multi_agent_mlp, "
+            "normal_param_extractor, activation and mapping layers only");
 }
 
 // ---- MultiAgentMLP ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """tdpolicy.export(..., fallback="aoti"): a network that no tdpolicy.Network kind expresses (a
 user's own nn.Module) inside a TorchRL ProbabilisticActor, compiled by torch.export +
 AOTInductor into a .pt2 package beside the spec, and checked through the C++ `tdp` against Python
-to 1e-6 at several batch sizes, in text and JSON; and the refusals around it.
+to 1e-6 at several batch sizes, in text, JSON and binary; and the refusals around it.
 
 Each package takes 10-70 s to compile, so the whole file compiles one.
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
@@ -76,7 +76,7 @@ class AotiExportTest(unittest.TestCase):
         return report
 
     # The one compile: a custom network in a ProbabilisticActor, checked at batch 6 (the export's),
-    # 1, 13 and [2, 3] (leading batch dims flattened into the package's one), in text and JSON.
+    # 1, 13 and [2, 3] (leading batch dims flattened into the package's one), in text, JSON and binary.
     def test_custom_network_in_a_probabilistic_actor(self):
         actor = gaussian_actor(GatedResidual(5, 16, 4))
         td = TensorDict({"observation": torch.randn(6, 5)}, [6])
@@ -105,11 +105,12 @@ class AotiExportTest(unittest.TestCase):
         self.assertEqual(described.returncode, 0, described.stderr)
         self.assertIn("an AOTInductor package runs on LibTorch", described.stdout + described.stderr)
 
-        # The same spec in JSON, beside the same package.
-        json_path = self.path("gated.json")
-        with open(json_path, "wb") as f:
-            f.write(serialize(spec, "json"))
-        self.check(json_path, actor, td.clone().update({"action": torch.rand(6, 2) * 3.6 - 1.8}))
+        # The same spec in JSON and in binary, beside the same package.
+        for name, fmt in (("gated.json", "json"), ("gated.pb", "binary")):
+            other = self.path(name)
+            with open(other, "wb") as f:
+                f.write(serialize(spec, fmt))
+            self.check(other, actor, td.clone().update({"action": torch.rand(6, 2) * 3.6 - 1.8}))
 
         # A package that is not the exported one is a load error naming the file and the field.
         with open(self.path(package.file), "ab") as f:
