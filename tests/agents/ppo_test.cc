@@ -103,7 +103,9 @@ TEST(PpoTest, AFewIterationsImproveCartPole) {
     EXPECT_GT(episodes[i].episode_return, 0.0);  // CartPole pays 1 per step
     EXPECT_GT(episodes[i].env_steps, 0);
     EXPECT_LE(episodes[i].env_steps, result->env_steps);
-    if (i > 0) EXPECT_GE(episodes[i].env_steps, episodes[i - 1].env_steps);
+    if (i > 0) {
+      EXPECT_GE(episodes[i].env_steps, episodes[i - 1].env_steps);
+    }
   }
   const std::string episodes_text = episodes_csv(episodes);
   EXPECT_EQ(std::count(episodes_text.begin(), episodes_text.end(), '\n'), static_cast<int64_t>(episodes.size()) + 1);
