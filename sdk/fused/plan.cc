@@ -1000,11 +1000,8 @@ struct FusedPlan::Impl {
         const auto* unflatten = as(static_cast<torch::nn::UnflattenImpl*>(nullptr));
         int y = x;
         if (!in_place) {
-          Op op{Op::kLayerActivation};
-          op.in = x;
-          op.out_w = slots[x].width;
-          op.out = y = add_temp(op.out_w);
-          ops.push_back(op);
+          y = add_temp(slots[x].width);
+          copy_columns(x, 0, slots[x].width, y, 0);
         }
         slots[y].shape = unflatten->options.sizes();
         return {y};
