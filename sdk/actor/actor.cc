@@ -226,7 +226,7 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
                                                          observation[bad], bad, width));
     }
   }
-  if (fused.runs(batch, type)) return fused.act_flat(observation, batch, action, log_prob, type);
+  if (fused.runs(batch, type)) return fused.act_flat(*taken, observation, batch, action, log_prob, type);
   if (batch < 0 || (batch > 0 && (observation == nullptr || action == nullptr))) {
     return absl::InvalidArgumentError("Actor.act_flat: a negative batch, or a null observation or action buffer");
   }

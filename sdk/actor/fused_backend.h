@@ -35,9 +35,9 @@ class FusedBackend : public ActorBackend {
   bool runs(int64_t batch, std::optional<nn::InteractionType> type) const;
   // OK when act_flat applies; else why not (FailedPrecondition).
   absl::Status flat_status() const;
-  // The flat call on the plan; runs(batch, type) must hold.
-  absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
-                        std::optional<nn::InteractionType> type);
+  // The flat call on `plan` (the caller's plan(), taken once per call); runs(batch, type) must hold.
+  absl::Status act_flat(const fused::FusedPlan& plan, const float* observation, int64_t batch, float* action,
+                        float* log_prob, std::optional<nn::InteractionType> type);
   // Lowers the module's current parameters again and swaps the new plan in; an error (a plan of
   // another layout: a parameter changed shape) leaves the plan as it was. Safe while other
   // threads act: a call runs wholly on the plan it took when it started, the old or the new one.

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -45,6 +46,8 @@ constexpr int64_t kTile = 64;
 constexpr int kMaxDestinations = 16;
 // The largest event a head handles (classes, action dims): its per-row buffers live on the stack.
 constexpr int64_t kMaxEvent = 256;
+// InteractionType's values, kMode to kDeterministic: the plan answers check() for each up front.
+constexpr int kInteractionTypes = static_cast<int>(nn::InteractionType::kDeterministic) + 1;
 
 struct Mapping {
   enum Kind { kNone, kSoftplus, kExp, kRelu, kExpln, kAbs, kBiasedSoftplus } kind = kNone;
@@ -389,6 +392,10 @@ struct FusedPlan::Impl {
   std::vector<int> outputs;
   int action = -1;
   std::vector<std::string> description;
+  // What flat_status() and check() answer, worked out once the plan is built: a plan never
+  // changes, and they are asked on every call.
+  absl::Status flat;
+  std::array<absl::Status, kInteractionTypes> checks;
   // The spec of the network network() is lowering, for the lowerings that walk its layers.
   const tdpolicy::Network* network_spec = nullptr;
 
@@ -2091,26 +2098,32 @@ struct FusedPlan::Impl {
           // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
           float logits[kMaxEvent];
           const int64_t k_max = d;
+          // Each class's unnormalized probability and their sum, for the draw.
+          double mass[kMaxEvent];
+          double total = 0;
           if (head.from_probs && mask == nullptr) {
-            double total = 0;
-            for (int64_t k = 0; k < k_max; ++k) total += row[k];
+            double given = 0;
+            for (int64_t k = 0; k < k_max; ++k) given += row[k];
             const float eps = std::numeric_limits<float>::epsilon();
             for (int64_t k = 0; k < k_max; ++k) {
-              logits[k] = std::log(std::min(std::max(static_cast<float>(row[k] / total), eps), 1.0f - eps));
+              logits[k] = std::log(std::min(std::max(static_cast<float>(row[k] / given), eps), 1.0f - eps));
+              if (random) total += mass[k] = std::exp(static_cast<double>(logits[k]));
             }
           } else {
-            const float lse = log_sum_exp(row, k_max);
+            // log_softmax with the max factored out and the sum in double; each exp(x - max) (float
+            // exp, 0 for a masked -inf, NaN for NaN) is also the class's mass for the draw. A row
+            // whose every class a finite neg_inf (-1e9) masks has mass 1 each: LibTorch draws from
+            // it uniformly too.
+            float m = row[0];
+            for (int64_t k = 1; k < k_max; ++k) m = std::max(m, row[k]);
+            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = std::exp(row[k] - m);
+            const float lse = static_cast<float>(m + std::log(total));
             for (int64_t k = 0; k < k_max; ++k) logits[k] = row[k] - lse;
           }
           int64_t choice = 0;
           if (random) {
-            // The inverse CDF of exp(logits) scaled to their sum, as multinomial normalizes its
-            // probabilities: they sum to 1 only up to rounding, and not at all in a row whose every
-            // class a finite neg_inf (-1e9) masks (float normalizes those logits to 0 each, and
-            // LibTorch draws from them uniformly).
-            double mass[kMaxEvent];
-            double total = 0;
-            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = std::exp(static_cast<double>(logits[k]));
+            // The inverse CDF of the masses scaled to their sum, as multinomial normalizes its
+            // probabilities (they sum to 1 only up to rounding).
             const auto bits = draw(rng, stream, first_row + r, head.block0);
             const double u = uniform01(bits[0]) * total;
             double cdf = 0;
@@ -2282,7 +2295,6 @@ struct FusedPlan::Impl {
   }
 };
 
-FusedPlan::FusedPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FusedPlan::~FusedPlan() = default;
 
 absl::StatusOr<std::shared_ptr<const FusedPlan>> FusedPlan::lower(const policy::Policy& policy) {
@@ -2349,23 +2361,46 @@ absl::Status check_head(const Head& h, nn::InteractionType type) {
 
 }  // namespace
 
-absl::Status FusedPlan::check(nn::InteractionType type) const {
-  using T = nn::InteractionType;
-  if (!impl_->egreedy_path.empty() && type == T::kRandom) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(impl_->egreedy_path,
-                     ": egreedy under interaction type random draws from LibTorch's generator (torch.rand, randint, "
-                     "multinomial), which the plan's Philox stream does not reproduce"));
+FusedPlan::FusedPlan(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  Impl& p = *impl_;
+  if (p.inputs.size() != 1) {
+    std::vector<std::string> keys;
+    for (int s : p.inputs) keys.push_back(p.slots[s].key.to_string());
+    p.flat = absl::FailedPreconditionError(absl::StrCat("the flat API takes one input; the policy reads ", keys.size(),
+                                                        " (", absl::StrJoin(keys, ", "), "): use act()"));
+  } else if (p.composite) {
+    p.flat = absl::FailedPreconditionError(absl::StrCat(
+        p.head_path, ": a composite distribution writes one sample per part; the flat API takes one: use act()"));
   }
-  if (impl_->composite && type == T::kMedian) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        impl_->head_path,
-        ": a composite distribution under interaction type median has no closed form here (LibTorch's path raises)"));
+  for (int t = 0; t < kInteractionTypes; ++t) {
+    using T = nn::InteractionType;
+    const auto type = static_cast<T>(t);
+    absl::Status& status = p.checks[t];
+    if (!p.egreedy_path.empty() && type == T::kRandom) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat(p.egreedy_path,
+                       ": egreedy under interaction type random draws from LibTorch's generator (torch.rand, "
+                       "randint, multinomial), which the plan's Philox stream does not reproduce"));
+    } else if (p.composite && type == T::kMedian) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          p.head_path,
+          ": a composite distribution under interaction type median has no closed form here (LibTorch's path raises)"));
+    } else {
+      for (const Head& h : p.heads) {
+        if (status = check_head(h, type); !status.ok()) break;
+      }
+    }
   }
-  for (const Head& h : impl_->heads) {
-    if (absl::Status s = check_head(h, type); !s.ok()) return s;
+}
+
+const absl::Status& FusedPlan::check(nn::InteractionType type) const {
+  const int t = static_cast<int>(type);
+  if (t < 0 || t >= kInteractionTypes) {
+    static const absl::Status* const unknown =
+        new absl::Status(absl::InvalidArgumentError(absl::StrCat("unknown interaction type ", t)));
+    return *unknown;
   }
-  return absl::OkStatus();
+  return impl_->checks[t];
 }
 
 nn::InteractionType FusedPlan::default_interaction_type() const { return impl_->default_type; }
@@ -2376,20 +2411,7 @@ int FusedPlan::slot_count() const { return static_cast<int>(impl_->slots.size())
 const FusedPlan::Slot& FusedPlan::slot(int index) const { return impl_->slots[index]; }
 const std::vector<std::string>& FusedPlan::description() const { return impl_->description; }
 
-absl::Status FusedPlan::flat_status() const {
-  const Impl& p = *impl_;
-  if (p.inputs.size() != 1) {
-    std::vector<std::string> keys;
-    for (int s : p.inputs) keys.push_back(p.slots[s].key.to_string());
-    return absl::FailedPreconditionError(absl::StrCat("the flat API takes one input; the policy reads ", keys.size(),
-                                                      " (", absl::StrJoin(keys, ", "), "): use act()"));
-  }
-  if (p.composite) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        p.head_path, ": a composite distribution writes one sample per part; the flat API takes one: use act()"));
-  }
-  return absl::OkStatus();
-}
+const absl::Status& FusedPlan::flat_status() const { return impl_->flat; }
 int64_t FusedPlan::observation_size() const { return flat_status().ok() ? impl_->slots[impl_->inputs[0]].width : 0; }
 int FusedPlan::action_slot() const { return impl_->action; }
 int FusedPlan::log_prob_slot() const { return impl_->heads.empty() ? -1 : impl_->heads[0].log_prob; }

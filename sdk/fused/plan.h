@@ -124,7 +124,7 @@ class FusedPlan {
   static absl::StatusOr<std::shared_ptr<const FusedPlan>> lower(const policy::Policy& policy);
 
   // OK when run() can compute `type`; else why not (FailedPrecondition naming the head).
-  absl::Status check(nn::InteractionType type) const;
+  const absl::Status& check(nn::InteractionType type) const;
   // The head's default_interaction_type (kDeterministic without a head).
   nn::InteractionType default_interaction_type() const;
 
@@ -140,7 +140,7 @@ class FusedPlan {
   int slot_count() const;
 
   // OK when the flat API applies (one input, no composite head); else why not (FailedPrecondition).
-  absl::Status flat_status() const;
+  const absl::Status& flat_status() const;
   // The flat API's sizes (0 when flat_status() is not OK), action (the head's sample, else the
   // first output key) and log-prob slots.
   int64_t observation_size() const;
