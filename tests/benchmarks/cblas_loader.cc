@@ -86,7 +86,8 @@ void configure_blis(void* handle, Cblas& blas) {
 }
 
 Cblas load(CblasLibrary library) {
-  Cblas blas{library};
+  Cblas blas;
+  blas.library = library;
   // The serial packages' own folders, not the libblas.so.3 / libopenblas.so.0 alternatives, which
   // point at whichever variant (pthread, openmp, serial) was installed last.
   if (library == CblasLibrary::kOpenBlas) {
@@ -113,8 +114,8 @@ Cblas load(CblasLibrary library) {
     void* first = dlsym(RTLD_DEFAULT, "sgemm_");
     if (first != nullptr && first != own) {
       blas.error = std::string(blas.package) +
-                   ": another library in this process defines sgemm_, which its cblas_sgemm would call "
-                   "(a sanitizer build cannot open it with RTLD_DEEPBIND)";
+                   ": another library in this process defines sgemm_, which its cblas_sgemm may call "
+                   "instead of its own (a sanitizer build cannot open it with RTLD_DEEPBIND)";
       return blas;
     }
   }

@@ -23,9 +23,9 @@ using CblasSgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n,
                               int lda, const float* b, int ldb, float beta, float* c, int ldc);
 
 struct Cblas {
-  CblasLibrary library;
-  const char* package;  // the Debian package, e.g. "libopenblas0-serial"
-  const char* path;     // the file dlopen'ed
+  CblasLibrary library = CblasLibrary::kOpenBlas;
+  const char* package = "";  // the Debian package, e.g. "libopenblas0-serial"
+  const char* path = "";     // the file dlopen'ed
   CblasSgemmFn sgemm = nullptr;
   bool installed = false;   // dlopen found it (it may still be unusable: see error)
   std::string error;        // why it is not usable, naming the package; empty when loaded
