@@ -18,7 +18,15 @@ constexpr int kCblasNoTrans = 111;
 // into the benchmarks, exports an sgemm_ of its own. RTLD_DEEPBIND makes the library prefer its
 // own symbols. The sanitizer runtimes refuse RTLD_DEEPBIND; those builds open without it and
 // check below that no other sgemm_ is in the process.
+// (gcc says so with __SANITIZE_*__, clang with __has_feature.)
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TDP_CBLAS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define TDP_CBLAS_SANITIZED 1
+#endif
+#endif
+#if defined(TDP_CBLAS_SANITIZED)
 constexpr bool kDeepBind = false;
 constexpr int kOpenFlags = RTLD_NOW | RTLD_LOCAL;
 #else
