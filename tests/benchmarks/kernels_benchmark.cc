@@ -10,7 +10,9 @@
 //
 // Timed: each layer's product, bias and activation (for the libraries: their cblas_sgemm with its
 // argument checks, dispatch and packing, then the bias added and activate() run over the output,
-// as for Eigen). Not timed: opening the libraries and setting them to one thread, the data.
+// as for Eigen). Not timed: opening the libraries and setting them to one thread, the data. A
+// library's first-call setup (its work buffers) falls in the first timed iteration, amortized over
+// the thousands that follow.
 //
 //   ./bazelw run -c opt //tests/benchmarks:kernels_benchmark -- --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
