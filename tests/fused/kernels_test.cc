@@ -4,7 +4,10 @@
 // fused epilogue over the shapes the plan meets (narrow outputs that divide a vector, non-
 // multiples of the vector width, one row to past the row block, no bias), the vector
 // activations over a dense range, and the non-finite rule: NaN propagates as through LibTorch
-// (a NaN input makes its row NaN and no other), +-inf saturates tanh and sigmoid.
+// (a NaN input makes its row NaN and no other), +-inf saturates tanh and sigmoid. Also the
+// products of Debian's single-threaded OpenBLAS and BLIS as kernels_benchmark runs them (their
+// cblas_sgemm, then the bias), so the benchmark's library columns compare correct products;
+// skipped, naming the package, where it is not installed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "sdk/fused/gemm.h"
 #include "sdk/fused/kernels.h"
 #include "sdk/fused/math.h"
+#include "tests/benchmarks/cblas_loader.h"
 
 namespace tdp::fused {
 namespace {
@@ -71,6 +75,30 @@ std::vector<Shape> shapes() {
   return all;
 }
 
+// The largest error of y [rows, out] against act(x @ wt + bias) computed in double (bias may be
+// null), in units of the tolerance: <= 1 passes.
+double worst_error(const Shape& shape, const std::vector<float>& x, const std::vector<float>& wt, const float* bias,
+                   Activation activation, const std::vector<float>& y) {
+  double worst = 0;
+  for (int64_t r = 0; r < shape.rows; ++r) {
+    for (int64_t o = 0; o < shape.out; ++o) {
+      double sum = bias != nullptr ? bias[o] : 0.0;
+      double magnitude = std::abs(sum);
+      for (int64_t i = 0; i < shape.in; ++i) {
+        const double term = static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o];
+        sum += term;
+        magnitude += std::abs(term);
+      }
+      // float accumulation over `in` terms, relative to the sum of magnitudes (the
+      // activations have slopes <= 1), plus the activation's own rounding.
+      const double tolerance = 1e-6 * magnitude + 2e-6;
+      const double expected = reference_activation(activation, sum);
+      worst = std::max(worst, std::abs(y[r * shape.out + o] - expected) / tolerance);
+    }
+  }
+  return worst;
+}
+
 TEST(FusedKernelsTest, EveryLinearVariantMatchesADoubleReferenceWithEachEpilogue) {
   for (Isa isa : runnable_variants()) {
     const internal::LinearFn linear_fn = internal::linear_variant(isa);
@@ -87,24 +115,7 @@ TEST(FusedKernelsTest, EveryLinearVariantMatchesADoubleReferenceWithEachEpilogue
           std::vector<float> y(shape.rows * shape.out + 16, 12345.0f);
           linear_fn(x.data(), shape.rows, shape.in, wt.data(), with_bias ? bias.data() : nullptr, shape.out, y.data(),
                     activation);
-          double worst = 0;
-          for (int64_t r = 0; r < shape.rows; ++r) {
-            for (int64_t o = 0; o < shape.out; ++o) {
-              double sum = with_bias ? bias[o] : 0.0;
-              double magnitude = std::abs(sum);
-              for (int64_t i = 0; i < shape.in; ++i) {
-                const double term = static_cast<double>(x[r * shape.in + i]) * wt[i * shape.out + o];
-                sum += term;
-                magnitude += std::abs(term);
-              }
-              // float accumulation over `in` terms, relative to the sum of magnitudes (the
-              // activations have slopes <= 1), plus the activation's own rounding.
-              const double tolerance = 1e-6 * magnitude + 2e-6;
-              const double expected = reference_activation(activation, sum);
-              worst = std::max(worst, std::abs(y[r * shape.out + o] - expected) / tolerance);
-            }
-          }
-          EXPECT_LE(worst, 1.0);
+          EXPECT_LE(worst_error(shape, x, wt, with_bias ? bias.data() : nullptr, activation, y), 1.0);
           for (int64_t k = shape.rows * shape.out; k < static_cast<int64_t>(y.size()); ++k) {
             ASSERT_EQ(y[k], 12345.0f) << "wrote past the output at " << k;
           }
@@ -112,6 +123,38 @@ TEST(FusedKernelsTest, EveryLinearVariantMatchesADoubleReferenceWithEachEpilogue
       }
     }
   }
+}
+
+// A library's product plus bias on the shapes above, as kernels_benchmark computes it (its
+// activation is activate(), checked below): skipped, naming the package, where it is not
+// installed; a failure where it is installed but unusable (not single-threaded, another build).
+void expect_cblas_matches_reference(internal::CblasLibrary library) {
+  const internal::Cblas& blas = internal::cblas(library);
+  if (!blas.installed) GTEST_SKIP() << blas.error;
+  ASSERT_TRUE(blas.loaded()) << blas.error;
+  for (const Shape& shape : shapes()) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(blas.description + " " + shape.name() + (with_bias ? "" : " no bias"));
+      const std::vector<float> x = random_floats(shape.rows * shape.in, 1);
+      const std::vector<float> wt = random_floats(shape.in * shape.out, 2);
+      const std::vector<float> bias = random_floats(shape.out, 3);
+      std::vector<float> y(shape.rows * shape.out + 16, 12345.0f);
+      internal::cblas_linear(blas, x.data(), shape.rows, shape.in, wt.data(), with_bias ? bias.data() : nullptr,
+                             shape.out, y.data());
+      EXPECT_LE(worst_error(shape, x, wt, with_bias ? bias.data() : nullptr, Activation::kIdentity, y), 1.0);
+      for (int64_t k = shape.rows * shape.out; k < static_cast<int64_t>(y.size()); ++k) {
+        ASSERT_EQ(y[k], 12345.0f) << "wrote past the output at " << k;
+      }
+    }
+  }
+}
+
+TEST(FusedKernelsTest, OpenBlasSgemmMatchesADoubleReference) {
+  expect_cblas_matches_reference(internal::CblasLibrary::kOpenBlas);
+}
+
+TEST(FusedKernelsTest, BlisSgemmMatchesADoubleReference) {
+  expect_cblas_matches_reference(internal::CblasLibrary::kBlis);
 }
 
 TEST(FusedKernelsTest, LinearRunsTheBestVariantAndAppliesEveryActivation) {
