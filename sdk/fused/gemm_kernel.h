@@ -52,24 +52,27 @@ inline typename S::V vexp(typename S::V x) {
   return S::mul(y, S::pow2i(n));
 }
 
-// tanh: math.h's fast_tanh (an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above), NaN
+// tanh: math.h's fast_tanh, -expm1(-2|x|) / (2 + expm1(-2|x|)) with the sign of x, expm1 from
+// vexp's reduction and polynomial (e^r - 1 = r + r^2 p(r), so no cancellation near 0); NaN
 // propagated, +-inf to +-1.
 template <class S>
 inline typename S::V vtanh(typename S::V x) {
   using V = typename S::V;
-  const V a = S::abs(x);
-  const V z = S::mul(x, x);
-  V p = S::set1(-5.70498872745E-3f);
-  p = S::fma(p, z, S::set1(2.06390887954E-2f));
-  p = S::fma(p, z, S::set1(-5.37397155531E-2f));
-  p = S::fma(p, z, S::set1(1.33314422036E-1f));
-  p = S::fma(p, z, S::set1(-3.33332819422E-1f));
-  const V near = S::fma(S::mul(p, z), x, x);
-  const V t = S::min_nan(S::set1(10.0f), a);
-  const V e = vexp<S>(S::add(t, t));
-  const V r = S::recip(S::add(e, S::set1(1.0f)));
-  const V far = S::or_sign(S::sub(S::set1(1.0f), S::add(r, r)), x);
-  return S::select_lt(a, S::set1(0.625f), near, far);
+  const V a = S::min_nan(S::set1(10.0f), S::abs(x));
+  const V z = S::mul(S::set1(-2.0f), a);
+  const V shifter = S::set1(12582912.0f);
+  const V n = S::sub(S::fma(z, S::set1(1.44269504088896341f), shifter), shifter);
+  V r = S::fma(n, S::set1(-0.693359375f), z);
+  r = S::fma(n, S::set1(2.12194440e-4f), r);
+  V p = S::set1(1.9875691500E-4f);
+  p = S::fma(p, r, S::set1(1.3981999507E-3f));
+  p = S::fma(p, r, S::set1(8.3334519073E-3f));
+  p = S::fma(p, r, S::set1(4.1665795894E-2f));
+  p = S::fma(p, r, S::set1(1.6666665459E-1f));
+  p = S::fma(p, r, S::set1(5.0000001201E-1f));
+  const V s = S::pow2i(n);
+  const V e = S::fma(s, S::fma(S::mul(p, r), r, r), S::sub(s, S::set1(1.0f)));  // expm1(z), in (-1, 0]
+  return S::or_sign(S::mul(S::sub(S::zero(), e), S::recip(S::add(S::set1(2.0f), e))), x);
 }
 
 template <class S>

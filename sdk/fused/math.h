@@ -79,21 +79,31 @@ inline float fast_log1p(float x) {
   return u == 1.0f ? x : fast_log(u) * (x / (u - 1.0f));
 }
 
-// tanh(x): an odd polynomial near 0 (no cancellation), 1 - 2 / (exp(2|x|) + 1) elsewhere; NaN
-// stays NaN, +-inf gives +-1.
+// tanh(x) = -expm1(-2|x|) / (2 + expm1(-2|x|)) with the sign of x, expm1 from fast_exp's
+// reduction and polynomial (e^r - 1 = r + r^2 p(r): no cancellation near 0; within 2.5 ulp
+// everywhere, 3 with the vector reciprocal). A third fewer operations than an exp-based tanh with
+// a polynomial branch near 0 (a tanh MLP spends about half its time in tanh). NaN stays
+// NaN, +-inf gives +-1. The micro-kernels' vtanh is this, vectorized.
 inline float fast_tanh(float x) {
-  const float a = x < 0 ? -x : x;
-  const float z = x * x;
-  float p = -5.70498872745E-3f;
-  p = p * z + 2.06390887954E-2f;
-  p = p * z - 5.37397155531E-2f;
-  p = p * z + 1.33314422036E-1f;
-  p = p * z - 3.33332819422E-1f;
-  const float near = p * z * x + x;
-  const float e = fast_exp(2.0f * (a > 10.0f ? 10.0f : a));
-  float far = 1.0f - 2.0f / (e + 1.0f);
-  far = x < 0 ? -far : far;
-  return a < 0.625f ? near : far;
+  float a = x < 0 ? -x : x;
+  a = a > 10.0f ? 10.0f : a;
+  const float z = -2.0f * a;
+  const float shifter = 12582912.0f;
+  float n = z * 1.44269504088896341f + shifter;
+  n -= shifter;
+  float r = z - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  const int32_t k = static_cast<int32_t>(n == n ? n : 0.0f) + 127;  // a NaN n: p is NaN already
+  const float s = bits_to_float(static_cast<uint32_t>(k) << 23);
+  const float e = s * (p * r * r + r) + (s - 1.0f);  // expm1(z), in (-1, 0]
+  const float t = -e / (2.0f + e);
+  return x < 0 ? -t : t;
 }
 
 // 1 / (1 + exp(-x)): the Mlp's sigmoid and the recurrent cells' gates.
