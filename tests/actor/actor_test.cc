@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <absl/strings/str_cat.h>
+#include <c10/core/InferenceMode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -408,6 +409,35 @@ TEST(ActorBackendTest, EveryBackendReturnsTheSameKeysShapesAndDtypes) {
     if (type == InteractionType::kDeterministic) {
       EXPECT_TRUE(outs[0].get("action").equal(outs[1].get("action")));
     }
+  }
+}
+
+// The fused backend makes its output tensors with its own allocator (malloc, aligned by hand):
+// they are ordinary CPU tensors, 64-byte aligned like LibTorch's, that grow, convert and outlive
+// the actor.
+TEST(ActorBackendTest, FusedOutputsAreOrdinaryAlignedCpuTensorsThatOutliveTheActor) {
+  TensorDict obs = observations(3);
+  TensorDict out;
+  {
+    ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(Backend::kFused)));
+    out = actor->act(obs, InteractionType::kDeterministic);
+  }
+  ASSERT_OK_AND_ASSIGN(auto reference, load(kCategorical, ActorOptions().backend(Backend::kLibTorch)));
+  const TensorDict expected = reference->act(obs, InteractionType::kDeterministic);
+  for (const auto& key : out.keys()) {
+    at::Tensor value = out.get(key);
+    SCOPED_TRACE(key.to_string());
+    EXPECT_TRUE(value.device().is_cpu());
+    EXPECT_TRUE(value.is_contiguous());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(value.data_ptr()) % 64, 0u);
+    EXPECT_TRUE(at::allclose(value.to(at::kDouble), expected.get(key).to(at::kDouble), 1e-5, 1e-6));
+    // Growing the storage (the allocator is asked again) keeps the values. The outputs are
+    // inference tensors, as LibTorch's are under the actor's InferenceMode.
+    const at::Tensor before = value.clone();
+    c10::InferenceMode inference;
+    value.resize_({1000});
+    EXPECT_TRUE(value.slice(0, 0, before.numel()).equal(before.flatten()));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(value.data_ptr()) % 64, 0u);
   }
 }
 
