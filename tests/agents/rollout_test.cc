@@ -74,7 +74,7 @@ TEST(Rollout, CommittedTrainedPoliciesKeepTheirReturns) {
   const Result cheetah = rollout({"--policy=" + runfile("samples/agents/trained/halfcheetah-v5_ppo.pb"), "--episodes=8"});
   ASSERT_EQ(cheetah.exit_code, 0) << cheetah.err;
   EXPECT_THAT(cheetah.out, HasSubstr("halfcheetah_ppo on HalfCheetah-v5: 8 episodes"));
-  EXPECT_GT(mean_return(cheetah.out), 1200) << cheetah.out;  // untrained: about -100; CleanRL: 1443
+  EXPECT_GT(mean_return(cheetah.out), 2500) << cheetah.out;  // 3444 when saved; untrained: about -100
 }
 
 TEST(Rollout, SameSeedSameReturns) {
