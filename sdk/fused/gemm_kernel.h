@@ -31,15 +31,13 @@ namespace tdp::fused::internal::TDP_GEMM_NAMESPACE {
 
 using tdp::fused::Activation;
 
-// exp(x), Cephes' float scheme as math.h's fast_exp; NaN in gives NaN, +inf saturates to
-// exp(88.38) and -inf to exp(-87.34) (about 1e-38), as fast_exp does.
+// Cephes' float reduction, as math.h's expm1_reduced: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2
+// in two parts), and e^r - 1 = r + r^2 p(r) from Cephes' polynomial. Sets n; returns e^r - 1.
 template <class S>
-inline typename S::V vexp(typename S::V x) {
+inline typename S::V vexpm1_reduced(typename S::V x, typename S::V& n) {
   using V = typename S::V;
-  x = S::min_nan(S::set1(88.3762626647949f), x);
-  x = S::max_nan(S::set1(-87.3365447504f), x);
   const V shifter = S::set1(12582912.0f);
-  const V n = S::sub(S::fma(x, S::set1(1.44269504088896341f), shifter), shifter);
+  n = S::sub(S::fma(x, S::set1(1.44269504088896341f), shifter), shifter);
   V r = S::fma(n, S::set1(-0.693359375f), x);
   r = S::fma(n, S::set1(2.12194440e-4f), r);
   V p = S::set1(1.9875691500E-4f);
@@ -48,30 +46,30 @@ inline typename S::V vexp(typename S::V x) {
   p = S::fma(p, r, S::set1(4.1665795894E-2f));
   p = S::fma(p, r, S::set1(1.6666665459E-1f));
   p = S::fma(p, r, S::set1(5.0000001201E-1f));
-  const V y = S::fma(S::mul(p, r), r, S::add(r, S::set1(1.0f)));
-  return S::mul(y, S::pow2i(n));
+  return S::fma(S::mul(p, r), r, r);
 }
 
-// tanh: math.h's fast_tanh, -expm1(-2|x|) / (2 + expm1(-2|x|)) with the sign of x, expm1 from
-// vexp's reduction and polynomial (e^r - 1 = r + r^2 p(r), so no cancellation near 0); NaN
-// propagated, +-inf to +-1.
+// exp(x), as math.h's fast_exp: (1 + e^r - 1) 2^n; NaN in gives NaN, +inf saturates to
+// exp(88.38) and -inf to exp(-87.34) (about 1e-38), as fast_exp does.
+template <class S>
+inline typename S::V vexp(typename S::V x) {
+  x = S::min_nan(S::set1(88.3762626647949f), x);
+  x = S::max_nan(S::set1(-87.3365447504f), x);
+  typename S::V n;
+  const typename S::V m1 = vexpm1_reduced<S>(x, n);
+  return S::mul(S::add(m1, S::set1(1.0f)), S::pow2i(n));
+}
+
+// tanh, as math.h's fast_tanh: -expm1(-2|x|) / (2 + expm1(-2|x|)) with the sign of x, where
+// expm1(z) = 2^n (e^r - 1) + (2^n - 1) has no cancellation near 0; NaN propagated, +-inf to +-1.
 template <class S>
 inline typename S::V vtanh(typename S::V x) {
   using V = typename S::V;
-  const V a = S::min_nan(S::set1(10.0f), S::abs(x));
-  const V z = S::mul(S::set1(-2.0f), a);
-  const V shifter = S::set1(12582912.0f);
-  const V n = S::sub(S::fma(z, S::set1(1.44269504088896341f), shifter), shifter);
-  V r = S::fma(n, S::set1(-0.693359375f), z);
-  r = S::fma(n, S::set1(2.12194440e-4f), r);
-  V p = S::set1(1.9875691500E-4f);
-  p = S::fma(p, r, S::set1(1.3981999507E-3f));
-  p = S::fma(p, r, S::set1(8.3334519073E-3f));
-  p = S::fma(p, r, S::set1(4.1665795894E-2f));
-  p = S::fma(p, r, S::set1(1.6666665459E-1f));
-  p = S::fma(p, r, S::set1(5.0000001201E-1f));
+  const V z = S::mul(S::set1(-2.0f), S::min_nan(S::set1(10.0f), S::abs(x)));
+  V n;
+  const V m1 = vexpm1_reduced<S>(z, n);
   const V s = S::pow2i(n);
-  const V e = S::fma(s, S::fma(S::mul(p, r), r, r), S::sub(s, S::set1(1.0f)));  // expm1(z), in (-1, 0]
+  const V e = S::fma(s, m1, S::sub(s, S::set1(1.0f)));  // expm1(z), in (-1, 0]
   return S::or_sign(S::mul(S::sub(S::zero(), e), S::recip(S::add(S::set1(2.0f), e))), x);
 }
 
