@@ -2397,7 +2397,7 @@ const absl::Status& FusedPlan::check(nn::InteractionType type) const {
   const int t = static_cast<int>(type);
   if (t < 0 || t >= kInteractionTypes) {
     static const absl::Status* const unknown =
-        new absl::Status(absl::InvalidArgumentError(absl::StrCat("unknown interaction type ", t)));
+        new absl::Status(absl::InvalidArgumentError("an interaction type outside InteractionType's values"));
     return *unknown;
   }
   return impl_->checks[t];
