@@ -1,5 +1,6 @@
-// Compiled with -mavx2 -mfma (sdk/fused/BUILD.bazel) and reached only through
-// linear_variant(Isa::kAvx2) / activate_variant(), after the CPU reported AVX2 and FMA.
+// Compiled with -mavx2 -mfma (sdk/fused/BUILD.bazel) and reached only through gemm.h's
+// *_variant(Isa::kAvx2) functions, after the CPU reported AVX2 and FMA: the Linear micro-kernels and
+// activations (gemm_kernel.h) and the Gaussian heads' draws (gaussian_kernel.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct S {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   // A division: the 12-bit estimate plus one Newton step is an ulp off (1 / 1 gives 0.99999994).
   static V recip(V d) { return _mm256_div_ps(_mm256_set1_ps(1.0f), d); }
+  static float recip1(float d) { return 1.0f / d; }
   // MINPS/MAXPS return their second operand when either is NaN.
   static V min_nan(V c, V x) { return _mm256_min_ps(c, x); }
   static V max_nan(V c, V x) { return _mm256_max_ps(c, x); }
@@ -43,12 +45,45 @@ struct S {
   }
   static I load_idx(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static V permute(V v, I idx) { return _mm256_permutevar8x32_ps(v, idx); }
+  static V sqrt(V x) { return _mm256_sqrt_ps(x); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static I set1_i(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static I iota_i() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+  static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_i(I a, I b) { return _mm256_or_si256(a, b); }
+  static I xor_i(I a, I b) { return _mm256_xor_si256(a, b); }
+  template <int N>
+  static I srli_i(I a) {
+    return _mm256_srli_epi32(a, N);
+  }
+  template <int N>
+  static I slli_i(I a) {
+    return _mm256_slli_epi32(a, N);
+  }
+  static V to_float(I a) { return _mm256_cvtepi32_ps(a); }
+  static I to_int(V a) { return _mm256_cvttps_epi32(a); }
+  static I bits(V a) { return _mm256_castps_si256(a); }
+  static V from_bits(I a) { return _mm256_castsi256_ps(a); }
+  static V select_i(I mask, V t, V f) {
+    return _mm256_blendv_ps(t, f, _mm256_castsi256_ps(_mm256_cmpeq_epi32(mask, _mm256_setzero_si256())));
+  }
+  // The 64-bit products of the even lanes and of the odd ones (shifted down), interleaved back.
+  static void mulhilo(I a, uint32_t m, I& hi, I& lo) {
+    const I mm = set1_i(m);
+    const I even = _mm256_mul_epu32(a, mm);
+    const I odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), mm);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  }
 };
 
 }  // namespace tdp::fused::internal::avx2
 
 #define TDP_GEMM_NAMESPACE avx2
 #include "sdk/fused/gemm_kernel.h"
+#include "sdk/fused/gaussian_kernel.h"
 
 namespace tdp::fused::internal {
 
@@ -58,5 +93,15 @@ void linear_avx2(const float* x, int64_t rows, int64_t in, const float* wt, cons
 }
 
 void activate_avx2(Activation activation, float* x, int64_t n) { avx2::activate<avx2::S>(activation, x, n); }
+
+void philox_normals_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
+                         int64_t d, float* out) {
+  avx2::philox_normals<avx2::S>(seed, call, first_row, rows, block0, d, out);
+}
+
+void gaussian_draw_avx2(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                        float* sample, float* log_prob) {
+  avx2::gaussian_draw<avx2::S>(g, loc, scale, eps, n, sample, log_prob);
+}
 
 }  // namespace tdp::fused::internal

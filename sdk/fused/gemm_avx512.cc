@@ -1,5 +1,6 @@
-// Compiled with -mavx512f -mfma (sdk/fused/BUILD.bazel) and reached only through
-// linear_variant(Isa::kAvx512) / activate_variant(), after the CPU reported AVX-512F.
+// Compiled with -mavx512f -mfma (sdk/fused/BUILD.bazel) and reached only through gemm.h's
+// *_variant(Isa::kAvx512) functions, after the CPU reported AVX-512F: the Linear micro-kernels and
+// activations (gemm_kernel.h) and the Gaussian heads' draws (gaussian_kernel.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -33,6 +34,11 @@ struct S {
     const V r = _mm512_rcp14_ps(d);
     return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
   }
+  static float recip1(float d) {
+    const __m128 v = _mm_set_ss(d);
+    const __m128 r = _mm_rcp14_ss(v, v);
+    return _mm_cvtss_f32(_mm_fmadd_ss(r, _mm_fnmadd_ss(v, r, _mm_set_ss(1.0f)), r));
+  }
   // MINPS/MAXPS return their second operand when either is NaN.
   static V min_nan(V c, V x) { return _mm512_min_ps(c, x); }
   static V max_nan(V c, V x) { return _mm512_max_ps(c, x); }
@@ -48,12 +54,43 @@ struct S {
   }
   static I load_idx(const int32_t* p) { return _mm512_loadu_si512(p); }
   static V permute(V v, I idx) { return _mm512_permutexvar_ps(idx, v); }
+  static V sqrt(V x) { return _mm512_sqrt_ps(x); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static I set1_i(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  static I iota_i() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_i(I a, I b) { return _mm512_or_si512(a, b); }
+  static I xor_i(I a, I b) { return _mm512_xor_si512(a, b); }
+  template <int N>
+  static I srli_i(I a) {
+    return _mm512_srli_epi32(a, N);
+  }
+  template <int N>
+  static I slli_i(I a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  static V to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  static I to_int(V a) { return _mm512_cvttps_epi32(a); }
+  static I bits(V a) { return _mm512_castps_si512(a); }
+  static V from_bits(I a) { return _mm512_castsi512_ps(a); }
+  static V select_i(I mask, V t, V f) { return _mm512_mask_blend_ps(_mm512_test_epi32_mask(mask, mask), f, t); }
+  // The 64-bit products of the even lanes and of the odd ones (shifted down), interleaved back.
+  static void mulhilo(I a, uint32_t m, I& hi, I& lo) {
+    const I mm = set1_i(m);
+    const I even = _mm512_mul_epu32(a, mm);
+    const I odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mm);
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  }
 };
 
 }  // namespace tdp::fused::internal::avx512
 
 #define TDP_GEMM_NAMESPACE avx512
 #include "sdk/fused/gemm_kernel.h"
+#include "sdk/fused/gaussian_kernel.h"
 
 namespace tdp::fused::internal {
 
@@ -63,5 +100,15 @@ void linear_avx512(const float* x, int64_t rows, int64_t in, const float* wt, co
 }
 
 void activate_avx512(Activation activation, float* x, int64_t n) { avx512::activate<avx512::S>(activation, x, n); }
+
+void philox_normals_avx512(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
+                           int64_t d, float* out) {
+  avx512::philox_normals<avx512::S>(seed, call, first_row, rows, block0, d, out);
+}
+
+void gaussian_draw_avx512(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                          float* sample, float* log_prob) {
+  avx512::gaussian_draw<avx512::S>(g, loc, scale, eps, n, sample, log_prob);
+}
 
 }  // namespace tdp::fused::internal

@@ -1,9 +1,11 @@
 #include "sdk/fused/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sdk/fused/gemm.h"
 #include "sdk/fused/math.h"
+#include "sdk/fused/philox.h"
 
 namespace tdp::fused {
 
@@ -86,24 +88,76 @@ Isa detected_isa() {
   return isa;
 }
 
-LinearFn linear_variant(Isa isa) {
+namespace {
+
+// The variant for `isa` among one kernel's, or nullptr when this CPU cannot run it.
+template <class Fn>
+Fn variant(Isa isa, Fn avx512, Fn avx2, Fn portable) {
   const Isa best = detected_isa();
   switch (isa) {
-    case Isa::kAvx512: return best == Isa::kAvx512 ? &linear_avx512 : nullptr;
-    case Isa::kAvx2: return best != Isa::kPortable ? &linear_avx2 : nullptr;
-    case Isa::kPortable: return &linear_portable;
+    case Isa::kAvx512: return best == Isa::kAvx512 ? avx512 : nullptr;
+    case Isa::kAvx2: return best != Isa::kPortable ? avx2 : nullptr;
+    case Isa::kPortable: return portable;
   }
   return nullptr;
 }
 
-ActivateFn activate_variant(Isa isa) {
-  const Isa best = detected_isa();
-  switch (isa) {
-    case Isa::kAvx512: return best == Isa::kAvx512 ? &activate_avx512 : nullptr;
-    case Isa::kAvx2: return best != Isa::kPortable ? &activate_avx2 : nullptr;
-    case Isa::kPortable: return nullptr;
+}  // namespace
+
+LinearFn linear_variant(Isa isa) { return variant<LinearFn>(isa, &linear_avx512, &linear_avx2, &linear_portable); }
+
+ActivateFn activate_variant(Isa isa) { return variant<ActivateFn>(isa, &activate_avx512, &activate_avx2, nullptr); }
+
+PhiloxNormalsFn philox_normals_variant(Isa isa) {
+  return variant<PhiloxNormalsFn>(isa, &philox_normals_avx512, &philox_normals_avx2, &philox_normals_portable);
+}
+
+GaussianDrawFn gaussian_draw_variant(Isa isa) {
+  return variant<GaussianDrawFn>(isa, &gaussian_draw_avx512, &gaussian_draw_avx2, &gaussian_draw_portable);
+}
+
+// The scalar twins of gaussian_kernel.h's vector code, operation for operation.
+void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
+                             int64_t d, float* out) {
+  const Philox4x32 rng(seed);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j0 = 0; j0 < d; j0 += 4) {
+      const auto words = rng({static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32),
+                              static_cast<uint32_t>(first_row + static_cast<uint64_t>(r)),
+                              block0 + static_cast<uint32_t>(j0 / 4)});
+      for (int pair = 0; pair < 2 && j0 + 2 * pair < d; ++pair) {
+        const float radius = std::sqrt(-2.0f * fast_log(uniform01_open0(words[2 * pair])));
+        float s, c;
+        fast_sincos_2pi(uniform01(words[2 * pair + 1]), s, c);
+        out[r * d + j0 + 2 * pair] = radius * c;
+        if (j0 + 2 * pair + 1 < d) out[r * d + j0 + 2 * pair + 1] = radius * s;
+      }
+    }
   }
-  return nullptr;
+}
+
+void gaussian_draw_portable(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                            float* sample, float* log_prob) {
+  const float lim = 1.0f - 1e-6f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = eps[i] * scale[i] + loc[i];
+    float y = x;
+    if (g.tanh) {
+      y = fast_tanh(x);
+      if (g.safe_tanh) y = std::max(-lim, std::min(lim, y));
+      y = y * g.half + g.shift;
+    }
+    sample[i] = y;
+    if (log_prob == nullptr) continue;
+    const float diff = (x - loc[i]) / scale[i];
+    float value = (-0.5f * (diff * diff) + -0.91893853320467274178f) - fast_log(scale[i]);
+    if (g.tanh) {
+      const float t = -2.0f * x;
+      const float softplus = 20.0f < t ? t : fast_log1p(fast_exp(t));
+      value = value - (2.0f * ((0.69314718055994530942f - x) - softplus) + g.log_half);
+    }
+    log_prob[i] = value;
+  }
 }
 
 void linear_portable(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out,
@@ -120,6 +174,18 @@ void linear(const float* x, int64_t rows, int64_t in, const float* wt, const flo
   if (internal::fused_epilogue(activation)) return best(x, rows, in, wt, bias, out, y, activation);
   best(x, rows, in, wt, bias, out, y, Activation::kIdentity);
   activate(activation, y, rows * out);
+}
+
+void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
+                    float* out) {
+  static const internal::PhiloxNormalsFn best = internal::philox_normals_variant(internal::detected_isa());
+  best(seed, call, first_row, rows, block0, d, out);
+}
+
+void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                   float* sample, float* log_prob) {
+  static const internal::GaussianDrawFn best = internal::gaussian_draw_variant(internal::detected_isa());
+  best(g, loc, scale, eps, n, sample, log_prob);
 }
 
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {

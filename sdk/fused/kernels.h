@@ -43,4 +43,27 @@ void gru_gates(const float* gi, const float* gh, const float* h, int64_t rows, i
 void lstm_gates(const float* gi, const float* gh, const float* c, int64_t rows, int64_t hidden, float* h_out,
                 float* c_out);
 
+// The Gaussian heads' random draws (Normal, IndependentNormal, TanhNormal), one lane per row.
+//
+// d standard normals for each of rows [first_row, first_row + rows) of a call: out[r * d + j],
+// from Philox4x32-10 (philox.h) of key `seed` at counter {call low, call high, row, block0 +
+// j / 4}, Box-Muller on that block's words (0, 1) for j % 4 = 0 (cosine) and 1 (sine), and (2, 3)
+// for 2 and 3. A row's normals depend on its index and the call, never on the batch it came in.
+void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
+                    float* out);
+
+// x = loc + eps * scale; sample = x, or for a TanhNormal tanh(x) (clamped into +-(1 - 1e-6) when
+// safe_tanh) * half + shift. log_prob (when not null) = the Normal's log-density of x, and for a
+// TanhNormal minus log |d sample / dx| = 2 (log 2 - x - softplus(-2x)) + log_half: the density
+// of the sample, scored from the pre-tanh value (no atanh of a saturated action).
+struct GaussianDraw {
+  bool tanh = false;
+  bool safe_tanh = false;
+  float half = 1.0f;
+  float shift = 0.0f;
+  float log_half = 0.0f;
+};
+void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                   float* sample, float* log_prob);
+
 }  // namespace tdp::fused

@@ -107,6 +107,32 @@ inline float fast_tanh(float x) {
   return x < 0 ? -t : t;
 }
 
+// sin(2 pi u) and cos(2 pi u) for u in [0, 1), a Box-Muller angle: u = q / 4 + f with q
+// rounded to nearest (f in [-1/8, 1/8], exact for the 24-bit uniforms the plan draws), Cephes'
+// sinf and cosf polynomials on 2 pi f in [-pi/4, pi/4], then the quarter turns q swap and negate
+// them. Within 1e-7 of the exact values (std::cos of the rounded float angle 2 pi u is up to 4e-7
+// off); branch-free, so the vector kernels mirror it.
+inline void fast_sincos_2pi(float u, float& sin_out, float& cos_out) {
+  const float shifter = 12582912.0f;
+  const float q = (u * 4.0f + shifter) - shifter;
+  const float t = (u - q * 0.25f) * 6.283185307179586f;
+  const float z = t * t;
+  float s = -1.9515295891E-4f;
+  s = s * z + 8.3321608736E-3f;
+  s = s * z - 1.6666654611E-1f;
+  s = s * z * t + t;
+  float c = 2.443315711809948E-5f;
+  c = c * z - 1.388731625493765E-3f;
+  c = c * z + 4.166664568298827E-2f;
+  c = c * z * z - 0.5f * z + 1.0f;
+  // Quarter turns: (sin, cos) -> (cos, -sin) -> (-sin, -cos) -> (-cos, sin).
+  const uint32_t k = static_cast<uint32_t>(static_cast<int32_t>(q));
+  const uint32_t swap = 0u - (k & 1u);
+  const uint32_t sb = float_to_bits(s), cb = float_to_bits(c);
+  sin_out = bits_to_float(((cb & swap) | (sb & ~swap)) ^ ((k & 2u) << 30));
+  cos_out = bits_to_float(((sb & swap) | (cb & ~swap)) ^ (((k + 1u) & 2u) << 30));
+}
+
 // 1 / (1 + exp(-x)): the Mlp's sigmoid and the recurrent cells' gates.
 inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 

@@ -376,6 +376,7 @@ struct FusedPlan::Impl {
   std::vector<Slot> slots;
   std::vector<int64_t> slot_offset;  // per slot, in the tile scratch
   int64_t scratch_per_tile = 0;
+  int64_t gaussian_scratch = 0;  // in the tile scratch: the Gaussian heads' normals and log-densities
   std::vector<float> arena;
   std::vector<Op> ops;
   // The probabilistic module's distribution, or its composite's parts in distribution_map order.
@@ -1818,6 +1819,15 @@ struct FusedPlan::Impl {
       // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
       scratch_per_tile += (kTile * s.width + 15) / 16 * 16;
     }
+    // The Gaussian heads' normals and log-densities of a tile, [kTile, width] each.
+    int64_t gaussian_width = 0;
+    for (const Head& h : heads) {
+      if (h.kind == HeadKind::kNormal || h.kind == HeadKind::kIndependentNormal || h.kind == HeadKind::kTanhNormal) {
+        gaussian_width = std::max(gaussian_width, h.width);
+      }
+    }
+    gaussian_scratch = scratch_per_tile;
+    scratch_per_tile += 2 * kTile * gaussian_width;
   }
 
   // A Linear followed by an activation in place on its output becomes one op: the activation
@@ -2019,24 +2029,6 @@ struct FusedPlan::Impl {
                 block});
   }
 
-  // Standard normals for (call, row): element j from block block0 + j / 4.
-  static void normals(const Philox4x32& rng, const RandomStream& stream, uint64_t row, uint32_t block0, int64_t n,
-                      float* out) {
-    for (int64_t j = 0; j < n; j += 4) {
-      const auto r = draw(rng, stream, row, block0 + static_cast<uint32_t>(j / 4));
-      // Only the pairs (and the second of a pair) that land in [0, n): a one-dim action needs
-      // one cosine, not two full pairs.
-      for (int pair = 0; pair < 2 && j + 2 * pair < n; ++pair) {
-        const float u1 = uniform01_open0(r[2 * pair]);
-        const float u2 = uniform01(r[2 * pair + 1]);
-        const float radius = std::sqrt(-2.0f * fast_log(u1));
-        const float angle = 6.283185307179586f * u2;
-        out[j + 2 * pair] = radius * std::cos(angle);
-        if (j + 2 * pair + 1 < n) out[j + 2 * pair + 1] = radius * std::sin(angle);
-      }
-    }
-  }
-
   void run_head(const Head& head, float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,
                 const RandomStream& stream, bool want_log_prob) const {
     auto at = [&](int s) { return scratch + slot_offset[s]; };
@@ -2225,55 +2217,103 @@ struct FusedPlan::Impl {
         float half = static_cast<float>((head.high - head.low) / 2);
         float shift = static_cast<float>((head.high + head.low) / 2);
         float low = static_cast<float>(head.low);
-        const float lim = static_cast<float>(1.0 - 1e-6);
         double log_half = std::log(std::abs((head.high - head.low) / 2));
+        auto bounds_of = [&](int64_t j) {
+          if (bound == nullptr) return;
+          half = bound[j];
+          low = bound[d + j];
+          shift = bound[2 * d + j];
+          log_half = bound[3 * d + j];
+        };
+        auto loc_of = [&](int64_t r, int64_t j) {
+          float loc = locs[r * d + j];
+          if (head.tanh_loc) {
+            loc = std::tanh(loc / head.upscale) * head.upscale;
+            if (tanh_head && bounded) loc = loc + half + low;
+          }
+          return loc;
+        };
         const int64_t event = d / head.agents;  // an agent's values: one log-prob each
-        float eps[kMaxEvent];
+        if (random) {
+          // On the vector units (kernels.h): the tile's normals, then x = loc + eps * scale, the
+          // sample and its log-density, over all of the tile's values at once where every value
+          // has the same bounds, else value by value over the rows.
+          float* eps = scratch + gaussian_scratch;
+          float* values = want_log_prob ? (per_element ? lp : eps + kTile * d) : nullptr;
+          philox_normals(stream.seed, stream.call, first_row, rows, head.block0, d, eps);
+          GaussianDraw g;
+          g.tanh = tanh_head;
+          g.safe_tanh = head.safe_tanh;
+          auto set_bounds = [&] {
+            if (!tanh_head || !bounded) return;
+            g.half = half;
+            g.shift = shift;
+            g.log_half = static_cast<float>(log_half);
+          };
+          if (bound == nullptr && !head.tanh_loc) {
+            set_bounds();
+            gaussian_draw(g, locs, scales, eps, rows * d, sample, values);
+          } else {
+            float loc[kTile], scale[kTile], e[kTile], x[kTile], v[kTile];
+            for (int64_t j = 0; j < d; ++j) {
+              bounds_of(j);
+              set_bounds();
+              for (int64_t r = 0; r < rows; ++r) {
+                loc[r] = loc_of(r, j);
+                scale[r] = scales[r * d + j];
+                e[r] = eps[r * d + j];
+              }
+              gaussian_draw(g, loc, scale, e, rows, x, values != nullptr ? v : nullptr);
+              for (int64_t r = 0; r < rows; ++r) {
+                sample[r * d + j] = x[r];
+                if (values != nullptr) values[r * d + j] = v[r];
+              }
+            }
+          }
+          if (want_log_prob && !per_element) {
+            // Summed over each event in double, as the values come.
+            for (int64_t r = 0; r < rows; ++r) {
+              double total = 0;
+              for (int64_t j = 0; j < d; ++j) {
+                total += values[r * d + j];
+                if ((j + 1) % event == 0) {
+                  lp[r * head.agents + j / event] = static_cast<float>(total);
+                  total = 0;
+                }
+              }
+            }
+          }
+          return;
+        }
+        const float lim = static_cast<float>(1.0 - 1e-6);
         for (int64_t r = 0; r < rows; ++r) {
-          if (random) normals(rng, stream, first_row + r, head.block0, d, eps);
           double total = 0;
           for (int64_t j = 0; j < d; ++j) {
-            float loc = locs[r * d + j];
+            bounds_of(j);
+            const float loc = loc_of(r, j);
             const float scale = scales[r * d + j];
-            if (bound != nullptr) {
-              half = bound[j];
-              low = bound[d + j];
-              shift = bound[2 * d + j];
-              log_half = bound[3 * d + j];
-            }
-            if (head.tanh_loc) {
-              loc = std::tanh(loc / head.upscale) * head.upscale;
-              if (tanh_head && bounded) loc = loc + half + low;
-            }
-            const float x = random ? loc + eps[j] * scale : loc;
-            float y = x;
+            // The mean: a TanhNormal's action is std::tanh's, as LibTorch's, and is scored from
+            // the action through atanh as LibTorch's log_prob(action) does (which magnifies any
+            // error near +-1).
+            float y = loc;
             if (tanh_head) {
-              // A drawn action is scored from x itself, so math.h's tanh (1e-6 relative) serves;
-              // a deterministic one is scored from the action through atanh, which magnifies
-              // any error near +-1: that one is std::tanh's, as LibTorch's.
-              y = random ? fast_tanh(x) : std::tanh(x);
+              y = std::tanh(loc);
               if (head.safe_tanh) y = std::min(std::max(y, -lim), lim);
               if (bounded) y = shift == 0.0f ? y * half : y * half + shift;
             }
             sample[r * d + j] = y;
             if (!want_log_prob) continue;
-            double pre = x;
-            if (tanh_head && !random) {
-              // Scored from the action, as LibTorch's log_prob(action) does.
+            double pre = loc;
+            if (tanh_head) {
               float z = bounded ? (shift == 0.0f ? y : y - shift) / half : y;
               if (head.safe_tanh) z = std::min(std::max(z, -lim), lim);
               pre = std::atanh(z);
             }
             const double diff = (pre - loc) / scale;
-            // math.h's log and log1p (1e-7 relative) for a drawn action; glibc's double ones for a
-            // deterministic one, scored from the action as LibTorch scores it.
-            const double log_scale = random ? fast_log(scale) : std::log(static_cast<double>(scale));
-            double value = -0.5 * diff * diff - log_scale - kHalfLog2Pi;
+            double value = -0.5 * diff * diff - std::log(static_cast<double>(scale)) - kHalfLog2Pi;
             if (tanh_head) {
               const double t = -2.0 * pre;
-              const double sp = t > 20.0                          ? t
-                                : random && t > -87.0 && t < 88.0 ? fast_log1p(fast_exp(static_cast<float>(t)))
-                                                                  : std::log1p(std::exp(t));
+              const double sp = t > 20.0 ? t : std::log1p(std::exp(t));
               value -= 2.0 * (kLog2 - pre - sp) + (bounded ? log_half : 0.0);
             }
             if (per_element) {

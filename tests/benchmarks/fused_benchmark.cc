@@ -8,7 +8,9 @@
 // - *_LibTorch:   Actor(backend kLibTorch).act, the eager module tree.
 // - *_Hand:       the ATen ops the modules call, written out (hand_policies.h, as in actor_benchmark).
 // CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
-// MLP(64, 64, tanh) -> NormalParamExtractor -> TanhNormal on [-2, 2]. Batch 1, 64 and 1024.
+// MLP(64, 64, tanh) -> NormalParamExtractor -> TanhNormal on [-2, 2]; HalfCheetah: the trained
+// samples/agents/trained/halfcheetah-v5_ppo.pb, [B, 17] -> ObservationNorm -> MLP(64, 64, tanh) ->
+// Normal over 6 with a state-independent scale. Batch 1, 64 and 1024.
 // Recurrent and composite policies have no flat API, so act() only, at batch 1 and 64:
 // - Gru_*:        policies/recurrent_gru.pbtxt, the actor keeping the hidden state [B, 32]
 //                 (GRUCell(4, 32) -> MLP(64, tanh) -> Categorical);
@@ -45,6 +47,7 @@ constexpr char kCartPole[] = "policies/cartpole_categorical.pbtxt";
 constexpr char kPendulum[] = "policies/pendulum_tanh_gaussian.pbtxt";
 constexpr char kGru[] = "policies/recurrent_gru.pbtxt";
 constexpr char kGoalHybrid[] = "policies/goal_hybrid.pbtxt";
+constexpr char kHalfCheetah[] = "samples/agents/trained/halfcheetah-v5_ppo.pb";
 
 std::unique_ptr<tdp::actor::Actor> load(const std::string& spec, Backend backend) {
   auto actor = tdp::actor::Actor::load(spec, tdp::actor::ActorOptions().seed(0).backend(backend));
@@ -62,7 +65,9 @@ void FusedFlat(benchmark::State& state, const char* spec, int64_t dim) {
   if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
   const int64_t batch = state.range(0);
   const at::Tensor obs = observations(batch, dim);
-  std::vector<float> action(batch * actor->describe().flat_action_size), log_prob(batch);
+  const int64_t action_size = actor->describe().flat_action_size;
+  // log_prob: [batch], or [batch, action_size] for a per-element Normal.
+  std::vector<float> action(batch * action_size), log_prob(batch * action_size);
   for (auto _ : state) {
     absl::Status status = actor->act_flat(obs.data_ptr<float>(), batch, action.data(), log_prob.data());
     if (!status.ok()) return state.SkipWithError(std::string(status.message()).c_str());
@@ -109,6 +114,9 @@ void Pendulum_FusedFlat(benchmark::State& s) { FusedFlat(s, kPendulum, 3); }
 void Pendulum_FusedAct(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kFused); }
 void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kLibTorch); }
 void Pendulum_Hand(benchmark::State& s) { Hand(s, kPendulum, 3); }
+void HalfCheetah_FusedFlat(benchmark::State& s) { FusedFlat(s, kHalfCheetah, 17); }
+void HalfCheetah_FusedAct(benchmark::State& s) { ActorAct(s, kHalfCheetah, 17, Backend::kFused); }
+void HalfCheetah_LibTorch(benchmark::State& s) { ActorAct(s, kHalfCheetah, 17, Backend::kLibTorch); }
 void Gru_FusedAct(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kFused); }
 void Gru_LibTorch(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kLibTorch); }
 void GoalHybrid_FusedAct(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kFused); }
@@ -193,6 +201,9 @@ BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_Hand)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(HalfCheetah_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(HalfCheetah_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(HalfCheetah_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Gru_FusedAct)->Arg(1)->Arg(64);
 BENCHMARK(Gru_LibTorch)->Arg(1)->Arg(64);
 BENCHMARK(GoalHybrid_FusedAct)->Arg(1)->Arg(64);

@@ -10,6 +10,7 @@
 // skipped, naming the package, where it is not installed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "sdk/fused/gemm.h"
 #include "sdk/fused/kernels.h"
 #include "sdk/fused/math.h"
+#include "sdk/fused/philox.h"
 #include "tests/benchmarks/cblas_loader.h"
 
 namespace tdp::fused {
@@ -261,6 +263,165 @@ TEST(FusedKernelsTest, ScalarLogAndLog1pMatchStd) {
     }
   }
   EXPECT_LE(worst, 1.0);
+}
+
+TEST(FusedKernelsTest, SinCosOfTwoPiUIsWithin1e7OfTheDoubleValuesOverEvery24BitUniform) {
+  double worst = 0;
+  for (uint32_t k = 0; k < (1u << 24); k += 3) {
+    const float u = static_cast<float>(k) * (1.0f / 16777216.0f);
+    float s, c;
+    fast_sincos_2pi(u, s, c);
+    const double angle = 2 * M_PI * static_cast<double>(u);
+    worst = std::max({worst, std::abs(s - std::sin(angle)), std::abs(c - std::cos(angle))});
+  }
+  EXPECT_LE(worst, 1e-7);
+}
+
+// Box-Muller in double on the same Philox words: the normals every variant must draw.
+double reference_normal(uint64_t seed, uint64_t call, uint64_t row, uint32_t block, int k) {
+  const auto words = Philox4x32(seed)({static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32),
+                                       static_cast<uint32_t>(row), block});
+  const double u1 = ((words[k / 2 * 2] >> 8) + 1) / 16777216.0;
+  const double u2 = (words[k / 2 * 2 + 1] >> 8) / 16777216.0;
+  const double radius = std::sqrt(-2 * std::log(u1));
+  return k % 2 == 0 ? radius * std::cos(2 * M_PI * u2) : radius * std::sin(2 * M_PI * u2);
+}
+
+TEST(FusedKernelsTest, PhiloxNormalsOfEveryVariantAreBoxMullerOfThePhiloxWords) {
+  for (Isa isa : runnable_variants()) {
+    const internal::PhiloxNormalsFn normals = internal::philox_normals_variant(isa);
+    for (const int64_t rows : {1, 3, 16, 21, 64}) {
+      for (const int64_t d : {1, 2, 3, 4, 6, 9}) {
+        // A call past 2^32 and rows across 2^32: both counter words are the row's and the call's.
+        for (const auto& [call, first_row] :
+             std::vector<std::pair<uint64_t, uint64_t>>{{0, 0}, {7, 100}, {(1ull << 32) + 5, (1ull << 32) - 9}}) {
+          SCOPED_TRACE(std::string(internal::isa_name(isa)) + " rows " + std::to_string(rows) + " d " +
+                       std::to_string(d) + " call " + std::to_string(call));
+          std::vector<float> out(rows * d + 1, std::numeric_limits<float>::quiet_NaN());
+          normals(42, call, first_row, rows, 3, d, out.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < d; ++j) {
+              const double expected =
+                  reference_normal(42, call, first_row + r, 3 + static_cast<uint32_t>(j / 4), static_cast<int>(j % 4));
+              // sqrt(-2 log u1) magnifies log's relative error where u1 is near 1.
+              ASSERT_NEAR(out[r * d + j], expected, 2e-6 * std::max(1.0, std::abs(expected))) << r << " " << j;
+            }
+          }
+          EXPECT_TRUE(std::isnan(out[rows * d])) << "wrote past the rows";
+        }
+      }
+    }
+  }
+}
+
+// Short tails and batches of one take the scalar twin of the vector code: the same bits, so a
+// row draws the same action whatever batch it comes in.
+TEST(FusedKernelsTest, DrawsOfARowAreTheSameBitsAloneAndInABatch) {
+  for (Isa isa : runnable_variants()) {
+    SCOPED_TRACE(internal::isa_name(isa));
+    const int64_t rows = 37, d = 3;
+    std::vector<float> batch(rows * d), alone(d);
+    internal::philox_normals_variant(isa)(9, 4, 1000, rows, 2, d, batch.data());
+    const std::vector<float> loc = random_floats(rows * d, 1), eps = batch;
+    std::vector<float> scale = random_floats(rows * d, 2);
+    for (float& s : scale) s = std::abs(s) + 0.1f;
+    GaussianDraw g;
+    g.tanh = true;
+    g.half = 2;
+    g.log_half = static_cast<float>(std::log(2.0));
+    std::vector<float> sample(rows * d), log_prob(rows * d);
+    internal::gaussian_draw_variant(isa)(g, loc.data(), scale.data(), eps.data(), rows * d, sample.data(),
+                                         log_prob.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      internal::philox_normals_variant(isa)(9, 4, 1000 + r, 1, 2, d, alone.data());
+      for (int64_t j = 0; j < d; ++j) {
+        ASSERT_EQ(alone[j], batch[r * d + j]) << r << " " << j;
+        float one_sample, one_log_prob;
+        internal::gaussian_draw_variant(isa)(g, &loc[r * d + j], &scale[r * d + j], &eps[r * d + j], 1, &one_sample,
+                                             &one_log_prob);
+        ASSERT_EQ(one_sample, sample[r * d + j]) << r << " " << j;
+        ASSERT_EQ(one_log_prob, log_prob[r * d + j]) << r << " " << j;
+      }
+    }
+  }
+}
+
+TEST(FusedKernelsTest, PhiloxNormalsAreStandardNormalOver2e5Values) {
+  const int64_t rows = 64, d = 4, tiles = 800;
+  double sum = 0, sum2 = 0, sum4 = 0;
+  int64_t beyond3 = 0, n = 0;
+  std::vector<float> out(rows * d);
+  for (int64_t t = 0; t < tiles; ++t) {
+    philox_normals(5, 11, static_cast<uint64_t>(t * rows), rows, 0, d, out.data());
+    for (const float z : out) {
+      sum += z;
+      sum2 += z * z;
+      sum4 += static_cast<double>(z) * z * z * z;
+      beyond3 += std::abs(z) > 3;
+      ++n;
+    }
+  }
+  const double mean = sum / n, var = sum2 / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 5 / std::sqrt(static_cast<double>(n)));
+  EXPECT_NEAR(var, 1.0, 0.01);
+  EXPECT_NEAR(sum4 / n, 3.0, 0.05);  // the kurtosis of a normal
+  // P(|z| > 3) = 0.0026998, about 550 of 204800: within 5 standard deviations.
+  EXPECT_NEAR(static_cast<double>(beyond3) / n, 0.0026998, 5 * std::sqrt(0.0027 / n));
+}
+
+TEST(FusedKernelsTest, GaussianDrawOfEveryVariantMatchesADoubleReference) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> positive(0.05f, 2.0f);
+  for (Isa isa : runnable_variants()) {
+    for (const int64_t n : {1, 5, 16, 33, 64}) {
+      for (int kind = 0; kind < 4; ++kind) {
+        // Normal; TanhNormal on [-1, 1]; on [-3, 1]; safe on [-2, 2].
+        GaussianDraw g;
+        g.tanh = kind > 0;
+        if (kind == 2) {
+          g.half = 2;
+          g.shift = -1;
+          g.log_half = static_cast<float>(std::log(2.0));
+        }
+        if (kind == 3) {
+          g.safe_tanh = true;
+          g.half = 2;
+          g.log_half = static_cast<float>(std::log(2.0));
+        }
+        SCOPED_TRACE(std::string(internal::isa_name(isa)) + " n " + std::to_string(n) + " kind " +
+                     std::to_string(kind));
+        std::vector<float> loc(n), scale(n), eps(n), sample(n), log_prob(n), alone(n);
+        for (int64_t i = 0; i < n; ++i) {
+          loc[i] = normal(rng);
+          scale[i] = positive(rng);
+          eps[i] = 2 * normal(rng);
+        }
+        internal::gaussian_draw_variant(isa)(g, loc.data(), scale.data(), eps.data(), n, sample.data(),
+                                             log_prob.data());
+        internal::gaussian_draw_variant(isa)(g, loc.data(), scale.data(), eps.data(), n, alone.data(), nullptr);
+        for (int64_t i = 0; i < n; ++i) {
+          const double x = static_cast<double>(eps[i]) * scale[i] + loc[i];
+          double y = x, lp = -0.5 * ((x - loc[i]) / scale[i]) * ((x - loc[i]) / scale[i]) - std::log(scale[i]) -
+                             0.5 * std::log(2 * M_PI);
+          if (g.tanh) {
+            y = std::tanh(x);
+            if (g.safe_tanh) y = std::clamp(y, -1 + 1e-6, 1 - 1e-6);
+            y = y * g.half + g.shift;
+            lp -= std::log(1 - std::tanh(x) * std::tanh(x)) + std::log(g.half);
+          }
+          EXPECT_NEAR(sample[i], y, 1e-6 * std::max(1.0, std::abs(y))) << i;
+          EXPECT_EQ(alone[i], sample[i]) << i;
+          // The Jacobian term is computed stably; the double reference loses digits where tanh
+          // saturates, so compare there only where 1 - tanh^2 keeps its precision.
+          if (!g.tanh || std::abs(x) < 4) {
+            EXPECT_NEAR(log_prob[i], lp, 2e-5 * std::max(1.0, std::abs(lp))) << i << " x " << x;
+          }
+          EXPECT_TRUE(std::isfinite(log_prob[i])) << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {

@@ -1,0 +1,295 @@
+// Internal to sdk/fused: the Gaussian heads' random draws on the vector units, one lane per row,
+// written once over gemm_kernel.h's vector traits S and compiled per instruction set beside the
+// Linear micro-kernels (gemm_avx512.cc and gemm_avx2.cc include it after gemm_kernel.h, inside the
+// same per-ISA namespace). Each function mirrors its scalar twin in kernels.cc operation for
+// operation (math.h's fast_log, fast_sincos_2pi, fast_exp, fast_log1p and fast_tanh), so every
+// variant draws the same normals to within the rounding of a fused multiply-add.
+//
+// Beyond gemm_kernel.h's list, S provides: sqrt, div, and the int32 lane operations set1_i,
+// iota_i (0, 1, ..., W - 1), add_i, and_i, or_i, xor_i, srli_i<n>, slli_i<n>, to_float (convert),
+// bits (float -> int32 bits), from_bits, select_i (a mask's lanes from t, the others from f) and
+// mulhilo (the high and low 32 bits of each lane times a 32-bit constant), and recip1 (recip on
+// one float, the same instruction).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "sdk/fused/kernels.h"
+
+#ifndef TDP_GEMM_NAMESPACE
+#error "include gaussian_kernel.h after gemm_kernel.h, in a file that defines TDP_GEMM_NAMESPACE"
+#endif
+
+namespace tdp::fused::internal::TDP_GEMM_NAMESPACE {
+
+// Cephes' logf, as math.h's fast_log, for finite normal x > 0.
+template <class S>
+inline typename S::V vlog(typename S::V x) {
+  using V = typename S::V;
+  using I = typename S::I;
+  const I b = S::bits(x);
+  V fe = S::to_float(S::sub_i(S::and_i(S::template srli_i<23>(b), S::set1_i(0xff)), S::set1_i(126)));
+  V m = S::from_bits(S::or_i(S::and_i(b, S::set1_i(0x007fffff)), S::set1_i(0x3f000000)));  // [0.5, 1)
+  const V half_sqrt2 = S::set1(0.707106781186547524f);
+  fe = S::select_lt(m, half_sqrt2, S::sub(fe, S::set1(1.0f)), fe);
+  m = S::select_lt(m, half_sqrt2, S::sub(S::add(m, m), S::set1(1.0f)), S::sub(m, S::set1(1.0f)));
+  const V z = S::mul(m, m);
+  V p = S::set1(7.0376836292E-2f);
+  p = S::fma(p, m, S::set1(-1.1514610310E-1f));
+  p = S::fma(p, m, S::set1(1.1676998740E-1f));
+  p = S::fma(p, m, S::set1(-1.2420140846E-1f));
+  p = S::fma(p, m, S::set1(1.4249322787E-1f));
+  p = S::fma(p, m, S::set1(-1.6668057665E-1f));
+  p = S::fma(p, m, S::set1(2.0000714765E-1f));
+  p = S::fma(p, m, S::set1(-2.4999993993E-1f));
+  p = S::fma(p, m, S::set1(3.3333331174E-1f));
+  V y = S::mul(S::mul(p, m), z);
+  y = S::fma(S::set1(-2.12194440e-4f), fe, y);
+  y = S::fma(S::set1(-0.5f), z, y);
+  return S::fma(S::set1(0.693359375f), fe, S::add(m, y));
+}
+
+// log(1 + x), as math.h's fast_log1p (x itself where 1 + x rounds to 1).
+template <class S>
+inline typename S::V vlog1p(typename S::V x) {
+  using V = typename S::V;
+  const V u = S::add(S::set1(1.0f), x);
+  const V d = S::sub(u, S::set1(1.0f));
+  const V scaled = S::mul(vlog<S>(u), S::div(x, d));
+  return S::select_lt(S::abs(d), S::set1(1e-30f), x, scaled);
+}
+
+// sin and cos of 2 pi u for u in [0, 1), as math.h's fast_sincos_2pi.
+template <class S>
+inline void vsincos_2pi(typename S::V u, typename S::V& sin_out, typename S::V& cos_out) {
+  using V = typename S::V;
+  using I = typename S::I;
+  const V shifter = S::set1(12582912.0f);
+  const V q = S::sub(S::fma(u, S::set1(4.0f), shifter), shifter);
+  const V t = S::mul(S::fma(q, S::set1(-0.25f), u), S::set1(6.283185307179586f));
+  const V z = S::mul(t, t);
+  V s = S::set1(-1.9515295891E-4f);
+  s = S::fma(s, z, S::set1(8.3321608736E-3f));
+  s = S::fma(s, z, S::set1(-1.6666654611E-1f));
+  s = S::fma(S::mul(s, z), t, t);
+  V c = S::set1(2.443315711809948E-5f);
+  c = S::fma(c, z, S::set1(-1.388731625493765E-3f));
+  c = S::fma(c, z, S::set1(4.166664568298827E-2f));
+  c = S::fma(S::mul(c, z), z, S::fma(S::set1(-0.5f), z, S::set1(1.0f)));
+  const I k = S::to_int(q);
+  const I odd = S::and_i(k, S::set1_i(1));
+  const I sin_sign = S::template slli_i<30>(S::and_i(k, S::set1_i(2)));
+  const I cos_sign = S::template slli_i<30>(S::and_i(S::add_i(k, S::set1_i(1)), S::set1_i(2)));
+  const V sw = S::select_i(odd, c, s);
+  const V cw = S::select_i(odd, s, c);
+  sin_out = S::from_bits(S::xor_i(S::bits(sw), sin_sign));
+  cos_out = S::from_bits(S::xor_i(S::bits(cw), cos_sign));
+}
+
+// One lane of S in scalar code: the same operations in the same order on one float, so a value
+// computed alone (a batch of one, a short tail) has the same bits as in a full vector. Exact
+// because every operation either rounds correctly in both forms (add, mul, div, sqrt, fma: the
+// files build with -ffp-contract=off, so no multiply-add is fused that S does not fuse) or is the
+// same instruction on one lane (S::recip1: AVX-512's reciprocal estimate).
+template <class S>
+struct Lane {
+  using V = float;
+  using I = uint32_t;
+  static constexpr int W = 1;
+  static V zero() { return 0.0f; }
+  static V set1(float f) { return f; }
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
+  static V fma(V a, V b, V c) { return __builtin_fmaf(a, b, c); }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V mul(V a, V b) { return a * b; }
+  static V div(V a, V b) { return a / b; }
+  static V sqrt(V x) { return __builtin_sqrtf(x); }
+  static V recip(V d) { return S::recip1(d); }
+  static V min_nan(V c, V x) { return c < x ? c : x; }
+  static V max_nan(V c, V x) { return c > x ? c : x; }
+  static V abs(V x) { return from_bits(bits(x) & 0x7fffffffu); }
+  static V or_sign(V a, V x) { return from_bits(bits(a) | (bits(x) & 0x80000000u)); }
+  static V select_lt(V a, V b, V t, V f) { return a < b ? t : f; }
+  static V pow2i(V n) { return from_bits((to_int(n) + 127u) << 23); }
+  static I set1_i(uint32_t v) { return v; }
+  static I load_idx(const int32_t* p) { return static_cast<uint32_t>(*p); }
+  static I add_i(I a, I b) { return a + b; }
+  static I sub_i(I a, I b) { return a - b; }
+  static I and_i(I a, I b) { return a & b; }
+  static I or_i(I a, I b) { return a | b; }
+  static I xor_i(I a, I b) { return a ^ b; }
+  template <int N>
+  static I srli_i(I a) {
+    return a >> N;
+  }
+  template <int N>
+  static I slli_i(I a) {
+    return a << N;
+  }
+  static V to_float(I a) { return static_cast<float>(static_cast<int32_t>(a)); }
+  // CVTTSS2SI: truncation, and 0x80000000 for NaN or out of range, as the vector conversion.
+  static I to_int(V a) { return static_cast<uint32_t>(_mm_cvttss_si32(_mm_set_ss(a))); }
+  static I bits(V a) {
+    I b;
+    __builtin_memcpy(&b, &a, sizeof b);
+    return b;
+  }
+  static V from_bits(I b) {
+    V a;
+    __builtin_memcpy(&a, &b, sizeof a);
+    return a;
+  }
+  static V select_i(I mask, V t, V f) { return mask != 0 ? t : f; }
+  static void mulhilo(I a, uint32_t m, I& hi, I& lo) {
+    const uint64_t p = static_cast<uint64_t>(a) * m;
+    hi = static_cast<uint32_t>(p >> 32);
+    lo = static_cast<uint32_t>(p);
+  }
+};
+
+// Whether n of W lanes are worth a vector: below a quarter, one lane at a time is faster (a
+// vector's latency is its lanes' cost at a batch of one).
+template <class S>
+inline bool worth_a_vector(int64_t n) {
+  return 4 * n >= S::W;
+}
+
+// Philox4x32-10 and Box-Muller for T::W counters {call, row_of[l], block_of[l]}: normal[k * kStride
+// + l] = the counter's k-th normal, k < used.
+template <class T, int kStride>
+inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, const int32_t* block_of, int used,
+                         float* normal) {
+  using V = typename T::V;
+  using I = typename T::I;
+  I c0 = T::set1_i(static_cast<uint32_t>(call));
+  I c1 = T::set1_i(static_cast<uint32_t>(call >> 32));
+  I c2 = T::load_idx(row_of);
+  I c3 = T::load_idx(block_of);
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    I hi0, lo0, hi1, lo1;
+    T::mulhilo(c0, 0xD2511F53u, hi0, lo0);
+    T::mulhilo(c2, 0xCD9E8D57u, hi1, lo1);
+    c0 = T::xor_i(T::xor_i(hi1, c1), T::set1_i(k0));
+    c1 = lo1;
+    c2 = T::xor_i(T::xor_i(hi0, c3), T::set1_i(k1));
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  const I words[4] = {c0, c1, c2, c3};
+  for (int pair = 0; 2 * pair < used; ++pair) {
+    // uniform01_open0 and uniform01 (philox.h): 24 bits, the first shifted into (0, 1].
+    const V scale = T::set1(1.0f / 16777216.0f);
+    const V u1 = T::mul(T::to_float(T::add_i(T::template srli_i<8>(words[2 * pair]), T::set1_i(1))), scale);
+    const V u2 = T::mul(T::to_float(T::template srli_i<8>(words[2 * pair + 1])), scale);
+    const V radius = T::sqrt(T::mul(T::set1(-2.0f), vlog<T>(u1)));
+    V sin_v, cos_v;
+    vsincos_2pi<T>(u2, sin_v, cos_v);
+    T::store(normal + 2 * pair * kStride, T::mul(radius, cos_v));
+    T::store(normal + (2 * pair + 1) * kStride, T::mul(radius, sin_v));
+  }
+}
+
+// kernels.h's philox_normals: one lane per Philox counter, that is per (row, block of four
+// values); the lanes' normals are written to their rows in scalar code.
+template <class S>
+void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
+                    float* out) {
+  constexpr int W = S::W;
+  const int64_t blocks = (d + 3) / 4;
+  const int64_t counters = rows * blocks;
+  const int used = d < 4 ? static_cast<int>(d) : 4;  // the normals of a block anyone reads
+  int64_t row = 0, block = 0;                         // the next counter's
+  for (int64_t c = 0; c < counters; c += W) {
+    const int n = counters - c < W ? static_cast<int>(counters - c) : W;
+    int64_t local_row[W], local_block[W];
+    int32_t row_of[W] = {}, block_of[W] = {};  // lanes past the last counter draw for row 0
+    for (int l = 0; l < n; ++l) {
+      local_row[l] = row;
+      local_block[l] = block;
+      row_of[l] = static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(row)));
+      block_of[l] = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
+      if (++block == blocks) block = 0, ++row;
+    }
+    float normal[4 * W];
+    if (worth_a_vector<S>(n)) {
+      philox_lanes<S, W>(seed, call, row_of, block_of, used, normal);
+    } else {
+      for (int l = 0; l < n; ++l) philox_lanes<Lane<S>, W>(seed, call, row_of + l, block_of + l, used, normal + l);
+    }
+    for (int l = 0; l < n; ++l) {
+      const int64_t j0 = 4 * local_block[l];
+      float* to = out + local_row[l] * d + j0;
+      for (int k = 0; k < used && j0 + k < d; ++k) to[k] = normal[k * W + l];
+    }
+  }
+}
+
+// kernels.h's gaussian_draw for the T::W values at loc, scale and eps.
+template <class T>
+inline void gaussian_lanes(const GaussianDraw& g, const float* loc, const float* scale, const float* eps,
+                           float* sample, float* log_prob) {
+  using V = typename T::V;
+  const float lim = 1.0f - 1e-6f;
+  const V l = T::load(loc), s = T::load(scale);
+  const V x = T::fma(T::load(eps), s, l);
+  V y = x;
+  if (g.tanh) {
+    y = vtanh<T>(x);
+    if (g.safe_tanh) y = T::max_nan(T::set1(-lim), T::min_nan(T::set1(lim), y));
+    y = T::fma(y, T::set1(g.half), T::set1(g.shift));
+  }
+  T::store(sample, y);
+  if (log_prob == nullptr) return;
+  const V diff = T::div(T::sub(x, l), s);
+  V value = T::sub(T::fma(T::set1(-0.5f), T::mul(diff, diff), T::set1(-0.91893853320467274178f)), vlog<T>(s));
+  if (g.tanh) {
+    // log |d tanh(x) / dx| = 2 (log 2 - x - softplus(-2x)), plus log |half| for the bounds.
+    const V t = T::mul(T::set1(-2.0f), x);
+    const V softplus = T::select_lt(T::set1(20.0f), t, t, vlog1p<T>(vexp<T>(t)));
+    const V jacobian = T::mul(T::set1(2.0f), T::sub(T::sub(T::set1(0.69314718055994530942f), x), softplus));
+    value = T::sub(value, T::add(jacobian, T::set1(g.log_half)));
+  }
+  T::store(log_prob, value);
+}
+
+// kernels.h's gaussian_draw over n values: full vectors, then the rest as one padded vector or
+// one value at a time.
+template <class S>
+void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
+                   float* sample, float* log_prob) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    gaussian_lanes<S>(g, loc + i, scale + i, eps + i, sample + i, log_prob != nullptr ? log_prob + i : nullptr);
+  }
+  const int m = static_cast<int>(n - i);
+  if (m == 0) return;
+  if (!worth_a_vector<S>(m)) {
+    for (; i < n; ++i) {
+      gaussian_lanes<Lane<S>>(g, loc + i, scale + i, eps + i, sample + i,
+                              log_prob != nullptr ? log_prob + i : nullptr);
+    }
+    return;
+  }
+  // Padded with loc 0, scale 1, eps 0: no lane divides by zero.
+  float pad[5][W];
+  S::store(pad[0], S::zero());
+  S::store(pad[1], S::set1(1.0f));
+  S::store(pad[2], S::zero());
+  for (int k = 0; k < m; ++k) {
+    pad[0][k] = loc[i + k];
+    pad[1][k] = scale[i + k];
+    pad[2][k] = eps[i + k];
+  }
+  gaussian_lanes<S>(g, pad[0], pad[1], pad[2], pad[3], log_prob != nullptr ? pad[4] : nullptr);
+  for (int k = 0; k < m; ++k) {
+    sample[i + k] = pad[3][k];
+    if (log_prob != nullptr) log_prob[i + k] = pad[4][k];
+  }
+}
+
+}  // namespace tdp::fused::internal::TDP_GEMM_NAMESPACE
