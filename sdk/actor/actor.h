@@ -103,9 +103,10 @@ struct ActorOptions {
   TORCH_ARG(bool, return_all_entries) = false;
   // The fused CPU plan or LibTorch (CPU devices only; see Backend).
   TORCH_ARG(Backend, backend) = Backend::kAuto;
-  // Under kAuto, the largest batch the fused plan runs: the largest at which the plan's act() was
-  // no slower than LibTorch's on each policy measured (fused_benchmark's AutoThreshold prints it;
-  // Pendulum's TanhNormal turns slower at 1024, the MLP-only heads not up to 16384).
+  // Under kAuto, the largest batch the fused plan runs. fused_benchmark's AutoThreshold has the
+  // plan's act() at most half of single-threaded LibTorch's at every batch to 16384 on each policy
+  // measured, but a call runs on the calling thread while LibTorch spreads large products over its
+  // intra-op threads, so kAuto hands batches above 512 to LibTorch.
   TORCH_ARG(int64_t, fused_max_batch) = 512;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
   TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
