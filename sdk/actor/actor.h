@@ -103,11 +103,10 @@ struct ActorOptions {
   TORCH_ARG(bool, return_all_entries) = false;
   // The fused CPU plan or LibTorch (CPU devices only; see Backend).
   TORCH_ARG(Backend, backend) = Backend::kAuto;
-  // Under kAuto, the largest batch the fused plan runs. fused_benchmark's AutoThreshold has the
-  // plan's act() at most half of single-threaded LibTorch's at every batch to 16384 on each policy
-  // measured, but a call runs on the calling thread while LibTorch spreads large products over its
-  // intra-op threads, so kAuto hands batches above 512 to LibTorch.
-  TORCH_ARG(int64_t, fused_max_batch) = 512;
+  // Under kAuto, the largest batch the fused plan runs: the largest fused_benchmark's AutoThreshold
+  // measures (the plan's act() took at most 0.55 of LibTorch's time at every batch to 16384 on
+  // each policy measured, with one intra-op thread and with two).
+  TORCH_ARG(int64_t, fused_max_batch) = 16384;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
   TORCH_ARG(std::optional<CudaGraphOptions>, cuda_graph);
   // The rule for non-finite and extreme inputs, the same on every backend (LibTorch, the fused

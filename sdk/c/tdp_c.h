@@ -140,7 +140,7 @@ TDP_C_EXPORT const char* tdp_dtype_name(tdp_dtype dtype);
 TDP_C_EXPORT size_t tdp_dtype_size(tdp_dtype dtype);
 
 /* ---- Options (defaults: device "cpu", backend AUTO, seed 0, interaction RANDOM, self tests run,
- * composite log-probs as the environment says (COMPOSITE_LP_AGGREGATE), fused_max_batch 512). */
+ * composite log-probs as the environment says (COMPOSITE_LP_AGGREGATE), fused_max_batch 16384). */
 TDP_C_EXPORT tdp_status tdp_options_create(tdp_actor_options** options);
 TDP_C_EXPORT void tdp_options_free(tdp_actor_options* options);
 /* "cpu", "cuda", "cuda:1" (LibTorch's device strings). Checked here; usability at load. */

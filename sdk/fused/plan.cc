@@ -1,6 +1,7 @@
 #include "sdk/fused/plan.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
@@ -43,6 +44,9 @@ namespace {
 
 // Rows computed together: bounds the per-thread scratch whatever the batch size.
 constexpr int64_t kTile = 64;
+// A call of more tiles than this runs them on LibTorch's intra-op threads, at least this many per
+// thread (fewer rows cost more to hand out than to compute).
+constexpr int64_t kTilesPerThread = 4;
 constexpr int kMaxDestinations = 16;
 // The largest event a head handles (classes, action dims): its per-row buffers live on the stack.
 constexpr int64_t kMaxEvent = 256;
@@ -2463,44 +2467,57 @@ int64_t FusedPlan::log_prob_size() const {
 void FusedPlan::run(const float* const* inputs, int64_t batch, nn::InteractionType type, const RandomStream& stream,
                     const Destination* destinations, int count) const {
   const Impl& p = *impl_;
-  float* scratch = thread_scratch(p.scratch_per_tile);
   bool want_log_prob = false;
   for (int i = 0; i < count; ++i) {
     const int s = destinations[i].slot;
     want_log_prob |= s == p.log_prob_sum;
     for (const Head& h : p.heads) want_log_prob |= s == h.log_prob;
   }
-  for (int64_t first = 0; first < batch; first += kTile) {
-    const int64_t rows = std::min(kTile, batch - first);
-    for (size_t i = 0; i < p.inputs.size(); ++i) {
-      const int64_t w = p.slots[p.inputs[i]].width;
-      std::copy(inputs[i] + first * w, inputs[i] + (first + rows) * w, scratch + p.slot_offset[p.inputs[i]]);
-    }
-    p.run_ops(scratch, rows);
-    for (const Head& h : p.heads) {
-      p.run_head(h, scratch, rows, static_cast<uint64_t>(first), type, stream, want_log_prob);
-    }
-    if (want_log_prob && p.log_prob_sum >= 0) {
-      // As the composite sums its parts: each part over its event dims, then part by part.
-      float* total = scratch + p.slot_offset[p.log_prob_sum];
-      for (int64_t r = 0; r < rows; ++r) {
-        float sum = 0;
-        for (const Head& h : p.heads) {
-          const int64_t w = p.slots[h.log_prob].width;
-          const float* lp = scratch + p.slot_offset[h.log_prob] + r * w;
-          float part = 0;
-          for (int64_t j = 0; j < w; ++j) part += lp[j];
-          sum += part;
+  // Tiles are independent (a row's draws depend on its index, not on who computes it), so a
+  // large batch is spread over LibTorch's intra-op threads, as LibTorch spreads its own products;
+  // each thread has its own scratch. Inside another parallel region, or on one thread, the
+  // calling thread runs them all.
+  auto run_tiles = [&](int64_t begin, int64_t end) {
+    float* scratch = thread_scratch(p.scratch_per_tile);
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t first = tile * kTile;
+      const int64_t rows = std::min(kTile, batch - first);
+      for (size_t i = 0; i < p.inputs.size(); ++i) {
+        const int64_t w = p.slots[p.inputs[i]].width;
+        std::copy(inputs[i] + first * w, inputs[i] + (first + rows) * w, scratch + p.slot_offset[p.inputs[i]]);
+      }
+      p.run_ops(scratch, rows);
+      for (const Head& h : p.heads) {
+        p.run_head(h, scratch, rows, static_cast<uint64_t>(first), type, stream, want_log_prob);
+      }
+      if (want_log_prob && p.log_prob_sum >= 0) {
+        // As the composite sums its parts: each part over its event dims, then part by part.
+        float* total = scratch + p.slot_offset[p.log_prob_sum];
+        for (int64_t r = 0; r < rows; ++r) {
+          float sum = 0;
+          for (const Head& h : p.heads) {
+            const int64_t w = p.slots[h.log_prob].width;
+            const float* lp = scratch + p.slot_offset[h.log_prob] + r * w;
+            float part = 0;
+            for (int64_t j = 0; j < w; ++j) part += lp[j];
+            sum += part;
+          }
+          total[r] = sum;
         }
-        total[r] = sum;
+      }
+      for (int i = 0; i < count; ++i) {
+        const int s = destinations[i].slot;
+        const int64_t w = p.slots[s].width;
+        const float* src = scratch + p.slot_offset[s];
+        std::copy(src, src + rows * w, destinations[i].data + first * w);
       }
     }
-    for (int i = 0; i < count; ++i) {
-      const int s = destinations[i].slot;
-      const int64_t w = p.slots[s].width;
-      const float* src = scratch + p.slot_offset[s];
-      std::copy(src, src + rows * w, destinations[i].data + first * w);
-    }
+  };
+  const int64_t tiles = (batch + kTile - 1) / kTile;
+  if (tiles > kTilesPerThread && at::get_num_threads() > 1 && !at::in_parallel_region()) {
+    at::parallel_for(0, tiles, kTilesPerThread, run_tiles);
+  } else {
+    run_tiles(0, tiles);
   }
 }
 

@@ -380,7 +380,7 @@ TEST(ActorCudaGraphTest, BadSettingsAreLoadErrorsNamingTheField) {
 
 TEST(ActorBackendTest, AutoIsTheDefaultAndUsesTheFusedPlanUpToFusedMaxBatch) {
   EXPECT_EQ(ActorOptions().backend(), Backend::kAuto);
-  EXPECT_EQ(ActorOptions().fused_max_batch(), 512);
+  EXPECT_EQ(ActorOptions().fused_max_batch(), 16384);
   ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().fused_max_batch(8)));
   ASSERT_OK(actor->describe().fused_status);
   EXPECT_TRUE(actor->describe().runs_fused(8, InteractionType::kRandom));

@@ -165,9 +165,9 @@ TEST(FusedBackendTest, DescribesThePlanAndTheFlatApi) {
   EXPECT_TRUE(info.flat_status.ok());
   EXPECT_EQ(info.flat_observation_size, 4);
   EXPECT_EQ(info.flat_action_size, 1);
-  EXPECT_EQ(info.fused_max_batch, 512);
-  EXPECT_TRUE(info.runs_fused(64, InteractionType::kRandom));
-  EXPECT_FALSE(info.runs_fused(513, InteractionType::kRandom));
+  EXPECT_EQ(info.fused_max_batch, 16384);
+  EXPECT_TRUE(info.runs_fused(16384, InteractionType::kRandom));
+  EXPECT_FALSE(info.runs_fused(16385, InteractionType::kRandom));
   EXPECT_FALSE(info.runs_fused(1, InteractionType::kMean));
   ASSERT_FALSE(info.modules.empty());
   EXPECT_THAT(info.modules[0], HasSubstr(": fused (Mlp 4->2"));

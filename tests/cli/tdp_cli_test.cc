@@ -234,7 +234,7 @@ TEST(TdpCli, Describe) {
   EXPECT_THAT(describe.out, HasSubstr("parameters:\n  trunk (TensorDictModule): 76\n  goal (TensorDictModule): 9\n"));
   EXPECT_THAT(describe.out, HasSubstr("  total: 85\n"));
   // Two inputs, each read by its own network: every module lowers to the fused plan.
-  EXPECT_THAT(describe.out, HasSubstr("backend (auto: the fused CPU plan up to batch 512, LibTorch above):\n"
+  EXPECT_THAT(describe.out, HasSubstr("backend (auto: the fused CPU plan up to batch 16384, LibTorch above):\n"
                                       "  module.probabilistic_sequential.modules[0]: fused (Mlp 4->4, tanh)\n"
                                       "  module.probabilistic_sequential.modules[1]: fused (Linear)\n"));
 }

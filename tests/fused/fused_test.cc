@@ -3,6 +3,7 @@
 // count, no heap allocation per flat call, and load errors that name the module.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
@@ -1204,6 +1205,49 @@ TEST(FusedSampling, ARowWhoseMaskAllowsNoClassIsAnErrorUnderRandomAsInLibTorch) 
     EXPECT_TRUE(((freq - 0.25).abs() <= 5 * std::sqrt(0.25 * 0.75 / n)).all().item<bool>())
         << (backend == Backend::kFused ? "fused " : "libtorch ") << freq;
   }
+}
+
+// A call of more than 256 rows spreads its tiles over LibTorch's intra-op threads: the actions and
+// log-probs have the bits of a one-thread call, and a row that cannot be drawn in a later tile is
+// the same error, naming that row.
+TEST(FusedRandomness, IntraOpThreadsGiveTheBitsOfOneThread) {
+  const int saved = at::get_num_threads();
+  const int64_t n = 64 * 37 + 5;
+  for (const std::string name : {"pendulum_tanh_gaussian.pbtxt", "cartpole_categorical.pbtxt"}) {
+    auto call = [&](int threads) {
+      at::set_num_threads(threads);
+      auto actor = Actor::load(policy_path(name), ActorOptions().backend(Backend::kFused).seed(11)).value();
+      const int64_t d = actor->describe().flat_observation_size;
+      at::manual_seed(3);
+      const at::Tensor obs = at::randn({n, d});
+      at::Tensor action = at::empty({n, actor->describe().flat_action_size});
+      at::Tensor log_prob = at::empty({n});
+      EXPECT_TRUE(actor->act_flat(obs.data_ptr<float>(), n, action.data_ptr<float>(), log_prob.data_ptr<float>(),
+                                  InteractionType::kRandom)
+                      .ok());
+      return std::make_pair(action, log_prob);
+    };
+    const auto one = call(1);
+    const auto four = call(4);
+    EXPECT_EQ(at::get_num_threads(), 4);
+    EXPECT_TRUE(one.first.equal(four.first)) << name;
+    EXPECT_TRUE(one.second.equal(four.second)) << name;
+  }
+  at::set_num_threads(4);
+  const std::string text = masked_spec("masked_categorical", false, "", 4, 602);
+  auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+  ASSERT_TRUE(fused);
+  at::Tensor mask = at::ones({n, 4}, at::kBool);
+  mask[1300].fill_(false);
+  TensorDict obs({{"observation", at::randn({n, 5})}, {"action_mask", mask}}, {n});
+  try {
+    fused->act(obs, InteractionType::kRandom);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("row 1300 of the mask 'action_mask' leaves no class"), std::string::npos)
+        << error.what();
+  }
+  at::set_num_threads(saved);
 }
 
 // A mask that is not a bool of the classes' shape: a call with one goes to LibTorch, whose input
