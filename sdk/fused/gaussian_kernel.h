@@ -1,4 +1,4 @@
-// Internal to sdk/fused: the Gaussian heads' random draws on the vector units, one lane per row,
+// Internal to sdk/fused: the heads' random draws on the vector units, one lane per row,
 // written once over gemm_kernel.h's vector traits S and compiled per instruction set beside the
 // Linear micro-kernels (gemm_avx512.cc and gemm_avx2.cc include it after gemm_kernel.h, inside the
 // same per-ISA namespace). Each function mirrors its scalar twin in kernels.cc operation for
@@ -156,12 +156,11 @@ inline bool worth_a_vector(int64_t n) {
   return 4 * n >= S::W;
 }
 
-// Philox4x32-10 and Box-Muller for T::W counters {call, row_of[l], block_of[l]}: normal[k * kStride
-// + l] = the counter's k-th normal, k < used.
-template <class T, int kStride>
-inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, const int32_t* block_of, int used,
-                         float* normal) {
-  using V = typename T::V;
+// Philox4x32-10 (philox.h) for T::W counters {call low, call high, row_of[l], block_of[l]}: the
+// four words of each.
+template <class T>
+inline void philox_words(uint64_t seed, uint64_t call, const int32_t* row_of, const int32_t* block_of,
+                         typename T::I words[4]) {
   using I = typename T::I;
   I c0 = T::set1_i(static_cast<uint32_t>(call));
   I c1 = T::set1_i(static_cast<uint32_t>(call >> 32));
@@ -179,7 +178,21 @@ inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, co
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  const I words[4] = {c0, c1, c2, c3};
+  words[0] = c0;
+  words[1] = c1;
+  words[2] = c2;
+  words[3] = c3;
+}
+
+// Box-Muller on the Philox words of T::W counters: normal[k * kStride + l] = the counter's k-th
+// normal, k < used.
+template <class T, int kStride>
+inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, const int32_t* block_of, int used,
+                         float* normal) {
+  using V = typename T::V;
+  using I = typename T::I;
+  I words[4];
+  philox_words<T>(seed, call, row_of, block_of, words);
   for (int pair = 0; 2 * pair < used; ++pair) {
     // uniform01_open0 and uniform01 (philox.h): 24 bits, the first shifted into (0, 1].
     const V scale = T::set1(1.0f / 16777216.0f);
@@ -224,6 +237,35 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
       const int64_t j0 = 4 * local_block[l];
       float* to = out + local_row[l] * d + j0;
       for (int k = 0; k < used && j0 + k < d; ++k) to[k] = normal[k * W + l];
+    }
+  }
+}
+
+// kernels.h's philox_uniforms: one lane per row; integer work and an exact conversion, so every
+// variant gives the same bits.
+template <class S>
+void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block, float* out) {
+  constexpr int W = S::W;
+  int32_t blocks[W];
+  for (int l = 0; l < W; ++l) blocks[l] = static_cast<int32_t>(block);
+  for (int64_t r0 = 0; r0 < rows; r0 += W) {
+    const int n = rows - r0 < W ? static_cast<int>(rows - r0) : W;
+    int32_t row_of[W] = {};
+    for (int l = 0; l < n; ++l) {
+      row_of[l] = static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(r0 + l)));
+    }
+    if (worth_a_vector<S>(n)) {
+      typename S::I words[4];
+      philox_words<S>(seed, call, row_of, blocks, words);
+      float u[W];
+      S::store(u, S::mul(S::to_float(S::template srli_i<8>(words[0])), S::set1(1.0f / 16777216.0f)));
+      for (int l = 0; l < n; ++l) out[r0 + l] = u[l];
+    } else {
+      for (int l = 0; l < n; ++l) {
+        typename Lane<S>::I words[4];
+        philox_words<Lane<S>>(seed, call, row_of + l, blocks + l, words);
+        out[r0 + l] = static_cast<float>(words[0] >> 8) * (1.0f / 16777216.0f);
+      }
     }
   }
 }

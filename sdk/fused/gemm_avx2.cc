@@ -99,6 +99,11 @@ void philox_normals_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64
   avx2::philox_normals<avx2::S>(seed, call, first_row, rows, block0, d, out);
 }
 
+void philox_uniforms_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block,
+                          float* out) {
+  avx2::philox_uniforms<avx2::S>(seed, call, first_row, rows, block, out);
+}
+
 void gaussian_draw_avx2(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
                         float* sample, float* log_prob) {
   avx2::gaussian_draw<avx2::S>(g, loc, scale, eps, n, sample, log_prob);

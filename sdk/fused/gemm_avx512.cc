@@ -106,6 +106,11 @@ void philox_normals_avx512(uint64_t seed, uint64_t call, uint64_t first_row, int
   avx512::philox_normals<avx512::S>(seed, call, first_row, rows, block0, d, out);
 }
 
+void philox_uniforms_avx512(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block,
+                            float* out) {
+  avx512::philox_uniforms<avx512::S>(seed, call, first_row, rows, block, out);
+}
+
 void gaussian_draw_avx512(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
                           float* sample, float* log_prob) {
   avx512::gaussian_draw<avx512::S>(g, loc, scale, eps, n, sample, log_prob);

@@ -112,6 +112,10 @@ PhiloxNormalsFn philox_normals_variant(Isa isa) {
   return variant<PhiloxNormalsFn>(isa, &philox_normals_avx512, &philox_normals_avx2, &philox_normals_portable);
 }
 
+PhiloxUniformsFn philox_uniforms_variant(Isa isa) {
+  return variant<PhiloxUniformsFn>(isa, &philox_uniforms_avx512, &philox_uniforms_avx2, &philox_uniforms_portable);
+}
+
 GaussianDrawFn gaussian_draw_variant(Isa isa) {
   return variant<GaussianDrawFn>(isa, &gaussian_draw_avx512, &gaussian_draw_avx2, &gaussian_draw_portable);
 }
@@ -133,6 +137,15 @@ void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, i
         if (j0 + 2 * pair + 1 < d) out[r * d + j0 + 2 * pair + 1] = radius * s;
       }
     }
+  }
+}
+
+void philox_uniforms_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block,
+                              float* out) {
+  const Philox4x32 rng(seed);
+  for (int64_t r = 0; r < rows; ++r) {
+    out[r] = uniform01(rng({static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32),
+                            static_cast<uint32_t>(first_row + static_cast<uint64_t>(r)), block})[0]);
   }
 }
 
@@ -180,6 +193,11 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
                     float* out) {
   static const internal::PhiloxNormalsFn best = internal::philox_normals_variant(internal::detected_isa());
   best(seed, call, first_row, rows, block0, d, out);
+}
+
+void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block, float* out) {
+  static const internal::PhiloxUniformsFn best = internal::philox_uniforms_variant(internal::detected_isa());
+  best(seed, call, first_row, rows, block, out);
 }
 
 void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,

@@ -43,7 +43,8 @@ void gru_gates(const float* gi, const float* gh, const float* h, int64_t rows, i
 void lstm_gates(const float* gi, const float* gh, const float* c, int64_t rows, int64_t hidden, float* h_out,
                 float* c_out);
 
-// The Gaussian heads' random draws (Normal, IndependentNormal, TanhNormal), one lane per row.
+// The heads' random draws, one lane per row: normals for the Gaussian heads (Normal,
+// IndependentNormal, TanhNormal), uniforms for the categorical ones.
 //
 // d standard normals for each of rows [first_row, first_row + rows) of a call: out[r * d + j],
 // from Philox4x32-10 (philox.h) of key `seed` at counter {call low, call high, row, block0 +
@@ -51,6 +52,11 @@ void lstm_gates(const float* gi, const float* gh, const float* c, int64_t rows, 
 // for 2 and 3. A row's normals depend on its index and the call, never on the batch it came in.
 void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
                     float* out);
+
+// A uniform in [0, 1) for each of rows [first_row, first_row + rows) of a call: uniform01 (philox.h)
+// of word 0 of Philox4x32-10 of key `seed` at counter {call low, call high, row, block}, the
+// categorical heads' draw.
+void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block, float* out);
 
 // x = loc + eps * scale; sample = x, or for a TanhNormal tanh(x) (clamped into +-(1 - 1e-6) when
 // safe_tanh) * half + shift. log_prob (when not null) = the Normal's log-density of x, and for a

@@ -2083,6 +2083,8 @@ struct FusedPlan::Impl {
       case HeadKind::kCategorical: {
         const float* p = at(head.p0);
         const float* mask = head.mask >= 0 ? at(head.mask) : nullptr;
+        float uniform[kTile];  // each row's draw, on the vector units (kernels.h)
+        if (random) philox_uniforms(stream.seed, stream.call, first_row, rows, head.block0, uniform);
         for (int64_t r = 0; r < rows; ++r) {
           const float* row = p + r * d;
           // A masked head goes on from its masked logits (its probs, if given, become logits).
@@ -2120,8 +2122,7 @@ struct FusedPlan::Impl {
           if (random) {
             // The inverse CDF of the masses scaled to their sum, as multinomial normalizes its
             // probabilities (they sum to 1 only up to rounding).
-            const auto bits = draw(rng, stream, first_row + r, head.block0);
-            const double u = uniform01(bits[0]) * total;
+            const double u = uniform[r] * total;
             double cdf = 0;
             choice = -1;
             for (int64_t k = 0; k < k_max; ++k) {

@@ -346,6 +346,23 @@ TEST(FusedKernelsTest, DrawsOfARowAreTheSameBitsAloneAndInABatch) {
   }
 }
 
+TEST(FusedKernelsTest, PhiloxUniformsOfEveryVariantAreTheFirstPhiloxWordExactly) {
+  for (Isa isa : runnable_variants()) {
+    for (const int64_t rows : {1, 3, 16, 21, 64}) {
+      for (const uint64_t first_row : {uint64_t{0}, uint64_t{77}, (uint64_t{1} << 32) - 9}) {
+        SCOPED_TRACE(std::string(internal::isa_name(isa)) + " rows " + std::to_string(rows));
+        std::vector<float> out(rows + 1, std::numeric_limits<float>::quiet_NaN());
+        internal::philox_uniforms_variant(isa)(42, (uint64_t{1} << 32) + 6, first_row, rows, 5, out.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto words = Philox4x32(42)({6, 1, static_cast<uint32_t>(first_row + r), 5});
+          ASSERT_EQ(out[r], uniform01(words[0])) << r;
+        }
+        EXPECT_TRUE(std::isnan(out[rows])) << "wrote past the rows";
+      }
+    }
+  }
+}
+
 TEST(FusedKernelsTest, PhiloxNormalsAreStandardNormalOver2e5Values) {
   const int64_t rows = 64, d = 4, tiles = 800;
   double sum = 0, sum2 = 0, sum4 = 0;
