@@ -52,8 +52,8 @@ ActivateFn activate_variant(Isa isa);
 void activate_avx512(Activation activation, float* x, int64_t n);
 void activate_avx2(Activation activation, float* x, int64_t n);
 
-// kernels.h's philox_normals, philox_uniforms and gaussian_draw per instruction set (gaussian_kernel.h); the
-// portable ones are kernels.cc's scalar loops.
+// kernels.h's philox_normals, philox_uniforms and gaussian_draw per instruction set
+// (random_kernel.h); the portable ones are kernels.cc's scalar loops.
 using PhiloxNormalsFn = void (*)(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
                                  int64_t d, float* out);
 using GaussianDrawFn = void (*)(const GaussianDraw& g, const float* loc, const float* scale, const float* eps,

@@ -1,6 +1,6 @@
 // Compiled with -mavx2 -mfma (sdk/fused/BUILD.bazel) and reached only through gemm.h's
 // *_variant(Isa::kAvx2) functions, after the CPU reported AVX2 and FMA: the Linear micro-kernels and
-// activations (gemm_kernel.h) and the Gaussian heads' draws (gaussian_kernel.h).
+// activations (gemm_kernel.h) and the heads' random draws (random_kernel.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -48,7 +48,6 @@ struct S {
   static V sqrt(V x) { return _mm256_sqrt_ps(x); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static I set1_i(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
-  static I iota_i() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
   static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub_i(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I and_i(I a, I b) { return _mm256_and_si256(a, b); }
@@ -83,7 +82,7 @@ struct S {
 
 #define TDP_GEMM_NAMESPACE avx2
 #include "sdk/fused/gemm_kernel.h"
-#include "sdk/fused/gaussian_kernel.h"
+#include "sdk/fused/random_kernel.h"
 
 namespace tdp::fused::internal {
 

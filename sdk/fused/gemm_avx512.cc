@@ -1,6 +1,6 @@
 // Compiled with -mavx512f -mfma (sdk/fused/BUILD.bazel) and reached only through gemm.h's
 // *_variant(Isa::kAvx512) functions, after the CPU reported AVX-512F: the Linear micro-kernels and
-// activations (gemm_kernel.h) and the Gaussian heads' draws (gaussian_kernel.h).
+// activations (gemm_kernel.h) and the heads' random draws (random_kernel.h).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -57,7 +57,6 @@ struct S {
   static V sqrt(V x) { return _mm512_sqrt_ps(x); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static I set1_i(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
-  static I iota_i() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
   static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
   static I sub_i(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I and_i(I a, I b) { return _mm512_and_si512(a, b); }
@@ -90,7 +89,7 @@ struct S {
 
 #define TDP_GEMM_NAMESPACE avx512
 #include "sdk/fused/gemm_kernel.h"
-#include "sdk/fused/gaussian_kernel.h"
+#include "sdk/fused/random_kernel.h"
 
 namespace tdp::fused::internal {
 

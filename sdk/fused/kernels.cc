@@ -120,7 +120,7 @@ GaussianDrawFn gaussian_draw_variant(Isa isa) {
   return variant<GaussianDrawFn>(isa, &gaussian_draw_avx512, &gaussian_draw_avx2, &gaussian_draw_portable);
 }
 
-// The scalar twins of gaussian_kernel.h's vector code, operation for operation.
+// The scalar twins of random_kernel.h's vector code, operation for operation.
 void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
                              int64_t d, float* out) {
   const Philox4x32 rng(seed);

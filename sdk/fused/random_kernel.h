@@ -3,13 +3,14 @@
 // Linear micro-kernels (gemm_avx512.cc and gemm_avx2.cc include it after gemm_kernel.h, inside the
 // same per-ISA namespace). Each function mirrors its scalar twin in kernels.cc operation for
 // operation (math.h's fast_log, fast_sincos_2pi, fast_exp, fast_log1p and fast_tanh), so every
-// variant draws the same normals to within the rounding of a fused multiply-add.
+// variant draws the same normals to within the rounding of a fused multiply-add (and the same
+// uniforms exactly).
 //
-// Beyond gemm_kernel.h's list, S provides: sqrt, div, and the int32 lane operations set1_i,
-// iota_i (0, 1, ..., W - 1), add_i, and_i, or_i, xor_i, srli_i<n>, slli_i<n>, to_float (convert),
-// bits (float -> int32 bits), from_bits, select_i (a mask's lanes from t, the others from f) and
-// mulhilo (the high and low 32 bits of each lane times a 32-bit constant), and recip1 (recip on
-// one float, the same instruction).
+// Beyond gemm_kernel.h's list, S provides: sqrt, div, recip1 (recip on one float, the same
+// instruction), and the int32 lane operations set1_i, add_i, sub_i, and_i, or_i, xor_i,
+// srli_i<n>, slli_i<n>, to_float (convert), to_int (truncate), bits (float -> int32 bits),
+// from_bits, select_i (a mask's lanes from t, the others from f) and mulhilo (the high and low 32
+// bits of each lane times a 32-bit constant).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 #include "sdk/fused/kernels.h"
 
 #ifndef TDP_GEMM_NAMESPACE
-#error "include gaussian_kernel.h after gemm_kernel.h, in a file that defines TDP_GEMM_NAMESPACE"
+#error "include random_kernel.h after gemm_kernel.h, in a file that defines TDP_GEMM_NAMESPACE"
 #endif
 
 namespace tdp::fused::internal::TDP_GEMM_NAMESPACE {
