@@ -104,7 +104,7 @@ struct ActorOptions {
   // The fused CPU plan or LibTorch (CPU devices only; see Backend).
   TORCH_ARG(Backend, backend) = Backend::kAuto;
   // Under kAuto, the largest batch the fused plan runs: the largest fused_benchmark's AutoThreshold
-  // measures (the plan's act() took at most 0.55 of LibTorch's time at every batch to 16384 on
+  // measures (the plan's act() took at most 0.71 of LibTorch's time at every batch to 16384 on
   // each policy measured, with one intra-op thread and with two).
   TORCH_ARG(int64_t, fused_max_batch) = 16384;
   // CUDA graphs on a GPU; empty: the spec's cuda_graph block (off when the spec has none).
