@@ -56,9 +56,14 @@ void activate_avx2(Activation activation, float* x, int64_t n);
 // (random_kernel.h); the portable ones are kernels.cc's scalar loops.
 using PhiloxNormalsFn = void (*)(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
                                  int64_t d, float* out);
-using GaussianDrawFn = void (*)(const GaussianDraw& g, const float* loc, const float* scale, const float* eps,
-                                int64_t n, float* sample, float* log_prob);
 PhiloxNormalsFn philox_normals_variant(Isa isa);
+void philox_normals_avx512(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
+                           int64_t d, float* out);
+void philox_normals_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
+                         float* out);
+void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
+                             int64_t d, float* out);
+
 using PhiloxUniformsFn = void (*)(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block,
                                   float* out);
 PhiloxUniformsFn philox_uniforms_variant(Isa isa);
@@ -67,13 +72,10 @@ void philox_uniforms_avx512(uint64_t seed, uint64_t call, uint64_t first_row, in
 void philox_uniforms_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block, float* out);
 void philox_uniforms_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block,
                               float* out);
+
+using GaussianDrawFn = void (*)(const GaussianDraw& g, const float* loc, const float* scale, const float* eps,
+                                int64_t n, float* sample, float* log_prob);
 GaussianDrawFn gaussian_draw_variant(Isa isa);
-void philox_normals_avx512(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
-                           int64_t d, float* out);
-void philox_normals_avx2(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
-                         float* out);
-void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
-                             int64_t d, float* out);
 void gaussian_draw_avx512(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
                           float* sample, float* log_prob);
 void gaussian_draw_avx2(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,

@@ -126,9 +126,8 @@ void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, i
   const Philox4x32 rng(seed);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j0 = 0; j0 < d; j0 += 4) {
-      const auto words = rng({static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32),
-                              static_cast<uint32_t>(first_row + static_cast<uint64_t>(r)),
-                              block0 + static_cast<uint32_t>(j0 / 4)});
+      const auto words =
+          rng(philox_counter(call, first_row + static_cast<uint64_t>(r), block0 + static_cast<uint32_t>(j0 / 4)));
       for (int pair = 0; pair < 2 && j0 + 2 * pair < d; ++pair) {
         const float radius = std::sqrt(-2.0f * fast_log(uniform01_open0(words[2 * pair])));
         float s, c;
@@ -144,8 +143,7 @@ void philox_uniforms_portable(uint64_t seed, uint64_t call, uint64_t first_row, 
                               float* out) {
   const Philox4x32 rng(seed);
   for (int64_t r = 0; r < rows; ++r) {
-    out[r] = uniform01(rng({static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32),
-                            static_cast<uint32_t>(first_row + static_cast<uint64_t>(r)), block})[0]);
+    out[r] = uniform01(rng(philox_counter(call, first_row + static_cast<uint64_t>(r), block))[0]);
   }
 }
 

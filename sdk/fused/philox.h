@@ -35,6 +35,12 @@ class Philox4x32 {
   std::array<uint32_t, 2> key_;
 };
 
+// The counter every draw of the fused plan is addressed by: {call low, call high, row, block}, so
+// a row's draws depend on the call, its index and the block, never on the batch it came in.
+inline Philox4x32::Counter philox_counter(uint64_t call, uint64_t row, uint32_t block) {
+  return {static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), static_cast<uint32_t>(row), block};
+}
+
 // 24 random bits scaled to [0, 1) (every value exactly representable in float).
 inline float uniform01(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
 // The same, in (0, 1]: safe under log().

@@ -2025,12 +2025,9 @@ struct FusedPlan::Impl {
     }
   }
 
-  // The four random words of Philox block `block` for (call, row): every draw of the plan is
-  // addressed by the counter {call low, call high, row, block}, so a row's draws do not depend on
-  // the batch it came in or on the other heads.
+  // The four random words of Philox block `block` for (call, row) (philox.h's philox_counter).
   static Philox4x32::Counter draw(const Philox4x32& rng, const RandomStream& stream, uint64_t row, uint32_t block) {
-    return rng({static_cast<uint32_t>(stream.call), static_cast<uint32_t>(stream.call >> 32), static_cast<uint32_t>(row),
-                block});
+    return rng(philox_counter(stream.call, row, block));
   }
 
   void run_head(const Head& head, float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,

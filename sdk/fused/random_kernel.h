@@ -185,6 +185,12 @@ inline void philox_words(uint64_t seed, uint64_t call, const int32_t* row_of, co
   words[3] = c3;
 }
 
+// philox.h's uniform01 of each lane's word: its top 24 bits scaled to [0, 1), exact.
+template <class T>
+inline typename T::V vuniform01(typename T::I word) {
+  return T::mul(T::to_float(T::template srli_i<8>(word)), T::set1(1.0f / 16777216.0f));
+}
+
 // Box-Muller on the Philox words of T::W counters: normal[k * kStride + l] = the counter's k-th
 // normal, k < used.
 template <class T, int kStride>
@@ -196,9 +202,9 @@ inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, co
   philox_words<T>(seed, call, row_of, block_of, words);
   for (int pair = 0; 2 * pair < used; ++pair) {
     // uniform01_open0 and uniform01 (philox.h): 24 bits, the first shifted into (0, 1].
-    const V scale = T::set1(1.0f / 16777216.0f);
-    const V u1 = T::mul(T::to_float(T::add_i(T::template srli_i<8>(words[2 * pair]), T::set1_i(1))), scale);
-    const V u2 = T::mul(T::to_float(T::template srli_i<8>(words[2 * pair + 1])), scale);
+    const V u1 = T::mul(T::to_float(T::add_i(T::template srli_i<8>(words[2 * pair]), T::set1_i(1))),
+                        T::set1(1.0f / 16777216.0f));
+    const V u2 = vuniform01<T>(words[2 * pair + 1]);
     const V radius = T::sqrt(T::mul(T::set1(-2.0f), vlog<T>(u1)));
     V sin_v, cos_v;
     vsincos_2pi<T>(u2, sin_v, cos_v);
@@ -242,6 +248,14 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
   }
 }
 
+// uniform01 of word 0 of T::W counters {call, row_of[l], block_of[l]}.
+template <class T>
+inline void uniform_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, const int32_t* block_of, float* u) {
+  typename T::I words[4];
+  philox_words<T>(seed, call, row_of, block_of, words);
+  T::store(u, vuniform01<T>(words[0]));
+}
+
 // kernels.h's philox_uniforms: one lane per row; integer work and an exact conversion, so every
 // variant gives the same bits.
 template <class S>
@@ -255,19 +269,13 @@ void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t r
     for (int l = 0; l < n; ++l) {
       row_of[l] = static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(r0 + l)));
     }
+    float u[W];
     if (worth_a_vector<S>(n)) {
-      typename S::I words[4];
-      philox_words<S>(seed, call, row_of, blocks, words);
-      float u[W];
-      S::store(u, S::mul(S::to_float(S::template srli_i<8>(words[0])), S::set1(1.0f / 16777216.0f)));
-      for (int l = 0; l < n; ++l) out[r0 + l] = u[l];
+      uniform_lanes<S>(seed, call, row_of, blocks, u);
     } else {
-      for (int l = 0; l < n; ++l) {
-        typename Lane<S>::I words[4];
-        philox_words<Lane<S>>(seed, call, row_of + l, blocks + l, words);
-        out[r0 + l] = static_cast<float>(words[0] >> 8) * (1.0f / 16777216.0f);
-      }
+      for (int l = 0; l < n; ++l) uniform_lanes<Lane<S>>(seed, call, row_of + l, blocks + l, u + l);
     }
+    for (int l = 0; l < n; ++l) out[r0 + l] = u[l];
   }
 }
 
