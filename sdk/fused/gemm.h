@@ -31,10 +31,10 @@ Isa detected_isa();
 LinearFn linear_variant(Isa isa);
 
 // Whether the micro-kernels apply `activation` in their epilogue; the others (ELU, GELU,
-// LeakyReLU, Softplus) are applied after the product by activate().
+// LeakyReLU) are applied after the product by activate().
 inline bool fused_epilogue(Activation activation) {
   return activation == Activation::kIdentity || activation == Activation::kRelu || activation == Activation::kTanh ||
-         activation == Activation::kSigmoid;
+         activation == Activation::kSigmoid || activation == Activation::kSoftplus;
 }
 
 // The variants themselves (call through linear_variant(), which checks the CPU).

@@ -10,7 +10,9 @@
 // within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
 // output, so AVX-512 uses its reciprocal estimate and a Newton step), min_nan
 // and max_nan (min/max(c, x) that return x when x is NaN), abs, or_sign (a >= 0 with x's sign),
-// select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]).
+// select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]), div, and
+// for vlog's bit work the int32 lane operations set1_i, sub_i, and_i, or_i, srli_i<n>, to_float
+// (convert), bits (float -> int32 bits) and from_bits.
 //
 // Shapes: y[r, o] = act(bias[o] + sum_i x[r, i] * wt[i, o]), x [rows, in], wt [in, out] (the
 // plan's pre-transposed weights). Columns in blocks of NC vectors (the last one masked), rows in
@@ -73,6 +75,50 @@ inline typename S::V vtanh(typename S::V x) {
   return S::or_sign(S::mul(S::sub(S::zero(), e), S::recip(S::add(S::set1(2.0f), e))), x);
 }
 
+// Cephes' logf, as math.h's fast_log, for finite normal x > 0.
+template <class S>
+inline typename S::V vlog(typename S::V x) {
+  using V = typename S::V;
+  using I = typename S::I;
+  const I b = S::bits(x);
+  V fe = S::to_float(S::sub_i(S::and_i(S::template srli_i<23>(b), S::set1_i(0xff)), S::set1_i(126)));
+  V m = S::from_bits(S::or_i(S::and_i(b, S::set1_i(0x007fffff)), S::set1_i(0x3f000000)));  // [0.5, 1)
+  const V half_sqrt2 = S::set1(0.707106781186547524f);
+  fe = S::select_lt(m, half_sqrt2, S::sub(fe, S::set1(1.0f)), fe);
+  m = S::select_lt(m, half_sqrt2, S::sub(S::add(m, m), S::set1(1.0f)), S::sub(m, S::set1(1.0f)));
+  const V z = S::mul(m, m);
+  V p = S::set1(7.0376836292E-2f);
+  p = S::fma(p, m, S::set1(-1.1514610310E-1f));
+  p = S::fma(p, m, S::set1(1.1676998740E-1f));
+  p = S::fma(p, m, S::set1(-1.2420140846E-1f));
+  p = S::fma(p, m, S::set1(1.4249322787E-1f));
+  p = S::fma(p, m, S::set1(-1.6668057665E-1f));
+  p = S::fma(p, m, S::set1(2.0000714765E-1f));
+  p = S::fma(p, m, S::set1(-2.4999993993E-1f));
+  p = S::fma(p, m, S::set1(3.3333331174E-1f));
+  V y = S::mul(S::mul(p, m), z);
+  y = S::fma(S::set1(-2.12194440e-4f), fe, y);
+  y = S::fma(S::set1(-0.5f), z, y);
+  return S::fma(S::set1(0.693359375f), fe, S::add(m, y));
+}
+
+// log(1 + x), as math.h's fast_log1p (x itself where 1 + x rounds to 1).
+template <class S>
+inline typename S::V vlog1p(typename S::V x) {
+  using V = typename S::V;
+  const V u = S::add(S::set1(1.0f), x);
+  const V d = S::sub(u, S::set1(1.0f));
+  const V scaled = S::mul(vlog<S>(u), S::div(x, d));
+  return S::select_lt(S::abs(d), S::set1(1e-30f), x, scaled);
+}
+
+// softplus(x) = log(1 + e^x), x itself above 20 (torch's threshold); NaN stays NaN, +inf gives
+// +inf, -inf about 1e-38 (vexp's floor).
+template <class S>
+inline typename S::V vsoftplus(typename S::V x) {
+  return S::select_lt(S::set1(20.0f), x, x, vlog1p<S>(vexp<S>(x)));
+}
+
 template <class S>
 inline typename S::V vsigmoid(typename S::V x) {
   return S::recip(S::add(S::set1(1.0f), vexp<S>(S::sub(S::zero(), x))));
@@ -87,20 +133,26 @@ inline typename S::V apply(Activation activation, typename S::V v) {
       return vtanh<S>(v);
     case Activation::kSigmoid:
       return vsigmoid<S>(v);
+    case Activation::kSoftplus:
+      return vsoftplus<S>(v);
     default:
       return v;
   }
 }
 
 // Rows [0, M) by columns [0, N * W) of y (the last vector `tail` lanes wide when kTail), x, wt,
-// bias and y already offset to the block. Below 3 rows, even and odd inputs go to two sets of
-// accumulators: one row's N chains of dependent FMAs would otherwise wait on the FMA latency.
+// bias and y already offset to the block. Below 3 rows the inputs are dealt round-robin to K sets
+// of accumulators (4 for one row, 2 for two), summed at the end: one row's N chains of dependent
+// FMAs would otherwise wait on the FMA latency (4 cycles, two FMAs a cycle: a 64-wide AVX-512 row
+// needs 8 chains in flight to keep both units busy, 16 to hide the loads' stalls too). One row's
+// 4 x N accumulators, N weight vectors and a broadcast fit both instruction sets' registers
+// (AVX-512: N = 4, 21 of 32; AVX2: N = 2, 11 of 16).
 template <class S, int M, int N, bool kTail>
 inline void tile(const float* __restrict x, int64_t in, const float* __restrict wt, int64_t out,
                  const float* __restrict bias, float* __restrict y, int tail, Activation activation) {
   using V = typename S::V;
   constexpr int W = S::W;
-  constexpr int K = M <= 2 ? 2 : 1;
+  constexpr int K = M == 1 ? 4 : M == 2 ? 2 : 1;
   V acc[K][M][N];
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) {
@@ -109,12 +161,13 @@ inline void tile(const float* __restrict x, int64_t in, const float* __restrict 
 #pragma GCC unroll 8
     for (int r = 0; r < M; ++r) {
       acc[0][r][v] = b;
-      if constexpr (K == 2) acc[1][r][v] = S::zero();
+#pragma GCC unroll 4
+      for (int k = 1; k < K; ++k) acc[k][r][v] = S::zero();
     }
   }
   int64_t i = 0;
   for (; i + K <= in; i += K) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int k = 0; k < K; ++k) {
       const float* w = wt + (i + k) * out;
       V wv[N];
@@ -128,7 +181,7 @@ inline void tile(const float* __restrict x, int64_t in, const float* __restrict 
       }
     }
   }
-  if (K == 2 && i < in) {
+  for (; i < in; ++i) {
     const float* w = wt + i * out;
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
@@ -142,6 +195,7 @@ inline void tile(const float* __restrict x, int64_t in, const float* __restrict 
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
       V sum = acc[0][r][v];
+      if constexpr (K == 4) sum = S::add(S::add(sum, acc[1][r][v]), S::add(acc[2][r][v], acc[3][r][v]));
       if constexpr (K == 2) sum = S::add(sum, acc[1][r][v]);
       const V o = apply<S>(activation, sum);
       if (kTail && v == N - 1) {
@@ -219,18 +273,30 @@ inline void narrow_tile(const float* __restrict x, int64_t in, const float* __re
   constexpr int W = S::W;
   constexpr int per = W / kOut;
   constexpr int num_folds = NarrowIndices<W, kOut>().num_folds;
+  // Row r's inputs i to i + per, each spread to kOut lanes.
+  auto inputs = [&](int r, int64_t i) {
+    V xv = per == W ? S::load(x + r * in + i) : S::load_n(x + r * in + i, per);
+    if constexpr (kOut > 1) xv = S::permute(xv, spread);
+    return xv;
+  };
   V acc[M];
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) acc[r] = S::zero();
   int64_t i = 0;
+  if constexpr (M == 1) {
+    // One row: a second accumulator takes every other vector of inputs, so consecutive FMAs do
+    // not wait on each other.
+    V odd = S::zero();
+    for (; i + 2 * per <= in; i += 2 * per) {
+      acc[0] = S::fma(inputs(0, i), S::load(wt + i * kOut), acc[0]);
+      odd = S::fma(inputs(0, i + per), S::load(wt + (i + per) * kOut), odd);
+    }
+    acc[0] = S::add(acc[0], odd);
+  }
   for (; i + per <= in; i += per) {
     const V w = S::load(wt + i * kOut);
 #pragma GCC unroll 8
-    for (int r = 0; r < M; ++r) {
-      V xv = per == W ? S::load(x + r * in + i) : S::load_n(x + r * in + i, per);
-      if constexpr (kOut > 1) xv = S::permute(xv, spread);
-      acc[r] = S::fma(xv, w, acc[r]);
-    }
+    for (int r = 0; r < M; ++r) acc[r] = S::fma(inputs(r, i), w, acc[r]);
   }
   if (i < in) {
     const int n = static_cast<int>(in - i);

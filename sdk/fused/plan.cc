@@ -19,7 +19,6 @@
 #include <type_traits>
 #include <variant>
 
-#include "sdk/fused/math.h"
 #include "sdk/fused/philox.h"
 #include "sdk/nn/layers.h"
 #include "sdk/nn/multi_agent_mlp.h"
@@ -156,7 +155,6 @@ struct Head {
   int64_t agents = 1;
 };
 
-float softplus(float x) { return x > 20.0f ? x : fast_log1p(fast_exp(x)); }
 
 // log(sum(exp(x))) over n floats, the max factored out and the sum taken in double. NaN when
 // every x is -inf, where LibTorch's x - logsumexp(x) is NaN too (-inf - -inf).
@@ -233,17 +231,32 @@ float masked_log_prob(const Head& h, const float* logits, int64_t d, int64_t k) 
   return std::isfinite(score) ? score : h.neg_inf;
 }
 
-float apply_mapping(const Mapping& m, float x) {
+// y = m(x) over n floats (y may be x). The softplus mappings, a Normal's usual scale, run on the
+// vector units (kernels.h's activate); the others value by value.
+void map_values(const Mapping& m, const float* x, float* y, int64_t n) {
   switch (m.kind) {
-    case Mapping::kNone: return x;
-    case Mapping::kSoftplus: return softplus(x);
-    case Mapping::kExp: return std::exp(x);
-    case Mapping::kRelu: return x < 0.0f ? 0.0f : x;  // NaN stays NaN
-    case Mapping::kExpln: return x <= 0.0f ? std::exp(x) : std::log1p(x) + 1.0f;
-    case Mapping::kAbs: return std::fabs(x);
-    case Mapping::kBiasedSoftplus: return softplus(x + m.shift) + m.min_val;
+    case Mapping::kNone:
+      std::copy(x, x + n, y);
+      return;
+    case Mapping::kSoftplus:
+    case Mapping::kBiasedSoftplus:  // softplus(x + shift) + min_val; kSoftplus's are 0
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] + m.shift;
+      activate(Activation::kSoftplus, y, n);
+      for (int64_t i = 0; i < n; ++i) y[i] += m.min_val;
+      return;
+    case Mapping::kExp:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+      return;
+    case Mapping::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN stays NaN
+      return;
+    case Mapping::kExpln:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] <= 0.0f ? std::exp(x[i]) : std::log1p(x[i]) + 1.0f;
+      return;
+    case Mapping::kAbs:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::fabs(x[i]);
+      return;
   }
-  return x;
 }
 
 // In place over n floats, torch.nn's formulas with the layer's arguments.
@@ -1871,12 +1884,9 @@ struct FusedPlan::Impl {
         case Op::kActivation:
           activate(op.activation, at(op.out), rows * op.out_w);
           break;
-        case Op::kMapping: {
-          const float* x = at(op.in);
-          float* y = at(op.out);
-          for (int64_t i = 0; i < rows * op.out_w; ++i) y[i] = apply_mapping(op.mapping, x[i]);
+        case Op::kMapping:
+          map_values(op.mapping, at(op.in), at(op.out), rows * op.out_w);
           break;
-        }
         case Op::kSplitNormal: {
           const float* x = at(op.in);
           float* loc = at(op.out);
@@ -1885,9 +1895,12 @@ struct FusedPlan::Impl {
           for (int64_t r = 0; r < rows * op.agents; ++r) {
             for (int64_t j = 0; j < d; ++j) {
               loc[r * d + j] = x[r * 2 * d + j];
-              scale[r * d + j] = std::max(apply_mapping(op.mapping, x[r * 2 * d + d + j]), op.lb);
+              scale[r * d + j] = x[r * 2 * d + d + j];
             }
           }
+          const int64_t n = rows * op.agents * d;
+          map_values(op.mapping, scale, scale, n);
+          for (int64_t i = 0; i < n; ++i) scale[i] = std::max(scale[i], op.lb);
           break;
         }
         case Op::kAddScale: {

@@ -6,11 +6,10 @@
 // variant draws the same normals to within the rounding of a fused multiply-add (and the same
 // uniforms exactly).
 //
-// Beyond gemm_kernel.h's list, S provides: sqrt, div, recip1 (recip on one float, the same
-// instruction), and the int32 lane operations set1_i, add_i, sub_i, and_i, or_i, xor_i,
-// srli_i<n>, slli_i<n>, to_float (convert), to_int (truncate), bits (float -> int32 bits),
-// from_bits, select_i (a mask's lanes from t, the others from f) and mulhilo (the high and low 32
-// bits of each lane times a 32-bit constant).
+// Beyond gemm_kernel.h's list, S provides: sqrt, recip1 (recip on one float, the same
+// instruction), and the int32 lane operations add_i, xor_i, slli_i<n>, to_int (truncate),
+// select_i (a mask's lanes from t, the others from f) and mulhilo (the high and low 32 bits of
+// each lane times a 32-bit constant).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -22,43 +21,6 @@
 #endif
 
 namespace tdp::fused::internal::TDP_GEMM_NAMESPACE {
-
-// Cephes' logf, as math.h's fast_log, for finite normal x > 0.
-template <class S>
-inline typename S::V vlog(typename S::V x) {
-  using V = typename S::V;
-  using I = typename S::I;
-  const I b = S::bits(x);
-  V fe = S::to_float(S::sub_i(S::and_i(S::template srli_i<23>(b), S::set1_i(0xff)), S::set1_i(126)));
-  V m = S::from_bits(S::or_i(S::and_i(b, S::set1_i(0x007fffff)), S::set1_i(0x3f000000)));  // [0.5, 1)
-  const V half_sqrt2 = S::set1(0.707106781186547524f);
-  fe = S::select_lt(m, half_sqrt2, S::sub(fe, S::set1(1.0f)), fe);
-  m = S::select_lt(m, half_sqrt2, S::sub(S::add(m, m), S::set1(1.0f)), S::sub(m, S::set1(1.0f)));
-  const V z = S::mul(m, m);
-  V p = S::set1(7.0376836292E-2f);
-  p = S::fma(p, m, S::set1(-1.1514610310E-1f));
-  p = S::fma(p, m, S::set1(1.1676998740E-1f));
-  p = S::fma(p, m, S::set1(-1.2420140846E-1f));
-  p = S::fma(p, m, S::set1(1.4249322787E-1f));
-  p = S::fma(p, m, S::set1(-1.6668057665E-1f));
-  p = S::fma(p, m, S::set1(2.0000714765E-1f));
-  p = S::fma(p, m, S::set1(-2.4999993993E-1f));
-  p = S::fma(p, m, S::set1(3.3333331174E-1f));
-  V y = S::mul(S::mul(p, m), z);
-  y = S::fma(S::set1(-2.12194440e-4f), fe, y);
-  y = S::fma(S::set1(-0.5f), z, y);
-  return S::fma(S::set1(0.693359375f), fe, S::add(m, y));
-}
-
-// log(1 + x), as math.h's fast_log1p (x itself where 1 + x rounds to 1).
-template <class S>
-inline typename S::V vlog1p(typename S::V x) {
-  using V = typename S::V;
-  const V u = S::add(S::set1(1.0f), x);
-  const V d = S::sub(u, S::set1(1.0f));
-  const V scaled = S::mul(vlog<S>(u), S::div(x, d));
-  return S::select_lt(S::abs(d), S::set1(1e-30f), x, scaled);
-}
 
 // sin and cos of 2 pi u for u in [0, 1), as math.h's fast_sincos_2pi.
 template <class S>
@@ -300,7 +262,7 @@ inline void gaussian_lanes(const GaussianDraw& g, const float* loc, const float*
   if (g.tanh) {
     // log |d tanh(x) / dx| = 2 (log 2 - x - softplus(-2x)), plus log |half| for the bounds.
     const V t = T::mul(T::set1(-2.0f), x);
-    const V softplus = T::select_lt(T::set1(20.0f), t, t, vlog1p<T>(vexp<T>(t)));
+    const V softplus = vsoftplus<T>(t);
     const V jacobian = T::mul(T::set1(2.0f), T::sub(T::sub(T::set1(0.69314718055994530942f), x), softplus));
     value = T::sub(value, T::add(jacobian, T::set1(g.log_half)));
   }

@@ -106,7 +106,7 @@ TEST(FusedKernelsTest, EveryLinearVariantMatchesADoubleReferenceWithEachEpilogue
     const internal::LinearFn linear_fn = internal::linear_variant(isa);
     for (const Shape& shape : shapes()) {
       for (Activation activation : {Activation::kIdentity, Activation::kTanh, Activation::kRelu,
-                                    Activation::kSigmoid}) {
+                                    Activation::kSigmoid, Activation::kSoftplus}) {
         for (bool with_bias : {true, false}) {
           SCOPED_TRACE(std::string(internal::isa_name(isa)) + " " + shape.name() + " activation " +
                        std::to_string(static_cast<int>(activation)) + (with_bias ? "" : " no bias"));
@@ -199,7 +199,7 @@ TEST(FusedKernelsTest, VectorAndScalarActivationsMatchStdOverADenseRange) {
     if (internal::activate_variant(isa) != nullptr) variants.push_back(internal::activate_variant(isa));
   }
   for (size_t k = 0; k < variants.size(); ++k) {
-    for (Activation activation : {Activation::kTanh, Activation::kSigmoid, Activation::kRelu}) {
+    for (Activation activation : {Activation::kTanh, Activation::kSigmoid, Activation::kRelu, Activation::kSoftplus}) {
       SCOPED_TRACE("variant " + std::to_string(k) + " activation " + std::to_string(static_cast<int>(activation)));
       std::vector<float> y = inputs;
       variants[k](activation, y.data(), static_cast<int64_t>(y.size()));
@@ -444,7 +444,7 @@ TEST(FusedKernelsTest, GaussianDrawOfEveryVariantMatchesADoubleReference) {
 TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  // Activations: NaN stays NaN, +-inf saturates (tanh +-1, sigmoid 1 / 0, relu inf / 0).
+  // Activations: NaN stays NaN, +-inf saturates (tanh +-1, sigmoid 1 / 0, relu and softplus inf / 0).
   std::vector<internal::ActivateFn> variants = {&internal::activate_scalar};
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (internal::activate_variant(isa) != nullptr) variants.push_back(internal::activate_variant(isa));
@@ -456,15 +456,19 @@ TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
     values[1] = inf;
     values[2] = -inf;
     values[16] = nan;
-    std::vector<float> t = values, s = values, r = values;
+    std::vector<float> t = values, s = values, r = values, p = values;
     variants[k](Activation::kTanh, t.data(), 17);
     variants[k](Activation::kSigmoid, s.data(), 17);
     variants[k](Activation::kRelu, r.data(), 17);
+    variants[k](Activation::kSoftplus, p.data(), 17);
     for (int i : {0, 3, 15, 16}) {
       EXPECT_TRUE(std::isnan(t[i])) << i;
       EXPECT_TRUE(std::isnan(s[i])) << i;
       EXPECT_TRUE(std::isnan(r[i])) << i;
+      EXPECT_TRUE(std::isnan(p[i])) << i;
     }
+    EXPECT_EQ(p[1], inf);
+    EXPECT_NEAR(p[2], 0.0f, 1e-37f);
     EXPECT_EQ(t[1], 1.0f);
     EXPECT_EQ(t[2], -1.0f);
     EXPECT_EQ(s[1], 1.0f);
@@ -484,7 +488,7 @@ TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
   for (Isa isa : runnable_variants()) {
     for (const Shape& shape : {Shape{9, 12, 2}, Shape{9, 12, 64}, Shape{9, 12, 21}, Shape{1, 40, 1}}) {
       for (Activation activation : {Activation::kIdentity, Activation::kTanh, Activation::kRelu,
-                                    Activation::kSigmoid}) {
+                                    Activation::kSigmoid, Activation::kSoftplus}) {
         SCOPED_TRACE(std::string(internal::isa_name(isa)) + " " + shape.name() + " activation " +
                      std::to_string(static_cast<int>(activation)));
         const int64_t bad = shape.rows > 2 ? 2 : 0;
