@@ -52,7 +52,7 @@ ActivateFn activate_variant(Isa isa);
 void activate_avx512(Activation activation, float* x, int64_t n);
 void activate_avx2(Activation activation, float* x, int64_t n);
 
-// kernels.h's philox_normals, philox_uniforms and gaussian_draw per instruction set
+// kernels.h's philox_normals, philox_uniforms, gaussian_draw and log_softmax per instruction set
 // (random_kernel.h); the portable ones are kernels.cc's scalar loops.
 using PhiloxNormalsFn = void (*)(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
                                  int64_t d, float* out);
@@ -82,5 +82,11 @@ void gaussian_draw_avx2(const GaussianDraw& g, const float* loc, const float* sc
                         float* sample, float* log_prob);
 void gaussian_draw_portable(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
                             float* sample, float* log_prob);
+
+using LogSoftmaxFn = void (*)(const float* x, int64_t rows, int64_t d, float* log_p, float* mass);
+LogSoftmaxFn log_softmax_variant(Isa isa);
+void log_softmax_avx512(const float* x, int64_t rows, int64_t d, float* log_p, float* mass);
+void log_softmax_avx2(const float* x, int64_t rows, int64_t d, float* log_p, float* mass);
+void log_softmax_portable(const float* x, int64_t rows, int64_t d, float* log_p, float* mass);
 
 }  // namespace tdp::fused::internal

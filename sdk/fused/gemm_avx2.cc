@@ -108,4 +108,8 @@ void gaussian_draw_avx2(const GaussianDraw& g, const float* loc, const float* sc
   avx2::gaussian_draw<avx2::S>(g, loc, scale, eps, n, sample, log_prob);
 }
 
+void log_softmax_avx2(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  avx2::log_softmax<avx2::S>(x, rows, d, log_p, mass);
+}
+
 }  // namespace tdp::fused::internal

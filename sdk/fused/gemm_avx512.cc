@@ -115,4 +115,8 @@ void gaussian_draw_avx512(const GaussianDraw& g, const float* loc, const float* 
   avx512::gaussian_draw<avx512::S>(g, loc, scale, eps, n, sample, log_prob);
 }
 
+void log_softmax_avx512(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  avx512::log_softmax<avx512::S>(x, rows, d, log_p, mass);
+}
+
 }  // namespace tdp::fused::internal

@@ -120,6 +120,10 @@ GaussianDrawFn gaussian_draw_variant(Isa isa) {
   return variant<GaussianDrawFn>(isa, &gaussian_draw_avx512, &gaussian_draw_avx2, &gaussian_draw_portable);
 }
 
+LogSoftmaxFn log_softmax_variant(Isa isa) {
+  return variant<LogSoftmaxFn>(isa, &log_softmax_avx512, &log_softmax_avx2, &log_softmax_portable);
+}
+
 // The scalar twins of random_kernel.h's vector code, operation for operation.
 void philox_normals_portable(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0,
                              int64_t d, float* out) {
@@ -171,6 +175,22 @@ void gaussian_draw_portable(const GaussianDraw& g, const float* loc, const float
   }
 }
 
+void log_softmax_portable(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float m = xr[0];
+    for (int64_t k = 1; k < d; ++k) m = std::max(m, xr[k]);
+    double t = 0;
+    for (int64_t k = 0; k < d; ++k) {
+      const float v = xr[k] - m;
+      t += mass[r * d + k] = v < -87.3365447504f ? 0.0f : fast_exp(v);
+    }
+    const float total = static_cast<float>(t);
+    const float lse = std::isnan(total) ? total : m + fast_log(total);
+    for (int64_t k = 0; k < d; ++k) log_p[r * d + k] = xr[k] - lse;
+  }
+}
+
 void linear_portable(const float* x, int64_t rows, int64_t in, const float* wt, const float* bias, int64_t out,
                      float* y, Activation activation) {
   linear_loops(x, rows, in, wt, bias, out, y);
@@ -202,6 +222,11 @@ void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, 
                    float* sample, float* log_prob) {
   static const internal::GaussianDrawFn best = internal::gaussian_draw_variant(internal::detected_isa());
   best(g, loc, scale, eps, n, sample, log_prob);
+}
+
+void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  static const internal::LogSoftmaxFn best = internal::log_softmax_variant(internal::detected_isa());
+  best(x, rows, d, log_p, mass);
 }
 
 void layer_norm(float* x, int64_t rows, int64_t width, const float* gamma, const float* beta, float eps) {

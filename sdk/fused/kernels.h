@@ -44,7 +44,7 @@ void lstm_gates(const float* gi, const float* gh, const float* c, int64_t rows, 
                 float* c_out);
 
 // The heads' random draws, one lane per row: normals for the Gaussian heads (Normal,
-// IndependentNormal, TanhNormal), uniforms for the categorical ones.
+// IndependentNormal, TanhNormal), uniforms for the categorical ones; and their densities.
 //
 // d standard normals for each of rows [first_row, first_row + rows) of a call: out[r * d + j],
 // from Philox4x32-10 (philox.h) of key `seed` at counter {call low, call high, row, block0 +
@@ -71,5 +71,11 @@ struct GaussianDraw {
 };
 void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, const float* eps, int64_t n,
                    float* sample, float* log_prob);
+
+// A categorical head's distribution, each of `rows` rows of d logits normalized as Categorical
+// does: mass[r, k] = exp(x - max) (0 for an -inf logit, and below float's normal range),
+// log_p[r, k] = x - (max + log sum_k mass) (the log-softmax; the whole row NaN when a mass is
+// NaN). The masses are the inverse-CDF draw's weights.
+void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* mass);
 
 }  // namespace tdp::fused

@@ -393,7 +393,7 @@ struct FusedPlan::Impl {
   std::vector<Slot> slots;
   std::vector<int64_t> slot_offset;  // per slot, in the tile scratch
   int64_t scratch_per_tile = 0;
-  int64_t gaussian_scratch = 0;  // in the tile scratch: the Gaussian heads' normals and log-densities
+  int64_t head_scratch = 0;  // in the tile scratch: the heads' work space (three [kTile, width] arrays)
   std::vector<float> arena;
   std::vector<Op> ops;
   // The probabilistic module's distribution, or its composite's parts in distribution_map order.
@@ -1836,15 +1836,17 @@ struct FusedPlan::Impl {
       // Rounded to 16 floats: every slot's rows start 64-byte aligned relative to the scratch.
       scratch_per_tile += (kTile * s.width + 15) / 16 * 16;
     }
-    // The Gaussian heads' normals and log-densities of a tile, [kTile, width] each.
-    int64_t gaussian_width = 0;
+    // The heads' work space, three [kTile, width] arrays: a Gaussian head's normals and
+    // log-densities; a categorical head's masked logits, log-probabilities and masses.
+    int64_t head_width = 0;
     for (const Head& h : heads) {
-      if (h.kind == HeadKind::kNormal || h.kind == HeadKind::kIndependentNormal || h.kind == HeadKind::kTanhNormal) {
-        gaussian_width = std::max(gaussian_width, h.width);
+      if (h.kind == HeadKind::kNormal || h.kind == HeadKind::kIndependentNormal || h.kind == HeadKind::kTanhNormal ||
+          h.kind == HeadKind::kCategorical || h.kind == HeadKind::kOneHotCategorical) {
+        head_width = std::max(head_width, h.width);
       }
     }
-    gaussian_scratch = scratch_per_tile;
-    scratch_per_tile += 2 * kTile * gaussian_width;
+    head_scratch = scratch_per_tile;
+    scratch_per_tile += 3 * kTile * head_width;
   }
 
   // A Linear followed by an activation in place on its output becomes one op: the activation
@@ -2091,42 +2093,45 @@ struct FusedPlan::Impl {
       }
       case HeadKind::kOneHotCategorical:
       case HeadKind::kCategorical: {
-        const float* p = at(head.p0);
         const float* mask = head.mask >= 0 ? at(head.mask) : nullptr;
         float uniform[kTile];  // each row's draw, on the vector units (kernels.h)
         if (random) philox_uniforms(stream.seed, stream.call, first_row, rows, head.block0, uniform);
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* row = p + r * d;
-          // A masked head goes on from its masked logits (its probs, if given, become logits).
-          float masked[kMaxEvent];
-          if (mask != nullptr) {
-            mask_row(head, row, mask + r * head.mask_width, d, masked);
-            row = masked;
+        // The rows' logits: as given, or masked (a masked head's probs, if given, become logits).
+        const float* given = at(head.p0);
+        float* tile_logits = scratch + head_scratch;
+        float* tile_log_p = tile_logits + kTile * d;
+        float* tile_mass = tile_log_p + kTile * d;
+        if (mask != nullptr) {
+          for (int64_t r = 0; r < rows; ++r) {
+            mask_row(head, given + r * d, mask + r * head.mask_width, d, tile_logits + r * d);
           }
+          given = tile_logits;
+        }
+        // From logits, the tile's log-softmax on the vector units (kernels.h): each exp(x - max)
+        // is also the class's mass for the draw (0 for a masked -inf, NaN for NaN). A row whose
+        // every class a finite neg_inf (-1e9) masks has mass 1 each: LibTorch draws from it
+        // uniformly too.
+        const bool from_probs = head.from_probs && mask == nullptr;
+        if (!from_probs) log_softmax(given, rows, d, tile_log_p, tile_mass);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = given + r * d;
           // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
-          float logits[kMaxEvent];
+          const float* logits = tile_log_p + r * d;
           const int64_t k_max = d;
           // Each class's unnormalized probability and their sum, for the draw.
           double mass[kMaxEvent];
           double total = 0;
-          if (head.from_probs && mask == nullptr) {
-            double given = 0;
-            for (int64_t k = 0; k < k_max; ++k) given += row[k];
+          if (from_probs) {
+            double sum = 0;
+            for (int64_t k = 0; k < k_max; ++k) sum += row[k];
             const float eps = std::numeric_limits<float>::epsilon();
+            float* normalized = tile_log_p + r * d;
             for (int64_t k = 0; k < k_max; ++k) {
-              logits[k] = std::log(std::min(std::max(static_cast<float>(row[k] / given), eps), 1.0f - eps));
-              if (random) total += mass[k] = std::exp(static_cast<double>(logits[k]));
+              normalized[k] = std::log(std::min(std::max(static_cast<float>(row[k] / sum), eps), 1.0f - eps));
+              if (random) total += mass[k] = std::exp(static_cast<double>(normalized[k]));
             }
-          } else {
-            // log_softmax with the max factored out and the sum in double; each exp(x - max) (float
-            // exp, 0 for a masked -inf, NaN for NaN) is also the class's mass for the draw. A row
-            // whose every class a finite neg_inf (-1e9) masks has mass 1 each: LibTorch draws from
-            // it uniformly too.
-            float m = row[0];
-            for (int64_t k = 1; k < k_max; ++k) m = std::max(m, row[k]);
-            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = std::exp(row[k] - m);
-            const float lse = static_cast<float>(m + std::log(total));
-            for (int64_t k = 0; k < k_max; ++k) logits[k] = row[k] - lse;
+          } else if (random) {
+            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = tile_mass[r * d + k];
           }
           int64_t choice = 0;
           if (random) {
@@ -2253,7 +2258,7 @@ struct FusedPlan::Impl {
           // On the vector units (kernels.h): the tile's normals, then x = loc + eps * scale, the
           // sample and its log-density, over all of the tile's values at once where every value
           // has the same bounds, else value by value over the rows.
-          float* eps = scratch + gaussian_scratch;
+          float* eps = scratch + head_scratch;
           float* values = want_log_prob ? (per_element ? lp : eps + kTile * d) : nullptr;
           philox_normals(stream.seed, stream.call, first_row, rows, head.block0, d, eps);
           GaussianDraw g;

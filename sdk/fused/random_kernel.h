@@ -305,4 +305,70 @@ void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, 
   }
 }
 
+// A class's mass exp(x - max), 0 below float's normal range (vexp's floor; an -inf logit's).
+struct ShiftedExp {
+  template <class T>
+  static typename T::V apply(typename T::V v) {
+    return T::select_lt(v, T::set1(-87.3365447504f), T::zero(), vexp<T>(v));
+  }
+};
+
+struct Log {
+  template <class T>
+  static typename T::V apply(typename T::V v) {
+    return vlog<T>(v);
+  }
+};
+
+// F over n floats in place: whole vectors, then the tail as one vector padded with `pad`, or lane
+// by lane where that costs less; a value's bits do not depend on its lane.
+template <class S, class F>
+inline void in_place(float* x, int64_t n, float pad) {
+  constexpr int W = S::W;
+  int64_t i = 0;
+  for (; i + W <= n; i += W) S::store(x + i, F::template apply<S>(S::load(x + i)));
+  const int m = static_cast<int>(n - i);
+  if (m == 0) return;
+  if (!worth_a_vector<S>(m)) {
+    for (; i < n; ++i) x[i] = F::template apply<Lane<S>>(x[i]);
+    return;
+  }
+  float lanes[W];
+  S::store(lanes, S::set1(pad));
+  for (int k = 0; k < m; ++k) lanes[k] = x[i + k];
+  S::store(lanes, F::template apply<S>(S::load(lanes)));
+  for (int k = 0; k < m; ++k) x[i + k] = lanes[k];
+}
+
+// kernels.h's log_softmax: a row's maximum and sum in scalar code (its few values), the exps and
+// the logs of the sums on the vector units, 64 rows at a time.
+template <class S>
+void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  constexpr int64_t kRows = 64;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const int64_t n = rows - r0 < kRows ? rows - r0 : kRows;
+    const float* xs = x + r0 * d;
+    float* ms = mass + r0 * d;
+    float top[kRows], total[kRows], log_total[kRows];
+    for (int64_t r = 0; r < n; ++r) {
+      float m = xs[r * d];
+      for (int64_t k = 1; k < d; ++k) m = m < xs[r * d + k] ? xs[r * d + k] : m;  // std::max's NaN rule
+      top[r] = m;
+      for (int64_t k = 0; k < d; ++k) ms[r * d + k] = xs[r * d + k] - m;
+    }
+    in_place<S, ShiftedExp>(ms, n * d, 0.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      double t = 0;
+      for (int64_t k = 0; k < d; ++k) t += ms[r * d + k];
+      total[r] = log_total[r] = static_cast<float>(t);
+    }
+    in_place<S, Log>(log_total, n, 1.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      // vlog takes finite positive values: a NaN sum (a NaN logit) makes the row NaN here.
+      const float lse = total[r] != total[r] ? total[r] : top[r] + log_total[r];
+      for (int64_t k = 0; k < d; ++k) log_p[(r0 + r) * d + k] = xs[r * d + k] - lse;
+    }
+  }
+}
+
 }  // namespace tdp::fused::internal::TDP_GEMM_NAMESPACE

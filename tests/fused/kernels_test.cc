@@ -441,6 +441,66 @@ TEST(FusedKernelsTest, GaussianDrawOfEveryVariantMatchesADoubleReference) {
   }
 }
 
+// A categorical head's log-softmax and masses against double, rows 1 to past the kernel's 64-row
+// pass, with -inf classes (mass 0, log-prob -inf), a class far below the maximum (mass 0) and a
+// NaN row (all NaN, its neighbours untouched); a row's values have the same bits alone and in a
+// batch.
+TEST(FusedKernelsTest, LogSoftmaxOfEveryVariantMatchesADoubleReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Isa isa : runnable_variants()) {
+    const internal::LogSoftmaxFn log_softmax_fn = internal::log_softmax_variant(isa);
+    for (int64_t d : {1, 2, 3, 6, 17}) {
+      for (int64_t rows : {1, 2, 5, 16, 64, 70}) {
+        SCOPED_TRACE(std::string(internal::isa_name(isa)) + " d " + std::to_string(d) + " rows " +
+                     std::to_string(rows));
+        std::vector<float> x = random_floats(rows * d, static_cast<uint32_t>(d * 100 + rows));
+        for (float& v : x) v *= 8.0f;
+        if (d > 1) x[0 * d + 1] = -inf;
+        if (d > 2 && rows > 1) x[1 * d + 2] = x[1 * d] - 100.0f;
+        const int64_t nan_row = rows > 3 ? 3 : -1;
+        if (nan_row >= 0) x[nan_row * d] = std::numeric_limits<float>::quiet_NaN();
+        std::vector<float> log_p(rows * d), mass(rows * d);
+        log_softmax_fn(x.data(), rows, d, log_p.data(), mass.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          if (r == nan_row) {
+            for (int64_t k = 0; k < d; ++k) EXPECT_TRUE(std::isnan(log_p[r * d + k])) << r << " " << k;
+            continue;
+          }
+          double m = -std::numeric_limits<double>::infinity();
+          for (int64_t k = 0; k < d; ++k) m = std::max(m, static_cast<double>(x[r * d + k]));
+          // x - max rounds to float first, in the kernels as in LibTorch's log_softmax.
+          auto shifted = [&](int64_t k) { return static_cast<double>(x[r * d + k] - static_cast<float>(m)); };
+          double total = 0;
+          for (int64_t k = 0; k < d; ++k) total += std::exp(shifted(k));
+          for (int64_t k = 0; k < d; ++k) {
+            const double expected_mass = std::exp(shifted(k));
+            const double expected_log_p = x[r * d + k] - m - std::log(total);
+            if (expected_mass < 1e-38) {
+              EXPECT_EQ(mass[r * d + k], 0.0f) << r << " " << k;
+            } else {
+              EXPECT_NEAR(mass[r * d + k], expected_mass, 3e-7 * expected_mass) << r << " " << k;
+            }
+            if (std::isinf(expected_log_p)) {
+              EXPECT_EQ(log_p[r * d + k], -inf) << r << " " << k;
+            } else {
+              EXPECT_NEAR(log_p[r * d + k], expected_log_p, 1e-6 * (std::abs(expected_log_p) + 1)) << r << " " << k;
+            }
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          std::vector<float> one_log_p(d), one_mass(d);
+          log_softmax_fn(&x[r * d], 1, d, one_log_p.data(), one_mass.data());
+          for (int64_t k = 0; k < d; ++k) {
+            ASSERT_EQ(std::isnan(one_log_p[k]), std::isnan(log_p[r * d + k])) << r << " " << k;
+            if (!std::isnan(one_log_p[k])) ASSERT_EQ(one_log_p[k], log_p[r * d + k]) << r << " " << k;
+            if (!std::isnan(one_mass[k])) ASSERT_EQ(one_mass[k], mass[r * d + k]) << r << " " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(FusedKernelsTest, NonFiniteValuesPropagateAsThroughLibTorch) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
