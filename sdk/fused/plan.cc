@@ -155,7 +155,6 @@ struct Head {
   int64_t agents = 1;
 };
 
-
 // log(sum(exp(x))) over n floats, the max factored out and the sum taken in double. NaN when
 // every x is -inf, where LibTorch's x - logsumexp(x) is NaN too (-inf - -inf).
 float log_sum_exp(const float* x, int64_t n) {
