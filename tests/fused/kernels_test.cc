@@ -492,8 +492,12 @@ TEST(FusedKernelsTest, LogSoftmaxOfEveryVariantMatchesADoubleReference) {
           log_softmax_fn(&x[r * d], 1, d, one_log_p.data(), one_mass.data());
           for (int64_t k = 0; k < d; ++k) {
             ASSERT_EQ(std::isnan(one_log_p[k]), std::isnan(log_p[r * d + k])) << r << " " << k;
-            if (!std::isnan(one_log_p[k])) ASSERT_EQ(one_log_p[k], log_p[r * d + k]) << r << " " << k;
-            if (!std::isnan(one_mass[k])) ASSERT_EQ(one_mass[k], mass[r * d + k]) << r << " " << k;
+            if (!std::isnan(one_log_p[k])) {
+              ASSERT_EQ(one_log_p[k], log_p[r * d + k]) << r << " " << k;
+            }
+            if (!std::isnan(one_mass[k])) {
+              ASSERT_EQ(one_mass[k], mass[r * d + k]) << r << " " << k;
+            }
           }
         }
       }
