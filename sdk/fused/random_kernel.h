@@ -320,10 +320,11 @@ struct Log {
   }
 };
 
-// F over n floats in place: whole vectors, then the tail as one vector padded with `pad`, or lane
-// by lane where that costs less; a value's bits do not depend on its lane.
+// F over n floats in place: whole vectors, then the tail as one masked vector (its idle lanes
+// are never stored), or lane by lane where that costs less; a value's bits do not depend on its
+// lane.
 template <class S, class F>
-inline void in_place(float* x, int64_t n, float pad) {
+inline void in_place(float* x, int64_t n) {
   constexpr int W = S::W;
   int64_t i = 0;
   for (; i + W <= n; i += W) S::store(x + i, F::template apply<S>(S::load(x + i)));
@@ -333,11 +334,7 @@ inline void in_place(float* x, int64_t n, float pad) {
     for (; i < n; ++i) x[i] = F::template apply<Lane<S>>(x[i]);
     return;
   }
-  float lanes[W];
-  S::store(lanes, S::set1(pad));
-  for (int k = 0; k < m; ++k) lanes[k] = x[i + k];
-  S::store(lanes, F::template apply<S>(S::load(lanes)));
-  for (int k = 0; k < m; ++k) x[i + k] = lanes[k];
+  S::store_n(x + i, F::template apply<S>(S::load_n(x + i, m)), m);
 }
 
 // kernels.h's log_softmax: a row's maximum and sum in scalar code (its few values), the exps and
@@ -356,13 +353,13 @@ void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* m
       top[r] = m;
       for (int64_t k = 0; k < d; ++k) ms[r * d + k] = xs[r * d + k] - m;
     }
-    in_place<S, ShiftedExp>(ms, n * d, 0.0f);
+    in_place<S, ShiftedExp>(ms, n * d);
     for (int64_t r = 0; r < n; ++r) {
       double t = 0;
       for (int64_t k = 0; k < d; ++k) t += ms[r * d + k];
       total[r] = log_total[r] = static_cast<float>(t);
     }
-    in_place<S, Log>(log_total, n, 1.0f);
+    in_place<S, Log>(log_total, n);
     for (int64_t r = 0; r < n; ++r) {
       // vlog takes finite positive values: a NaN sum (a NaN logit) makes the row NaN here.
       const float lse = total[r] != total[r] ? total[r] : top[r] + log_total[r];
