@@ -110,6 +110,32 @@ ActorCore::ActorCore(policy::Policy loaded, ActorOptions actor_options)
       state(policy.signature, options.device()),
       returned_keys(policy.signature.output_keys()) {}
 
+bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarType dtype, c10::Device device) {
+  return into.defined() && into.layout() == at::kStrided && into.scalar_type() == dtype && into.device() == device &&
+         into.sizes() == sizes && into.is_contiguous() && !into.requires_grad() && into.has_storage() &&
+         (into.numel() == 0 || into.const_data_ptr() != nullptr);
+}
+
+void write_outputs(const TensorDict& result, TensorDict& out) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (into, value)
+  std::vector<std::pair<NestedKey, at::Tensor>> sets;
+  for (const auto& [key, entry] : result.items(/*include_nested=*/true, /*leaves_only=*/true)) {
+    const at::Tensor& value = entry.tensor();
+    at::Tensor into = out.get(key, at::Tensor());
+    if (into.defined() && into.is_same(value)) continue;
+    if (takes_in_place(into, value.sizes(), value.scalar_type(), value.device())) {
+      copies.emplace_back(std::move(into), value);
+    } else {
+      sets.emplace_back(key, value);
+    }
+  }
+  for (auto& [into, value] : copies) {
+    c10::InferenceMode inference(into.is_inference());  // a normal tensor counts the write
+    into.copy_(value);
+  }
+  for (auto& [key, value] : sets) out.set(key, std::move(value));
+}
+
 bool ActorInfo::runs_fused(int64_t batch, nn::InteractionType type) const {
   return fused_status.ok() && batch <= fused_max_batch &&
          std::find(fused_interaction_types.begin(), fused_interaction_types.end(), type) !=
@@ -184,6 +210,35 @@ TensorDict Actor::act(const TensorDict& observation, std::optional<nn::Interacti
     if (backend->accepts(call)) return backend->act(call);
   }
   return impl_->libtorch.act(call);
+}
+
+void Actor::act_into(const TensorDict& observation, TensorDict& out) {
+  act_into(observation, out, impl_->core.options.interaction_type());
+}
+
+void Actor::act_into(const TensorDict& observation, TensorDict& out, std::optional<nn::InteractionType> type,
+                     std::optional<at::Generator> generator) {
+  if (impl_->core.options.check_finite()) check_finite_inputs(impl_->core.policy.signature, observation, "Actor.act_into");
+  std::optional<std::vector<int64_t>> was;  // an empty out's batch size, given back should the call fail
+  if (out.batch_size() != observation.batch_size()) {
+    if (!out.is_empty()) {
+      throw std::invalid_argument(absl::StrCat("Actor.act_into: out has batch size ", shape_to_string(out.batch_size()),
+                                               " but the observation has ", shape_to_string(observation.batch_size()),
+                                               "; expected the same, or an empty out"));
+    }
+    was = out.batch_size().vec();
+    out.set_batch_size(observation.batch_size().vec());
+  }
+  const ActCall call{observation, type, std::move(generator)};
+  try {
+    for (ActorBackend* backend : impl_->backends) {
+      if (backend->accepts(call)) return backend->act_into(call, out);
+    }
+    impl_->libtorch.act_into(call, out);
+  } catch (...) {
+    if (was) out.set_batch_size(*std::move(was));
+    throw;
+  }
 }
 
 TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& observation) {

@@ -186,6 +186,19 @@ class Actor {
   // Named tensors instead of a TensorDict; the batch size comes from the declared input shapes.
   TensorDict act(const std::vector<std::pair<NestedKey, at::Tensor>>& observation);
 
+  // act(), its outputs written into `out` (tensordict's tensordict_out): an entry of `out` that
+  // is a contiguous tensor of the output's shape, dtype and device (and records no gradient) is
+  // written in place, so a caller that keeps `out` from call to call allocates nothing per call
+  // on the fused plan; any other output is set into `out` as a new tensor. Entries of `out` the
+  // call does not return are left alone. `out` must have the observation's batch size, or no
+  // entries (it then takes that batch size). A call that throws leaves `out` as it was.
+  //
+  //   TensorDict out;                      // once
+  //   actor->act_into(observation, out);   // each step: out["action"] is the same tensor
+  void act_into(const TensorDict& observation, TensorDict& out);
+  void act_into(const TensorDict& observation, TensorDict& out, std::optional<nn::InteractionType> type,
+                std::optional<at::Generator> generator = std::nullopt);
+
   // Flat float32 buffers, for simulators that hold plain arrays: observation [batch,
   // describe().flat_observation_size], action [batch, flat_action_size] (categorical indices as
   // floats), log_prob [batch] or [batch, flat_action_size] for a per-element normal (may be

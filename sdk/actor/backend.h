@@ -43,6 +43,14 @@ struct ActCall {
   std::optional<at::Generator> generator;
 };
 
+// Whether `into` can take a value of `sizes`, `dtype` and `device` in place: a contiguous strided
+// tensor of exactly those, which no gradient is recorded for.
+bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarType dtype, c10::Device device);
+// Puts every entry of `result` into `out`: copied into out's tensor at the same key where that
+// takes it in place, else set (out then holds result's tensor). All decided before anything is
+// written.
+void write_outputs(const TensorDict& result, TensorDict& out);
+
 class ActorBackend {
  public:
   virtual ~ActorBackend() = default;
@@ -50,6 +58,9 @@ class ActorBackend {
   virtual bool accepts(const ActCall& call) const = 0;
   // Runs a call that accepts() took: what Actor::act returns.
   virtual TensorDict act(const ActCall& call) = 0;
+  // The same call, its outputs written into `out` (Actor::act_into): here, act()'s result copied
+  // by write_outputs.
+  virtual void act_into(const ActCall& call, TensorDict& out) { write_outputs(act(call), out); }
   // Adds what this backend knows to `info`.
   virtual void describe(ActorInfo& info) const = 0;
 };

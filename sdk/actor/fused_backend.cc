@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -45,6 +46,25 @@ class OutputAllocator final : public c10::Allocator {
   }
 };
 
+// What a call keeps between calls on its thread (one thread_local: one lookup of the thread's
+// storage per call): the inputs' tensors and data, the outputs' tensors and destinations.
+struct CallScratch {
+  std::vector<at::Tensor> inputs;
+  std::vector<const float*> input_data;
+  std::vector<at::Tensor> outs;
+  std::vector<char> in_place;  // outs[i] is out's own tensor, written in place
+  std::vector<fused::FusedPlan::Destination> destinations;
+  std::vector<int64_t> shape;
+  std::vector<float> integers;  // the integer outputs' values as the plan writes them
+};
+
+// An output tensor: a CPU tensor made directly (at::empty's trip through the dispatcher was a
+// third of its cost at batch 1), its memory from OutputAllocator.
+at::Tensor new_output(c10::IntArrayRef shape, at::ScalarType dtype) {
+  return at::detail::empty_generic(shape, &OutputAllocator::get(), c10::DispatchKeySet(c10::DispatchKey::CPU), dtype,
+                                   std::nullopt);
+}
+
 // accepts() and the output slots were decided on the first plan: a refreshed plan must read and
 // write the same slots, or calls would be run on a plan they were not checked against.
 absl::Status same_layout(const fused::FusedPlan& was, const fused::FusedPlan& now) {
@@ -61,6 +81,19 @@ absl::Status same_layout(const fused::FusedPlan& was, const fused::FusedPlan& no
   return absl::FailedPreconditionError(
       "refresh_parameters: the parameters no longer lower to a plan of the same layout (a parameter changed "
       "shape?); load the policy again");
+}
+
+// Whether `tensor`'s bytes overlap an input's: the plan reads a tile's inputs before it writes
+// the tile's outputs, so an output that shares memory with an input at other rows would be read
+// after it was written.
+bool overlaps(const at::Tensor& tensor, const std::vector<at::Tensor>& inputs) {
+  const char* begin = static_cast<const char*>(tensor.const_data_ptr());
+  const char* end = begin + tensor.nbytes();
+  for (const at::Tensor& input : inputs) {
+    const char* b = static_cast<const char*>(input.const_data_ptr());
+    if (b < end && begin < b + input.nbytes()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -146,6 +179,19 @@ bool FusedBackend::accepts(const ActCall& call) const {
 }
 
 TensorDict FusedBackend::act(const ActCall& call) {
+  const int64_t batch = call.observation.batch_size()[0];
+  TensorDict out = core_.options.return_all_entries() ? call.observation.clone(/*deep=*/false) : TensorDict({batch});
+  run(call, out, /*reuse=*/false);  // the clone's entries are the caller's tensors: never written
+  return out;
+}
+
+void FusedBackend::act_into(const ActCall& call, TensorDict& out) {
+  // Every entry (a debugging option): act()'s TensorDict, copied, keeps act()'s order of keys.
+  if (core_.options.return_all_entries()) return ActorBackend::act_into(call, out);
+  run(call, out, /*reuse=*/true);
+}
+
+void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   const TensorDict& observation = call.observation;
   const int64_t batch = observation.batch_size()[0];
   // Taken once: a refresh during the call swaps in a new plan without touching this one.
@@ -155,9 +201,9 @@ TensorDict FusedBackend::act(const ActCall& call) {
   const bool kept = core_.state.uses_kept(observation);
   const std::vector<at::Tensor> state = kept ? core_.state.get({batch}) : std::vector<at::Tensor>{};
   // Per-thread scratch, reused from call to call: the only allocations per call are the output
-  // tensors themselves.
-  thread_local std::vector<at::Tensor> inputs;
-  thread_local std::vector<const float*> input_data;
+  // tensors `out` cannot take in place.
+  thread_local CallScratch scratch;
+  auto& [inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
   inputs.clear();
   input_data.clear();
   for (int s : plan.input_slots()) {
@@ -176,26 +222,27 @@ TensorDict FusedBackend::act(const ActCall& call) {
     input_data.push_back(inputs.back().data_ptr<float>());
   }
   const std::vector<int>& slots = core_.options.return_all_entries() ? all_slots_ : output_slots_;
-  thread_local std::vector<at::Tensor> outs;
-  thread_local std::vector<fused::FusedPlan::Destination> destinations;
-  thread_local std::vector<int64_t> shape;
+  // Each output's tensor: out's own where it can take the values in place, else a new one, set
+  // into out only after the plan ran (a call that fails leaves out's entries as they were).
   outs.clear();
+  in_place.clear();
   destinations.clear();
   // Integer entries (categorical samples) go through a per-thread float buffer and are
   // converted in a loop: cheaper at batch 1 than a dispatched .to(kLong).
-  thread_local std::vector<float> integers;
   int64_t integer_floats = 0;
   for (int s : slots) integer_floats += plan.slot(s).integer ? batch * plan.slot(s).width : 0;
   if (static_cast<int64_t>(integers.size()) < integer_floats) integers.resize(integer_floats);
   int64_t integer_offset = 0;
   for (int s : slots) {
     const fused::FusedPlan::Slot& slot = plan.slot(s);
+    const at::ScalarType dtype = slot.integer ? at::kLong : at::kFloat;
     shape.assign(1, batch);
     shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
-    // A CPU tensor made directly (at::empty's trip through the dispatcher was a third of its
-    // cost at batch 1), its memory from OutputAllocator.
-    outs.push_back(at::detail::empty_generic(shape, &OutputAllocator::get(), c10::DispatchKeySet(c10::DispatchKey::CPU),
-                                             slot.integer ? at::kLong : at::kFloat, std::nullopt));
+    at::Tensor existing = reuse_out ? out.get(slot.key, at::Tensor()) : at::Tensor();
+    const bool reuse = existing.defined() && takes_in_place(existing, shape, dtype, c10::Device(c10::kCPU)) &&
+                       !overlaps(existing, inputs);
+    in_place.push_back(reuse);
+    outs.push_back(reuse ? std::move(existing) : new_output(shape, dtype));
     if (slot.integer) {
       destinations.push_back({s, integers.data() + integer_offset});
       integer_offset += batch * slot.width;
@@ -208,20 +255,38 @@ TensorDict FusedBackend::act(const ActCall& call) {
              destinations.data(), static_cast<int>(destinations.size()));
   } catch (...) {  // a masked row that allows no class under RANDOM
     inputs.clear();
+    outs.clear();
     throw;
   }
   inputs.clear();  // no reference to the caller's tensors outlives the call
-  TensorDict out = core_.options.return_all_entries() ? observation.clone(/*deep=*/false) : TensorDict({batch});
+  const std::vector<NestedKey>& next_keys = core_.state.next_keys();
+  std::vector<at::Tensor> next(kept ? next_keys.size() : 0);
   for (size_t i = 0; i < slots.size(); ++i) {
     const fused::FusedPlan::Slot& slot = plan.slot(slots[i]);
     if (slot.integer) {
       int64_t* to = outs[i].data_ptr<int64_t>();
       for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
     }
-    out.set(slot.key, std::move(outs[i]));
+    auto k = kept ? std::find(next_keys.begin(), next_keys.end(), slot.key) : next_keys.end();
+    if (k != next_keys.end()) {
+      // The kept state is the actor's own tensor, never the caller's (which it may overwrite).
+      at::Tensor& state_next = next[k - next_keys.begin()];
+      if (in_place[i]) {
+        state_next = new_output(outs[i].sizes(), outs[i].scalar_type());
+        std::memcpy(state_next.data_ptr(), outs[i].const_data_ptr(), outs[i].nbytes());
+      } else {
+        state_next = outs[i];
+      }
+    }
+    if (in_place[i]) {
+      // Written through its data pointer: a tensor made outside inference mode counts the write.
+      if (!outs[i].is_inference()) outs[i].unsafeGetTensorImpl()->bump_version();
+    } else {
+      out.set(slot.key, std::move(outs[i]));
+    }
   }
-  if (kept) core_.state.keep(out);
-  return out;
+  outs.clear();  // nor to out's
+  if (kept) core_.state.keep(std::move(next));
 }
 
 absl::Status FusedBackend::flat_status() const {

@@ -29,6 +29,8 @@ class FusedBackend : public ActorBackend {
 
   bool accepts(const ActCall& call) const override;
   TensorDict act(const ActCall& call) override;
+  // Writes the outputs straight into out's tensors where they can take them (no allocation).
+  void act_into(const ActCall& call, TensorDict& out) override;
   void describe(ActorInfo& info) const override;
 
   // Whether a call of `batch` rows under `type` (empty: the plan's default) runs on the plan.
@@ -48,6 +50,9 @@ class FusedBackend : public ActorBackend {
   const absl::Status& status() const { return status_; }
 
  private:
+  // Runs the call on the plan and sets its outputs into `out`; with reuse_out, into out's own
+  // tensors where they can take the values in place.
+  void run(const ActCall& call, TensorDict& out, bool reuse_out);
   nn::InteractionType plan_type(std::optional<nn::InteractionType> type) const;
   absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> lower() const;
 

@@ -5,6 +5,7 @@
 #include <absl/strings/str_join.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -63,14 +64,24 @@ void RecurrentState::supply(TensorDict& td) {
 }
 
 void RecurrentState::keep(const TensorDict& out) {
+  std::vector<at::Tensor> next;
+  for (const NestedKey& key : next_keys_) next.push_back(out.get(key));
+  keep(std::move(next));
+}
+
+void RecurrentState::keep(std::vector<at::Tensor> next) {
+  if (next.size() != keys_.size() || std::any_of(next.begin(), next.end(), [](const at::Tensor& t) { return !t.defined(); })) {
+    throw std::logic_error("RecurrentState::keep: expected one next-state tensor per state key");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!kept_) return;  // reset() while the call ran: the next call starts from zeros
-  if (kept_->batch_size() != out.batch_size()) {
+  const c10::IntArrayRef batch = next[0].sizes().slice(0, next[0].dim() - static_cast<int64_t>(shapes_[0].size()));
+  if (kept_->batch_size() != batch) {
     // A call at another batch size took the state over while this one ran (threads sharing one
     // recurrent actor): the last call to finish keeps its next state, as if it had come last.
-    kept_ = TensorDict(out.batch_size().vec(), device_);
+    kept_ = TensorDict(batch.vec(), device_);
   }
-  for (size_t i = 0; i < keys_.size(); ++i) kept_->set(keys_[i], out.get(next_keys_[i]));
+  for (size_t i = 0; i < keys_.size(); ++i) kept_->set(keys_[i], std::move(next[i]));
 }
 
 void RecurrentState::reset(const at::Tensor& env_mask) {

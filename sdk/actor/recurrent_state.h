@@ -55,6 +55,10 @@ class RecurrentState {
   // Keeps the next state a call wrote into `out`, at next_keys() (a reset while the call ran
   // wins; a call at another batch size that took the state over meanwhile loses to this one).
   void keep(const TensorDict& out);
+  // The same, given the next state itself (one tensor per key, in keys() order), which the state
+  // then holds: never tensors the caller owns (act_into's, which the caller may overwrite, or
+  // free when they view its arrays).
+  void keep(std::vector<at::Tensor> next);
   // Zeroes the environments where `env_mask` ([N] bool) is true.
   void reset(const at::Tensor& env_mask);
   void reset();

@@ -378,6 +378,7 @@ void deliver(const tdp::TensorDict& result, const std::vector<const tdp_actor::S
                                       " elements (shape ", tdp::shape_to_string(value.sizes()), "), expected ",
                                       outputs[i].count));
     }
+    if (value.const_data_ptr() == outputs[i].data) continue;  // written in place (act_into)
     at::from_blob(outputs[i].data, value.sizes(), at::TensorOptions().dtype(slot.scalar)).copy_(value);
   }
 }
@@ -397,7 +398,15 @@ absl::Status act(tdp_actor* self, int64_t batch, const tdp_input* inputs, size_t
     std::lock_guard<std::mutex> lock(generator->mutex());
     generator->set_current_seed(*seed);
   }
-  deliver(self->actor->act(call.observation, call_type, std::move(generator)), call.wanted, outputs, num_outputs);
+  // The caller's arrays as the outputs' tensors: the actor writes into them in place where it
+  // can (the fused plan, a CPU actor), and deliver copies what it could not.
+  tdp::TensorDict out(std::vector<int64_t>{batch});
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const tdp_actor::Slot& slot = *call.wanted[i];
+    out.set(slot.key, at::from_blob(outputs[i].data, batched(batch, slot.shape), at::TensorOptions().dtype(slot.scalar)));
+  }
+  self->actor->act_into(call.observation, out, call_type, std::move(generator));
+  deliver(out, call.wanted, outputs, num_outputs);
   return absl::OkStatus();
 }
 

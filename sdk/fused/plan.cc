@@ -2044,6 +2044,27 @@ struct FusedPlan::Impl {
     return rng(philox_counter(stream.call, row, block));
   }
 
+  std::invalid_argument nothing_to_draw(const Head& head, int64_t row) const {
+    return std::invalid_argument(absl::StrCat(head.path, ": row ", row, " of the mask ",
+                                              slots[head.mask].key.to_string(),
+                                              " leaves no class with a probability above 0, so ", head.name,
+                                              " has nothing to draw (a mask must allow at least one class per row)"));
+  }
+
+  // Throws nothing_to_draw for the first row of a masked head's mask (an input, 0 / 1 floats)
+  // that allows no class: checked before any tile runs, so such a call writes no output. (With a
+  // finite neg_inf such a row is a uniform draw over every class, as in LibTorch.)
+  void check_masks(const float* const* given, int64_t batch) const {
+    for (const Head& h : heads) {
+      if (h.mask < 0 || std::isfinite(h.neg_inf)) continue;
+      const float* mask = given[std::find(inputs.begin(), inputs.end(), h.mask) - inputs.begin()];
+      for (int64_t r = 0; r < batch; ++r) {
+        const float* row = mask + r * h.mask_width;
+        if (std::all_of(row, row + h.mask_width, [](float m) { return m == 0; })) throw nothing_to_draw(h, r);
+      }
+    }
+  }
+
   void run_head(const Head& head, float* scratch, int64_t rows, uint64_t first_row, nn::InteractionType type,
                 const RandomStream& stream, bool want_log_prob) const {
     auto at = [&](int s) { return scratch + slot_offset[s]; };
@@ -2144,13 +2165,9 @@ struct FusedPlan::Impl {
               if (mass[k] > 0) choice = k;  // the last class with mass, should rounding leave u >= cdf
               if (u < cdf && mass[k] > 0) break;
             }
-            if (choice < 0 && mask != nullptr) {
-              // Nothing to draw (the logits are NaN); LibTorch's multinomial raises for it too.
-              throw std::invalid_argument(
-                  absl::StrCat(head.path, ": row ", first_row + r, " of the mask ", slots[head.mask].key.to_string(),
-                               " leaves no class with a probability above 0, so ", head.name,
-                               " has nothing to draw (a mask must allow at least one class per row)"));
-            }
+            // Nothing to draw (run() refuses a mask row without a class before any tile; here the
+            // logits are NaN); LibTorch's multinomial raises for it too.
+            if (choice < 0 && mask != nullptr) throw nothing_to_draw(head, first_row + r);
             if (choice < 0) choice = 0;
           } else {
             // argmax of the probabilities: the first maximal logit.
@@ -2488,6 +2505,7 @@ void FusedPlan::run(const float* const* inputs, int64_t batch, nn::InteractionTy
     want_log_prob |= s == p.log_prob_sum;
     for (const Head& h : p.heads) want_log_prob |= s == h.log_prob;
   }
+  if (type == nn::InteractionType::kRandom) p.check_masks(inputs, batch);
   // Tiles are independent (a row's draws depend on its index, not on who computes it), so a
   // large batch is spread over LibTorch's intra-op threads, as LibTorch spreads its own products;
   // each thread has its own scratch. Inside another parallel region, or on one thread, the

@@ -154,8 +154,8 @@ class FusedPlan {
   // Computes rows [0, batch) of `inputs` (inputs[i] is [batch, width] for input_slots()[i])
   // and writes the destinations. `type` must pass check(). No allocation after the thread's
   // first call. Throws std::invalid_argument, naming the mask's key and the row, when a masked
-  // categorical's row allows no class under kRandom: there is nothing to draw, and LibTorch's
-  // sampling raises there too (its probabilities are NaN).
+  // categorical's row allows no class under kRandom, before any destination is written: there is
+  // nothing to draw, and LibTorch's sampling raises there too (its probabilities are NaN).
   void run(const float* const* inputs, int64_t batch, nn::InteractionType type, const RandomStream& stream,
            const Destination* destinations, int count) const;
   absl::Status run_flat(const float* observation, int64_t batch, nn::InteractionType type, const RandomStream& stream,

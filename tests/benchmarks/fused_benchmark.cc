@@ -5,6 +5,7 @@
 //
 // - *_FusedFlat:  Actor(backend kFused).act_flat over caller-owned float buffers (no allocation).
 // - *_FusedAct:   the same plan through the TensorDict act() (output tensors allocated per call).
+// - *_FusedActInto: act_into() with one output TensorDict kept from call to call (written in place).
 // - *_LibTorch:   Actor(backend kLibTorch).act, the eager module tree.
 // - *_Hand:       the ATen ops the modules call, written out (hand_policies.h, as in actor_benchmark).
 // CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
@@ -89,6 +90,19 @@ void ActorAct(benchmark::State& state, const char* spec, int64_t dim, Backend ba
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
+void ActorActInto(benchmark::State& state, const char* spec, int64_t dim) {
+  auto actor = load(spec, Backend::kFused);
+  if (!actor) return state.SkipWithError("cannot load the spec (run from the repository root)");
+  const int64_t batch = state.range(0);
+  TensorDict td({{"observation", observations(batch, dim)}}, {batch});
+  TensorDict action;  // its tensors made by the first call, then written in place
+  for (auto _ : state) {
+    actor->act_into(td, action, InteractionType::kRandom);
+    benchmark::DoNotOptimize(action);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 void Hand(benchmark::State& state, const char* spec, int64_t dim) {
   c10::InferenceMode inference;
   auto actor = load(spec, Backend::kLibTorch);
@@ -108,18 +122,23 @@ void Hand(benchmark::State& state, const char* spec, int64_t dim) {
 
 void CartPole_FusedFlat(benchmark::State& s) { FusedFlat(s, kCartPole, 4); }
 void CartPole_FusedAct(benchmark::State& s) { ActorAct(s, kCartPole, 4, Backend::kFused); }
+void CartPole_FusedActInto(benchmark::State& s) { ActorActInto(s, kCartPole, 4); }
 void CartPole_LibTorch(benchmark::State& s) { ActorAct(s, kCartPole, 4, Backend::kLibTorch); }
 void CartPole_Hand(benchmark::State& s) { Hand(s, kCartPole, 4); }
 void Pendulum_FusedFlat(benchmark::State& s) { FusedFlat(s, kPendulum, 3); }
 void Pendulum_FusedAct(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kFused); }
+void Pendulum_FusedActInto(benchmark::State& s) { ActorActInto(s, kPendulum, 3); }
 void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, 3, Backend::kLibTorch); }
 void Pendulum_Hand(benchmark::State& s) { Hand(s, kPendulum, 3); }
 void HalfCheetah_FusedFlat(benchmark::State& s) { FusedFlat(s, kHalfCheetah, 17); }
 void HalfCheetah_FusedAct(benchmark::State& s) { ActorAct(s, kHalfCheetah, 17, Backend::kFused); }
+void HalfCheetah_FusedActInto(benchmark::State& s) { ActorActInto(s, kHalfCheetah, 17); }
 void HalfCheetah_LibTorch(benchmark::State& s) { ActorAct(s, kHalfCheetah, 17, Backend::kLibTorch); }
 void Gru_FusedAct(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kFused); }
+void Gru_FusedActInto(benchmark::State& s) { ActorActInto(s, kGru, 4); }
 void Gru_LibTorch(benchmark::State& s) { ActorAct(s, kGru, 4, Backend::kLibTorch); }
 void GoalHybrid_FusedAct(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kFused); }
+void GoalHybrid_FusedActInto(benchmark::State& s) { ActorActInto(s, kGoalHybrid, 4); }
 void GoalHybrid_LibTorch(benchmark::State& s) { ActorAct(s, kGoalHybrid, 4, Backend::kLibTorch); }
 
 // ---- kAuto's threshold ---------------------------------------------------------------------------
@@ -195,18 +214,23 @@ void AutoThreshold(benchmark::State& state) {
 }
 BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_FusedActInto)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(Pendulum_FusedActInto)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(HalfCheetah_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(HalfCheetah_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(HalfCheetah_FusedActInto)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(HalfCheetah_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Gru_FusedAct)->Arg(1)->Arg(64);
+BENCHMARK(Gru_FusedActInto)->Arg(1)->Arg(64);
 BENCHMARK(Gru_LibTorch)->Arg(1)->Arg(64);
 BENCHMARK(GoalHybrid_FusedAct)->Arg(1)->Arg(64);
+BENCHMARK(GoalHybrid_FusedActInto)->Arg(1)->Arg(64);
 BENCHMARK(GoalHybrid_LibTorch)->Arg(1)->Arg(64);
 BENCHMARK(AutoThreshold)->Iterations(1)->Unit(benchmark::kMillisecond);
 

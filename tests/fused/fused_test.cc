@@ -1207,6 +1207,33 @@ TEST(FusedSampling, ARowWhoseMaskAllowsNoClassIsAnErrorUnderRandomAsInLibTorch) 
   }
 }
 
+// The row that allows no class is found before any tile runs: a call of several tiles whose
+// last tile holds it writes none of its outputs (act_into's tensors keep their values).
+TEST(FusedSampling, ACallWithARowThatCannotDrawWritesNoOutput) {
+  const std::string text = masked_spec("masked_categorical", false, "", 4, 602);
+  auto fused = load_spec_text(text, ActorOptions().backend(Backend::kFused));
+  ASSERT_TRUE(fused);
+  const int64_t n = 3 * 64 + 10;
+  at::Tensor mask = at::ones({n, 4}, at::kBool);
+  mask[n - 3].fill_(false);
+  const TensorDict obs({{"observation", at::randn({n, 5})}, {"action_mask", mask}}, {n});
+  TensorDict out({{"action", at::full({n}, 9L)}, {"action_log_prob", at::full({n}, 9.0f)}}, {n});
+  const at::Tensor action = out.get("action"), log_prob = out.get("action_log_prob");
+  try {
+    fused->act_into(obs, out, InteractionType::kRandom);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("row " + std::to_string(n - 3) + " of the mask"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_TRUE(out.get("action").is_same(action) && out.get("action_log_prob").is_same(log_prob));
+  EXPECT_TRUE((action == 9).all().item<bool>());
+  EXPECT_TRUE((log_prob == 9).all().item<bool>());
+  mask[n - 3][1] = true;
+  fused->act_into(obs, out, InteractionType::kRandom);
+  EXPECT_TRUE(mask.gather(-1, action.unsqueeze(-1)).all().item<bool>());
+}
+
 // A call of more than 256 rows spreads its tiles over LibTorch's intra-op threads: the actions and
 // log-probs have the bits of a one-thread call, and a row that cannot be drawn in a later tile is
 // the same error, naming that row.

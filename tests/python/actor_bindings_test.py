@@ -232,6 +232,26 @@ class ActTensorTest(unittest.TestCase):
             for w, g in zip(want, got):
                 torch.testing.assert_close(g, w, atol=0, rtol=0)
 
+    def test_out_buffers_of_a_recurrent_policy_stay_the_callers(self):
+        # The actor keeps its own copy of the next state: overwriting the buffers between calls
+        # changes nothing it computes.
+        path = os.path.join(POLICIES, "recurrent_gru.pbtxt")
+        a = tdpolicy.Actor.load(path, seed=3, interaction="deterministic")
+        b = tdpolicy.Actor.load(path, seed=3, interaction="deterministic")
+        obs = torch.randn(2, 4)
+        buffers = tuple(torch.zeros_like(t) for t in b.act_tensor(obs))
+        a.act_tensor(obs)
+        pointers = [t.data_ptr() for t in buffers]
+        for _ in range(3):
+            want = b.act_tensor(obs)
+            got = a.act_tensor(obs, out=buffers)
+            self.assertIs(got, buffers)
+            self.assertEqual([t.data_ptr() for t in got], pointers)
+            for w, g in zip(want, got):
+                torch.testing.assert_close(g, w, atol=0, rtol=0)
+            for t in buffers:
+                t.fill_(123)
+
     def test_bad_out_buffers_are_refused_before_writing(self):
         actor = tdpolicy.Actor.load(os.path.join(POLICIES, "cartpole_categorical.pbtxt"), seed=0)
         obs = torch.zeros(2, 4)

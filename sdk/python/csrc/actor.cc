@@ -6,7 +6,6 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/DynamicTypes.h>
 
-#include <cstring>
 #include <map>
 
 #include "sdk/nn/tensordict_module_base.h"
@@ -328,41 +327,49 @@ PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t 
     }
     int64_t rows = 1;
     for (int64_t d : batch) rows *= d;
-    TensorDict inputs(std::move(batch));
+    TensorDict inputs(batch);
     for (Py_ssize_t i = 0; i < nargs; ++i) inputs.set(me.positional_[i]->key, THPVariable_Unpack(args[i]));
     TensorDict out;
+    if (out_arg != nullptr) {
+      // The buffers as the outputs' tensors, checked against the declared outputs before the
+      // policy runs: the actor writes them in place where it can (nothing allocated per call on
+      // the fused plan) and sets its own tensor where it cannot (a non-contiguous buffer), which
+      // is copied below.
+      out = TensorDict(std::move(batch));
+      const std::vector<policy::TensorSignature>& declared = me.actor_->signature().outputs;
+      const c10::Device device = me.actor_->options().device();
+      for (size_t i = 0; i < me.out_keys_.size(); ++i) {
+        const at::Tensor& into = THPVariable_Unpack(PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i)));
+        std::vector<int64_t> shape = out.batch_size().vec();
+        shape.insert(shape.end(), declared[i].shape.begin(), declared[i].shape.end());
+        if (into.sizes() != c10::IntArrayRef(shape) || into.scalar_type() != declared[i].dtype || into.device() != device) {
+          throw py::value_error(absl::StrCat("Actor.act_tensor: out[", i, "] (", me.out_keys_[i].to_string(), ") is [",
+                                             absl::StrJoin(into.sizes(), ", "), "] ", c10::toString(into.scalar_type()),
+                                             " on ", into.device().str(), "; the output is [", absl::StrJoin(shape, ", "),
+                                             "] ", c10::toString(declared[i].dtype), " on ", device.str()));
+        }
+        out.set(me.out_keys_[i], into);
+      }
+    }
     if (rows >= me.gil_release_rows) {
       py::gil_scoped_release release;
-      out = me.actor_->act(inputs, type);
+      if (out_arg != nullptr) {
+        me.actor_->act_into(inputs, out, type);
+      } else {
+        out = me.actor_->act(inputs, type);
+      }
+    } else if (out_arg != nullptr) {
+      me.actor_->act_into(inputs, out, type);
     } else {
       out = me.actor_->act(inputs, type);
     }
     if (out_arg != nullptr) {
-      // Every output checked against its buffer before any is written: nothing half-written.
       for (size_t i = 0; i < me.out_keys_.size(); ++i) {
-        const at::Tensor value = out.get(me.out_keys_[i], at::Tensor());
-        const at::Tensor& into = THPVariable_Unpack(PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i)));
-        if (value.defined() && (value.sizes() != into.sizes() || value.scalar_type() != into.scalar_type() ||
-                                value.device() != into.device())) {
-          throw py::value_error(absl::StrCat(
-              "Actor.act_tensor: out[", i, "] (", me.out_keys_[i].to_string(), ") is [", absl::StrJoin(into.sizes(), ", "),
-              "] ", c10::toString(into.scalar_type()), " on ", into.device().str(), "; the output is [",
-              absl::StrJoin(value.sizes(), ", "), "] ", c10::toString(value.scalar_type()), " on ", value.device().str()));
-        }
-      }
-      for (size_t i = 0; i < me.out_keys_.size(); ++i) {
-        const at::Tensor value = out.get(me.out_keys_[i], at::Tensor());
-        if (!value.defined()) continue;  // an output the call did not write: its buffer is left as it was
         at::Tensor into = THPVariable_Unpack(PyTuple_GET_ITEM(out_arg, static_cast<Py_ssize_t>(i)));
-        if (into.is_cpu() && value.is_cpu() && into.is_contiguous() && value.is_contiguous()) {
-          // A plain memcpy: at batch 1 copy_'s dispatch costs more than the bytes. An inference
-          // tensor (one an earlier call returned) has no version counter to bump.
-          std::memcpy(into.data_ptr(), value.data_ptr(), value.nbytes());
-          if (!into.is_inference()) into.unsafeGetTensorImpl()->bump_version();
-        } else {
-          c10::InferenceMode inference(into.is_inference());
-          into.copy_(value);
-        }
+        const at::Tensor value = out.get(me.out_keys_[i], at::Tensor());
+        if (!value.defined() || value.is_same(into)) continue;  // written in place
+        c10::InferenceMode inference(into.is_inference());
+        into.copy_(value);
       }
       Py_INCREF(out_arg);
       return out_arg;

@@ -1,0 +1,207 @@
+// Actor::act_into: the outputs of act() written into the caller's TensorDict, in place where its
+// tensors can take them, on every CPU backend: the same values as act() for the same stream, the
+// same tensors from call to call, what it replaces and what it leaves alone, and that a call that
+// fails leaves the caller's tensors as they were.
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sdk/actor/actor.h"
+#include "tests/actor/actor_specs.h"
+#include "tests/testing/error_of.h"
+#include "tests/testing/files.h"
+#include "tests/testing/status_matchers.h"
+
+namespace tdp::actor {
+namespace {
+
+using ::testing::HasSubstr;
+using nn::InteractionType;
+
+constexpr const char* kRecurrent = R"pb(
+  name: "act_into_gru" version: "1" init_seed: 5
+  inputs { key: "observation" shape: [4] }
+  inputs { key: "hidden" shape: [8] }
+  output_keys: ["action"]
+  module { sequential {
+    modules { overwrite_keys: ["hidden"]
+              network { in_keys: ["observation", "hidden"] out_keys: ["hidden"]
+                        network { gru_cell { input_size: 4 hidden_size: 8 } } } }
+    modules { network { in_keys: ["hidden"] out_keys: ["action"]
+                        network { linear { in_features: 8 out_features: 2 } } } } } }
+)pb";
+
+absl::StatusOr<std::unique_ptr<Actor>> load(const char* text, ActorOptions options) {
+  const std::string path = test_util::temp_path("act_into.pbtxt");
+  test_util::write_file(path, text);
+  return Actor::load(path, options);
+}
+
+TensorDict observations(int64_t n, int seed) {
+  at::manual_seed(seed);
+  return TensorDict({{"observation", at::randn({n, 4})}}, {n});
+}
+
+void expect_same_entries(const TensorDict& got, const TensorDict& want) {
+  ASSERT_EQ(got.keys(), want.keys());
+  for (const NestedKey& key : want.keys()) {
+    EXPECT_TRUE(got.get(key).equal(want.get(key))) << key.to_string();
+  }
+}
+
+// Two actors of the same seed, one called with act() and one with act_into(): their streams stay
+// in step, so every call returns the same draws. From the second call on, out's tensors are the
+// ones the first call put there.
+TEST(ActIntoTest, GivesActsOutputsIntoTheSameTensorsOnEveryCpuBackend) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    for (int64_t batch : {1, 7, 300}) {
+      ASSERT_OK_AND_ASSIGN(auto acting, load(test_specs::kCategorical, ActorOptions().backend(backend).seed(4)));
+      ASSERT_OK_AND_ASSIGN(auto writing, load(test_specs::kCategorical, ActorOptions().backend(backend).seed(4)));
+      TensorDict out;
+      std::vector<const void*> data;
+      for (int call = 0; call < 3; ++call) {
+        const TensorDict obs = observations(batch, call);
+        const TensorDict want = acting->act(obs);
+        writing->act_into(obs, out);
+        EXPECT_EQ(out.batch_size(), obs.batch_size());
+        expect_same_entries(out, want);
+        std::vector<const void*> now;
+        for (const NestedKey& key : out.keys()) now.push_back(out.get(key).const_data_ptr());
+        if (call > 0) {
+          EXPECT_EQ(now, data) << "call " << call << " at batch " << batch;
+        }
+        data = now;
+      }
+      // Deterministic calls too, by the per-call type.
+      const TensorDict obs = observations(batch, 9);
+      writing->act_into(obs, out, InteractionType::kDeterministic);
+      expect_same_entries(out, acting->act(obs, InteractionType::kDeterministic));
+    }
+  }
+}
+
+// An entry that cannot take its output in place (another dtype, another shape, not contiguous,
+// recording a gradient) is replaced, the caller's tensor untouched; an entry the call does not
+// return stays. A tensor made outside inference mode and written in place counts the write.
+TEST(ActIntoTest, ReplacesWhatCannotTakeTheOutputAndLeavesTheRestAlone) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(backend)));
+    const TensorDict obs = observations(3, 1);
+    const TensorDict want = actor->act(obs, InteractionType::kDeterministic);
+    const at::Tensor extra = at::full({3, 2}, 5.0);
+    for (const at::Tensor& unfit : {at::full({3}, 7.0), at::full({3, 1}, 7L), at::full({3, 2}, 7L).select(1, 0),
+                                    at::full({3}, 7.0).to(at::kLong).requires_grad_(false)}) {
+      const bool fits = unfit.scalar_type() == at::kLong && unfit.dim() == 1 && unfit.is_contiguous();
+      const at::Tensor log_prob = at::zeros({3});  // a normal tensor: written in place
+      const auto version = log_prob._version();
+      TensorDict out({{"action", unfit}, {"action_log_prob", log_prob}, {"extra", extra}}, {3});
+      actor->act_into(obs, out, InteractionType::kDeterministic);
+      EXPECT_TRUE(out.get("action").equal(want.get("action")));
+      EXPECT_EQ(out.get("action").is_same(unfit), fits);
+      if (!fits) EXPECT_TRUE((unfit == 7).all().item<bool>()) << "the caller's tensor was written";
+      EXPECT_TRUE(out.get("action_log_prob").is_same(log_prob));
+      EXPECT_TRUE(log_prob.equal(want.get("action_log_prob")));
+      EXPECT_GT(log_prob._version(), version);
+      EXPECT_TRUE(out.get("extra").is_same(extra));
+    }
+    const at::Tensor grad = at::zeros({3}).requires_grad_(true);
+    TensorDict out({{"action_log_prob", grad}}, {3});
+    actor->act_into(obs, out, InteractionType::kDeterministic);
+    EXPECT_FALSE(out.get("action_log_prob").is_same(grad));
+    EXPECT_TRUE((grad == 0).all().item<bool>());
+  }
+}
+
+// An out tensor that shares memory with the observation is replaced, not written: the
+// observation is never modified. The observation given as `out` itself receives the outputs
+// beside its own entries (tensordict's in-place style).
+TEST(ActIntoTest, NeverWritesTheObservation) {
+  ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(Backend::kFused)));
+  TensorDict obs = observations(3, 2);
+  const at::Tensor before = obs.get("observation").clone();
+  const at::Tensor aliasing = obs.get("observation").view({-1}).narrow(0, 1, 3);  // [3] floats inside it
+  TensorDict out({{"action_log_prob", aliasing}}, {3});
+  actor->act_into(obs, out, InteractionType::kDeterministic);
+  EXPECT_FALSE(out.get("action_log_prob").is_same(aliasing));
+  EXPECT_TRUE(obs.get("observation").equal(before));
+  const TensorDict want = actor->act(obs, InteractionType::kDeterministic);
+  actor->act_into(obs, obs, InteractionType::kDeterministic);
+  EXPECT_EQ(obs.keys(), (std::vector<NestedKey>{"observation", "action", "action_log_prob"}));
+  EXPECT_TRUE(obs.get("observation").equal(before));
+  EXPECT_TRUE(obs.get("action").equal(want.get("action")));
+}
+
+// A wrong batch size, a bad observation and a call that cannot draw are errors that leave out's
+// entries and their values as they were.
+TEST(ActIntoTest, ACallThatFailsLeavesOutAsItWas) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(backend)));
+    TensorDict out;
+    actor->act_into(observations(3, 3), out);
+    const at::Tensor action = out.get("action"), log_prob = out.get("action_log_prob");
+    const at::Tensor action_before = action.clone(), log_prob_before = log_prob.clone();
+    auto unchanged = [&] {
+      EXPECT_EQ(out.keys(), (std::vector<NestedKey>{"action", "action_log_prob"}));
+      EXPECT_TRUE(out.get("action").is_same(action) && out.get("action_log_prob").is_same(log_prob));
+      EXPECT_TRUE(action.equal(action_before) && log_prob.equal(log_prob_before));
+    };
+    EXPECT_THAT(test_util::error_of<std::invalid_argument>([&] { actor->act_into(observations(2, 4), out); }),
+                HasSubstr("Actor.act_into: out has batch size [3] but the observation has [2]"));
+    unchanged();
+    TensorDict bad = observations(3, 5);
+    bad.get("observation")[1][2] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_THAT(test_util::error_of<std::invalid_argument>([&] { actor->act_into(bad, out); }),
+                HasSubstr("Actor.act_into: input \"observation\" has nan in row 1"));
+    unchanged();
+    TensorDict wrong({{"observation", at::randn({3, 5})}}, {3});
+    EXPECT_THROW(actor->act_into(wrong, out), std::invalid_argument);
+    unchanged();
+  }
+}
+
+// The kept recurrent state moves on as with act(). The actor keeps its own copy: out's tensors
+// are the caller's, to overwrite (or, from the C API, to free) after the call.
+TEST(ActIntoTest, KeepsTheRecurrentStateAsActDoes) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto acting, load(kRecurrent, ActorOptions().backend(backend)));
+    ASSERT_OK_AND_ASSIGN(auto writing, load(kRecurrent, ActorOptions().backend(backend)));
+    const at::Tensor hidden = at::zeros({5, 8});
+    TensorDict out({{"action", at::zeros({5, 2})}, {"hidden", hidden}}, {5});
+    for (int call = 0; call < 4; ++call) {
+      const TensorDict obs = observations(5, 10 + call);
+      const TensorDict want = acting->act(obs);
+      writing->act_into(obs, out);
+      expect_same_entries(out, want);
+      EXPECT_TRUE(out.get("hidden").is_same(hidden));
+      hidden.fill_(123.0f);
+    }
+  }
+}
+
+// With return_all_entries, out receives every entry act() returns: the observation's too.
+TEST(ActIntoTest, ReturnAllEntriesGivesActsEntries) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto actor,
+                         load(test_specs::kCategorical, ActorOptions().backend(backend).return_all_entries(true)));
+    const TensorDict obs = observations(4, 6);
+    const TensorDict want = actor->act(obs, InteractionType::kDeterministic);
+    TensorDict out;
+    actor->act_into(obs, out, InteractionType::kDeterministic);
+    expect_same_entries(out, want);
+    EXPECT_TRUE(out.get("observation").is_same(obs.get("observation")));
+  }
+}
+
+}  // namespace
+}  // namespace tdp::actor
