@@ -6,6 +6,7 @@
 // - *_FusedFlat:  Actor(backend kFused).act_flat over caller-owned float buffers (no allocation).
 // - *_FusedAct:   the same plan through the TensorDict act() (output tensors allocated per call).
 // - *_FusedActInto: act_into() with one output TensorDict kept from call to call (written in place).
+// - CartPole_CApi: the C API's tdp_actor_act (sdk/c/tdp_c.h) on the fused plan, caller-owned arrays.
 // - *_LibTorch:   Actor(backend kLibTorch).act, the eager module tree.
 // - *_Hand:       the ATen ops the modules call, written out (hand_policies.h, as in actor_benchmark).
 // CartPole: observation [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] ->
@@ -33,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sdk/actor/actor.h"
+#include "sdk/c/tdp_c.h"
 #include "sdk/nn/tensordict_module_base.h"
 #include "sdk/probabilistic/interaction_type.h"
 #include "sdk/tensordict/tensordict.h"
@@ -101,6 +103,33 @@ void ActorActInto(benchmark::State& state, const char* spec, int64_t dim) {
     benchmark::DoNotOptimize(action);
   }
   state.SetItemsProcessed(state.iterations() * batch);
+}
+
+void CartPole_CApi(benchmark::State& state) {
+  tdp_actor_options* options = nullptr;
+  tdp_actor* actor = nullptr;
+  if (tdp_options_create(&options) != TDP_OK || tdp_options_set_backend(options, TDP_BACKEND_FUSED) != TDP_OK ||
+      tdp_actor_load(kCartPole, options, &actor) != TDP_OK) {
+    tdp_options_free(options);
+    return state.SkipWithError(tdp_last_error());
+  }
+  const int64_t batch = state.range(0);
+  const at::Tensor obs = observations(batch, 4);
+  std::vector<int64_t> action(batch);
+  std::vector<float> log_prob(batch);
+  const tdp_input in[] = {{"observation", TDP_FLOAT32, obs.data_ptr<float>(), static_cast<size_t>(batch * 4)}};
+  const tdp_output out[] = {{"action", TDP_INT64, action.data(), action.size()},
+                            {"action_log_prob", TDP_FLOAT32, log_prob.data(), log_prob.size()}};
+  for (auto _ : state) {
+    if (tdp_actor_act(actor, batch, in, 1, out, 2, TDP_INTERACTION_RANDOM) != TDP_OK) {
+      state.SkipWithError(tdp_last_error());
+      break;
+    }
+    benchmark::DoNotOptimize(log_prob.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+  tdp_actor_free(actor);
+  tdp_options_free(options);
 }
 
 void Hand(benchmark::State& state, const char* spec, int64_t dim) {
@@ -215,6 +244,7 @@ void AutoThreshold(benchmark::State& state) {
 BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedActInto)->Arg(1)->Arg(64)->Arg(1024);
+BENCHMARK(CartPole_CApi)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_Hand)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(Pendulum_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
