@@ -116,14 +116,27 @@ bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarTy
          (into.numel() == 0 || into.const_data_ptr() != nullptr);
 }
 
-void write_outputs(const TensorDict& result, TensorDict& out) {
+bool shares_memory(const at::Tensor& into, const at::Tensor& other) {
+  if (!other.defined() || !other.has_storage() || into.device() != other.device()) return false;
+  const char* begin = static_cast<const char*>(into.const_data_ptr());
+  const char* end = begin + into.nbytes();
+  const char* other_begin = static_cast<const char*>(other.storage().data());
+  return other_begin < end && begin < other_begin + other.storage().nbytes();
+}
+
+void write_outputs(const TensorDict& result, const TensorDict& observation, TensorDict& out) {
+  std::vector<at::Tensor> read;
+  for (const Entry& entry : observation.values(/*include_nested=*/true, /*leaves_only=*/true)) {
+    read.push_back(entry.tensor());
+  }
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (into, value)
   std::vector<std::pair<NestedKey, at::Tensor>> sets;
   for (const auto& [key, entry] : result.items(/*include_nested=*/true, /*leaves_only=*/true)) {
     const at::Tensor& value = entry.tensor();
     at::Tensor into = out.get(key, at::Tensor());
     if (into.defined() && into.is_same(value)) continue;
-    if (takes_in_place(into, value.sizes(), value.scalar_type(), value.device())) {
+    if (takes_in_place(into, value.sizes(), value.scalar_type(), value.device()) &&
+        std::none_of(read.begin(), read.end(), [&](const at::Tensor& t) { return shares_memory(into, t); })) {
       copies.emplace_back(std::move(into), value);
     } else {
       sets.emplace_back(key, value);

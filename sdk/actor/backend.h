@@ -46,10 +46,13 @@ struct ActCall {
 // Whether `into` can take a value of `sizes`, `dtype` and `device` in place: a contiguous strided
 // tensor of exactly those, which no gradient is recorded for.
 bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarType dtype, c10::Device device);
+// Whether (contiguous) `into`'s bytes overlap any byte of `other`'s storage: writing `into` could
+// then change what a view of that storage reads.
+bool shares_memory(const at::Tensor& into, const at::Tensor& other);
 // Puts every entry of `result` into `out`: copied into out's tensor at the same key where that
-// takes it in place, else set (out then holds result's tensor). All decided before anything is
-// written.
-void write_outputs(const TensorDict& result, TensorDict& out);
+// takes it in place and shares no memory with `observation`'s tensors, else set (out then holds
+// result's tensor). All decided before anything is written.
+void write_outputs(const TensorDict& result, const TensorDict& observation, TensorDict& out);
 
 class ActorBackend {
  public:
@@ -60,7 +63,7 @@ class ActorBackend {
   virtual TensorDict act(const ActCall& call) = 0;
   // The same call, its outputs written into `out` (Actor::act_into): here, act()'s result copied
   // by write_outputs.
-  virtual void act_into(const ActCall& call, TensorDict& out) { write_outputs(act(call), out); }
+  virtual void act_into(const ActCall& call, TensorDict& out) { write_outputs(act(call), call.observation, out); }
   // Adds what this backend knows to `info`.
   virtual void describe(ActorInfo& info) const = 0;
 };

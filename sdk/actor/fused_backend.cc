@@ -49,7 +49,8 @@ class OutputAllocator final : public c10::Allocator {
 // What a call keeps between calls on its thread (one thread_local: one lookup of the thread's
 // storage per call): the inputs' tensors and data, the outputs' tensors and destinations.
 struct CallScratch {
-  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> given;  // the observation's tensors the plan reads
+  std::vector<at::Tensor> inputs;  // as contiguous float32
   std::vector<const float*> input_data;
   std::vector<at::Tensor> outs;
   std::vector<char> in_place;  // outs[i] is out's own tensor, written in place
@@ -81,19 +82,6 @@ absl::Status same_layout(const fused::FusedPlan& was, const fused::FusedPlan& no
   return absl::FailedPreconditionError(
       "refresh_parameters: the parameters no longer lower to a plan of the same layout (a parameter changed "
       "shape?); load the policy again");
-}
-
-// Whether `tensor`'s bytes overlap an input's: the plan reads a tile's inputs before it writes
-// the tile's outputs, so an output that shares memory with an input at other rows would be read
-// after it was written.
-bool overlaps(const at::Tensor& tensor, const std::vector<at::Tensor>& inputs) {
-  const char* begin = static_cast<const char*>(tensor.const_data_ptr());
-  const char* end = begin + tensor.nbytes();
-  for (const at::Tensor& input : inputs) {
-    const char* b = static_cast<const char*>(input.const_data_ptr());
-    if (b < end && begin < b + input.nbytes()) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -203,7 +191,8 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   // Per-thread scratch, reused from call to call: the only allocations per call are the output
   // tensors `out` cannot take in place.
   thread_local CallScratch scratch;
-  auto& [inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
+  auto& [read, inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
+  read.clear();
   inputs.clear();
   input_data.clear();
   for (int s : plan.input_slots()) {
@@ -213,6 +202,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       // input (which only a to_dtype reads) as its float32 cast, the to_dtype the plan lowered to a
       // copy.
       inputs.push_back(given.scalar_type() == at::kFloat ? given.contiguous() : given.to(at::kFloat).contiguous());
+      read.push_back(std::move(given));
     } else if (const std::vector<NestedKey>& keys = core_.state.keys();
                kept && std::find(keys.begin(), keys.end(), key) != keys.end()) {
       inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());
@@ -239,8 +229,10 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     shape.assign(1, batch);
     shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
     at::Tensor existing = reuse_out ? out.get(slot.key, at::Tensor()) : at::Tensor();
+    // Never into the observation: the plan reads a tile's inputs before it writes its outputs.
     const bool reuse = existing.defined() && takes_in_place(existing, shape, dtype, c10::Device(c10::kCPU)) &&
-                       !overlaps(existing, inputs);
+                       std::none_of(read.begin(), read.end(),
+                                    [&](const at::Tensor& t) { return shares_memory(existing, t); });
     in_place.push_back(reuse);
     outs.push_back(reuse ? std::move(existing) : new_output(shape, dtype));
     if (slot.integer) {
@@ -254,11 +246,13 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     plan.run(input_data.data(), batch, plan_type(call.type), {core_.options.seed(), calls_.fetch_add(1)},
              destinations.data(), static_cast<int>(destinations.size()));
   } catch (...) {  // a masked row that allows no class under RANDOM
+    read.clear();
     inputs.clear();
     outs.clear();
     throw;
   }
-  inputs.clear();  // no reference to the caller's tensors outlives the call
+  read.clear();  // no reference to the caller's tensors outlives the call
+  inputs.clear();
   const std::vector<NestedKey>& next_keys = core_.state.next_keys();
   std::vector<at::Tensor> next(kept ? next_keys.size() : 0);
   for (size_t i = 0; i < slots.size(); ++i) {

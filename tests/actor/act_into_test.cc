@@ -121,22 +121,28 @@ TEST(ActIntoTest, ReplacesWhatCannotTakeTheOutputAndLeavesTheRestAlone) {
 }
 
 // An out tensor that shares memory with the observation is replaced, not written: the
-// observation is never modified. The observation given as `out` itself receives the outputs
-// beside its own entries (tensordict's in-place style).
+// observation is never modified (also through another view of its memory). The observation given
+// as `out` itself receives the outputs beside its own entries (tensordict's in-place style).
 TEST(ActIntoTest, NeverWritesTheObservation) {
-  ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(Backend::kFused)));
-  TensorDict obs = observations(3, 2);
-  const at::Tensor before = obs.get("observation").clone();
-  const at::Tensor aliasing = obs.get("observation").view({-1}).narrow(0, 1, 3);  // [3] floats inside it
-  TensorDict out({{"action_log_prob", aliasing}}, {3});
-  actor->act_into(obs, out, InteractionType::kDeterministic);
-  EXPECT_FALSE(out.get("action_log_prob").is_same(aliasing));
-  EXPECT_TRUE(obs.get("observation").equal(before));
-  const TensorDict want = actor->act(obs, InteractionType::kDeterministic);
-  actor->act_into(obs, obs, InteractionType::kDeterministic);
-  EXPECT_EQ(obs.keys(), (std::vector<NestedKey>{"observation", "action", "action_log_prob"}));
-  EXPECT_TRUE(obs.get("observation").equal(before));
-  EXPECT_TRUE(obs.get("action").equal(want.get("action")));
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(backend)));
+    // Every other float of a buffer: a non-contiguous observation, and a [3] buffer in its gaps.
+    const at::Tensor memory = at::randn({3 * 4 * 2});
+    TensorDict obs({{"observation", memory.view({3, 4, 2}).select(2, 0)}}, {3});
+    const at::Tensor before = memory.clone();
+    for (const at::Tensor& aliasing : {memory.narrow(0, 1, 3), memory.narrow(0, 19, 3)}) {
+      TensorDict out({{"action_log_prob", aliasing}}, {3});
+      actor->act_into(obs, out, InteractionType::kDeterministic);
+      EXPECT_FALSE(out.get("action_log_prob").is_same(aliasing));
+      EXPECT_TRUE(memory.equal(before));
+    }
+    const TensorDict want = actor->act(obs, InteractionType::kDeterministic);
+    actor->act_into(obs, obs, InteractionType::kDeterministic);
+    EXPECT_EQ(obs.keys(), (std::vector<NestedKey>{"observation", "action", "action_log_prob"}));
+    EXPECT_TRUE(memory.equal(before));
+    EXPECT_TRUE(obs.get("action").equal(want.get("action")));
+  }
 }
 
 // A wrong batch size, a bad observation and a call that cannot draw are errors that leave out's

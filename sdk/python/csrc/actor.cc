@@ -545,9 +545,8 @@ write). The same outputs, checks (non-finite inputs, shapes, dtypes) and errors 
 
 out: a tuple of tensors, one per output, each of the output's shape, dtype and device (a
     ValueError naming the output otherwise, before anything is written), not requiring grad. The
-    outputs are copied into them and out itself comes back: no tensor object is made or freed
-    per call. The actor still computes into tensors of its own first, so out= saves the Python
-    side's wrappers, not the copy.
+    actor writes the outputs into them (in place on the fused plan; a non-contiguous buffer gets
+    a copy) and out itself comes back: no tensor object is made or freed per call.
 
 The GIL is released while the policy runs for calls of 16 rows or more, as act() releases it;
 below that the call keeps it: a call of about a microsecond gains nothing from releasing it, and
