@@ -48,10 +48,9 @@ struct S {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign));
   }
   static V select_lt(V a, V b, V t, V f) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), f, t); }
-  static V pow2i(V n) {
-    const I e = _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
-  }
+  // VSCALEFPS: 1 * 2^n in one instruction where the exponent's bits take three; the same values
+  // for the integral n in [-126, 128] the callers give (2^128 is +inf either way).
+  static V pow2i(V n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
   static I load_idx(const int32_t* p) { return _mm512_loadu_si512(p); }
   static V permute(V v, I idx) { return _mm512_permutexvar_ps(idx, v); }
   static V sqrt(V x) { return _mm512_sqrt_ps(x); }

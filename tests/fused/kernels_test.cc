@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <limits>
 #include <random>
 #include <string>
@@ -216,8 +217,8 @@ TEST(FusedKernelsTest, VectorAndScalarActivationsMatchStdOverADenseRange) {
 
 // tanh in ulps of the float result, tiny inputs (where a relative bound is all that holds) and
 // the approach to +-1 (where float's spacing is 6e-8) included: within 4 ulp of the double tanh
-// on the scalar code and on every vector variant (measured on this grid: 2.5 scalar, 3.0 with
-// the vector reciprocal, near |x| = 4 where expm1(-2|x|) is near -1).
+// on the scalar code and on every vector variant (measured on this grid: 2.1 scalar, 2.6 with
+// the vector reciprocal).
 TEST(FusedKernelsTest, TanhIsWithinFourUlpOfTheDoubleTanhOnEveryVariant) {
   std::vector<float> inputs;
   for (float v = 1e-38f; v < 12.0f; v *= 1.0002f) inputs.push_back(v);
@@ -246,6 +247,7 @@ TEST(FusedKernelsTest, TanhIsWithinFourUlpOfTheDoubleTanhOnEveryVariant) {
       }
     }
     EXPECT_LE(worst, 4.0) << "variant " << k << " at x = " << worst_at;
+    std::cout << "[ tanh ] variant " << k << ": at most " << worst << " ulp (at x = " << worst_at << ")\n";
   }
 }
 
