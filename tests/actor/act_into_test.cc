@@ -23,19 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using nn::InteractionType;
-
-constexpr const char* kRecurrent = R"pb(
-  name: "act_into_gru" version: "1" init_seed: 5
-  inputs { key: "observation" shape: [4] }
-  inputs { key: "hidden" shape: [8] }
-  output_keys: ["action"]
-  module { sequential {
-    modules { overwrite_keys: ["hidden"]
-              network { in_keys: ["observation", "hidden"] out_keys: ["hidden"]
-                        network { gru_cell { input_size: 4 hidden_size: 8 } } } }
-    modules { network { in_keys: ["hidden"] out_keys: ["action"]
-                        network { linear { in_features: 8 out_features: 2 } } } } } }
-)pb";
+using test_specs::kRecurrent;
 
 absl::StatusOr<std::unique_ptr<Actor>> load(const char* text, ActorOptions options) {
   const std::string path = test_util::temp_path("act_into.pbtxt");

@@ -1,5 +1,6 @@
-// Specs the actor tests share: a small categorical policy (an MLP's logits, then a categorical
-// head writing its sample and log-prob), freshly initialized from a seed.
+// Specs the actor tests share, freshly initialized from a seed: a small categorical policy (an
+// MLP's logits, then a categorical head writing its sample and log-prob) and a recurrent one (a
+// GRU cell carrying "hidden" between calls).
 #pragma once
 
 namespace tdp::actor::test_specs {
@@ -13,6 +14,19 @@ inline constexpr const char* kCategorical = R"pb(
                         network { mlp { in_features: 4 hidden_sizes: [16] out_features: 2 } } } }
     modules { probabilistic { in_keys: ["logits"] out_keys: ["action"] distribution: "categorical"
                               return_log_prob: true } } } }
+)pb";
+
+inline constexpr const char* kRecurrent = R"pb(
+  name: "test_gru" version: "1" init_seed: 5
+  inputs { key: "observation" shape: [4] }
+  inputs { key: "hidden" shape: [8] }
+  output_keys: ["action"]
+  module { sequential {
+    modules { overwrite_keys: ["hidden"]
+              network { in_keys: ["observation", "hidden"] out_keys: ["hidden"]
+                        network { gru_cell { input_size: 4 hidden_size: 8 } } } }
+    modules { network { in_keys: ["hidden"] out_keys: ["action"]
+                        network { linear { in_features: 8 out_features: 2 } } } } } }
 )pb";
 
 }  // namespace tdp::actor::test_specs

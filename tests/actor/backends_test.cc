@@ -91,6 +91,11 @@ TEST(RecurrentStateTest, ZerosAtFirstThenWhatWasKeptPerEnvironmentUntilReset) {
   state.reset();
   state.keep(TensorDict({{{"memory", "hidden"}, at::ones({2, 8})}}, {2}));  // a call that ran across the reset
   EXPECT_TRUE(state.get({2})[0].equal(at::zeros({2, 8})));
+
+  // The next state given as tensors (the fused act_into's form): the batch from their shape.
+  state.keep(std::vector<at::Tensor>{at::full({4, 8}, 2.0f)});
+  EXPECT_TRUE(state.get({4})[0].equal(at::full({4, 8}, 2.0f)));
+  EXPECT_THROW(state.keep(std::vector<at::Tensor>{}), std::logic_error);
 }
 
 TEST(LibTorchBackendTest, TakesEveryCallAndChecksTheObservationAgainstTheSignature) {
