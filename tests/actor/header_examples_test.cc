@@ -1,5 +1,5 @@
 // The usage examples at the top of the sdk/actor headers (and the README's "Acting from a
-// simulator"), compiled and run as written, so that they stay true. Each example sits in a
+// simulator", sdk/actor/README's act_into loop), compiled and run as written, so that they stay true. Each example sits in a
 // function of its own where it returns early on an error; the names it takes from its context
 // (env, obs, observation_td, fail, steps) are defined around it.
 #include <gtest/gtest.h>
@@ -53,6 +53,27 @@ int cpu_allocator_example() {
 }
 
 TEST(HeaderExamplesTest, CpuAllocator) { EXPECT_EQ(cpu_allocator_example(), 0); }
+
+// sdk/actor/README.md, "Writing into the caller's tensors: act_into"; every step writes the same
+// action tensor.
+int act_into_example() {
+  auto actor = tdp::actor::Actor::load("policies/cartpole_categorical.pbtxt", tdp::actor::ActorOptions().seed(0));
+  if (!actor.ok()) return fail(actor.status());
+  const void* first = nullptr;
+
+  tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/16));
+  tdp::TensorDict obs = env.reset(/*seed=*/0);
+  tdp::TensorDict action;                                // the first call fills it
+  for (int step = 0; step < 1000; ++step) {
+    (*actor)->act_into(obs, action);                     // action["action"]: the same tensor each step
+    obs = env.step(action);
+    if (step == 0) first = action.get("action").const_data_ptr();
+    if (action.get("action").const_data_ptr() != first) return 1;
+  }
+  return 0;
+}
+
+TEST(HeaderExamplesTest, ActInto) { EXPECT_EQ(act_into_example(), 0); }
 
 // README.md, "Acting from a simulator".
 int readme_example() {
