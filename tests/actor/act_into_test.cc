@@ -94,7 +94,9 @@ TEST(ActIntoTest, ReplacesWhatCannotTakeTheOutputAndLeavesTheRestAlone) {
       actor->act_into(obs, out, InteractionType::kDeterministic);
       EXPECT_TRUE(out.get("action").equal(want.get("action")));
       EXPECT_EQ(out.get("action").is_same(unfit), fits);
-      if (!fits) EXPECT_TRUE((unfit == 7).all().item<bool>()) << "the caller's tensor was written";
+      if (!fits) {
+        EXPECT_TRUE((unfit == 7).all().item<bool>()) << "the caller's tensor was written";
+      }
       EXPECT_TRUE(out.get("action_log_prob").is_same(log_prob));
       EXPECT_TRUE(log_prob.equal(want.get("action_log_prob")));
       EXPECT_GT(log_prob._version(), version);
