@@ -107,6 +107,13 @@ TEST(ActIntoTest, ReplacesWhatCannotTakeTheOutputAndLeavesTheRestAlone) {
     actor->act_into(obs, out, InteractionType::kDeterministic);
     EXPECT_FALSE(out.get("action_log_prob").is_same(grad));
     EXPECT_TRUE((grad == 0).all().item<bool>());
+    // A TensorDict where an output goes is an error naming the key, before anything is written.
+    TensorDict nested({{"action_log_prob", at::zeros({3})}}, {3});
+    nested.set("action", TensorDict({{"x", at::zeros({3})}}, {3}));
+    EXPECT_THAT(test_util::error_of<std::invalid_argument>(
+                    [&] { actor->act_into(obs, nested, InteractionType::kDeterministic); }),
+                HasSubstr("action"));
+    EXPECT_TRUE((nested.get("action_log_prob") == 0).all().item<bool>());
   }
 }
 
