@@ -135,8 +135,10 @@ void write_outputs(const TensorDict& result, const TensorDict& observation, Tens
     const at::Tensor& value = entry.tensor();
     at::Tensor into = out.get(key, at::Tensor());
     if (into.defined() && into.is_same(value)) continue;
+    auto shared = [&](const at::Tensor& t) { return shares_memory(into, t); };
     if (takes_in_place(into, value.sizes(), value.scalar_type(), value.device()) &&
-        std::none_of(read.begin(), read.end(), [&](const at::Tensor& t) { return shares_memory(into, t); })) {
+        std::none_of(read.begin(), read.end(), shared) &&
+        std::none_of(copies.begin(), copies.end(), [&](const auto& copy) { return shared(copy.first); })) {
       copies.emplace_back(std::move(into), value);
     } else {
       sets.emplace_back(key, value);

@@ -50,8 +50,8 @@ bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarTy
 // then change what a view of that storage reads.
 bool shares_memory(const at::Tensor& into, const at::Tensor& other);
 // Puts every entry of `result` into `out`: copied into out's tensor at the same key where that
-// takes it in place and shares no memory with `observation`'s tensors, else set (out then holds
-// result's tensor). All decided before anything is written.
+// takes it in place and shares no memory with `observation`'s tensors or with another entry
+// copied into, else set (out then holds result's tensor). All decided before anything is written.
 void write_outputs(const TensorDict& result, const TensorDict& observation, TensorDict& out);
 
 class ActorBackend {

@@ -229,10 +229,11 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     shape.assign(1, batch);
     shape.insert(shape.end(), slot.shape.begin(), slot.shape.end());
     at::Tensor existing = reuse_out ? out.get(slot.key, at::Tensor()) : at::Tensor();
-    // Never into the observation: the plan reads a tile's inputs before it writes its outputs.
+    // Never into the observation (the plan reads a tile's inputs before it writes its outputs),
+    // nor into memory another output is written to (the same buffer given for two keys).
+    auto shared = [&](const at::Tensor& t) { return shares_memory(existing, t); };
     const bool reuse = existing.defined() && takes_in_place(existing, shape, dtype, c10::Device(c10::kCPU)) &&
-                       std::none_of(read.begin(), read.end(),
-                                    [&](const at::Tensor& t) { return shares_memory(existing, t); });
+                       std::none_of(read.begin(), read.end(), shared) && std::none_of(outs.begin(), outs.end(), shared);
     in_place.push_back(reuse);
     outs.push_back(reuse ? std::move(existing) : new_output(shape, dtype));
     if (slot.integer) {

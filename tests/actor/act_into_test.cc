@@ -142,6 +142,25 @@ TEST(ActIntoTest, NeverWritesTheObservation) {
   }
 }
 
+// One buffer given for two outputs is written as one of them at most: the other gets a tensor
+// of its own, and both hold act()'s values (Pendulum: action [n, 1] and its log-prob [n]).
+TEST(ActIntoTest, OneBufferGivenForTwoOutputsTakesOneOfThem) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    auto actor = Actor::load("policies/pendulum_tanh_gaussian.pbtxt",
+                             ActorOptions().backend(backend).interaction_type(InteractionType::kDeterministic));
+    ASSERT_TRUE(actor.ok()) << actor.status();
+    at::manual_seed(8);
+    const TensorDict obs({{"observation", at::randn({5, 3})}}, {5});
+    const TensorDict want = (*actor)->act(obs);
+    const at::Tensor buffer = at::zeros({5});
+    TensorDict out({{"action", buffer.view({5, 1})}, {"action_log_prob", buffer}}, {5});
+    (*actor)->act_into(obs, out);
+    expect_same_entries(out, want);
+    EXPECT_NE(out.get("action").const_data_ptr(), out.get("action_log_prob").const_data_ptr());
+  }
+}
+
 // A wrong batch size, a bad observation and a call that cannot draw are errors that leave out's
 // entries and their values as they were.
 TEST(ActIntoTest, ACallThatFailsLeavesOutAsItWas) {
