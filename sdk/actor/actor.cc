@@ -120,8 +120,9 @@ bool shares_memory(const at::Tensor& into, const at::Tensor& other) {
   if (!other.defined() || !other.has_storage() || into.device() != other.device()) return false;
   const char* begin = static_cast<const char*>(into.const_data_ptr());
   const char* end = begin + into.nbytes();
-  const char* other_begin = static_cast<const char*>(other.storage().data());
-  return other_begin < end && begin < other_begin + other.storage().nbytes();
+  const c10::Storage& storage = other.unsafeGetTensorImpl()->unsafe_storage();  // no reference taken
+  const char* other_begin = static_cast<const char*>(storage.data());
+  return other_begin < end && begin < other_begin + storage.nbytes();
 }
 
 void write_outputs(const TensorDict& result, const TensorDict& observation, TensorDict& out) {
