@@ -49,7 +49,7 @@ class OutputAllocator final : public c10::Allocator {
 // What a call keeps between calls on its thread (one thread_local: one lookup of the thread's
 // storage per call): the inputs' tensors and data, the outputs' tensors and destinations.
 struct CallScratch {
-  std::vector<at::Tensor> given;  // the observation's tensors the plan reads
+  std::vector<at::Tensor> read;  // the observation's tensors the plan reads
   std::vector<at::Tensor> inputs;  // as contiguous float32
   std::vector<const float*> input_data;
   std::vector<at::Tensor> outs;
