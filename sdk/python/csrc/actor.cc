@@ -351,17 +351,18 @@ PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t 
         out.set(me.out_keys_[i], into);
       }
     }
-    if (rows >= me.gil_release_rows) {
-      py::gil_scoped_release release;
+    auto call = [&] {
       if (out_arg != nullptr) {
         me.actor_->act_into(inputs, out, type);
       } else {
         out = me.actor_->act(inputs, type);
       }
-    } else if (out_arg != nullptr) {
-      me.actor_->act_into(inputs, out, type);
+    };
+    if (rows >= me.gil_release_rows) {
+      py::gil_scoped_release release;
+      call();
     } else {
-      out = me.actor_->act(inputs, type);
+      call();
     }
     if (out_arg != nullptr) {
       for (size_t i = 0; i < me.out_keys_.size(); ++i) {
