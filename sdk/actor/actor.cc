@@ -79,15 +79,24 @@ std::string out_of_range_error(const std::string& who, const std::string& name, 
 
 }  // namespace
 
-void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who) {
+ActCall::ActCall(const policy::Signature& signature, const TensorDict& observation,
+                 std::optional<nn::InteractionType> type, std::optional<at::Generator> generator)
+    : observation(observation), type(type), generator(std::move(generator)) {
   for (const policy::TensorSignature& input : signature.inputs) {
+    inputs.push_back(observation.get(input.key, at::Tensor()));
+  }
+}
+
+void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const std::string& who) {
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    const policy::TensorSignature& input = signature.inputs[i];
+    const at::Tensor& x = inputs[i];
     if (!at::isFloatingType(input.dtype)) continue;
-    const at::Tensor x = observation.get(input.key, at::Tensor());
     if (!x.defined() || x.layout() != at::kStrided || x.is_meta() || !at::isFloatingType(x.scalar_type())) continue;
     int64_t per_row = 1;
     for (int64_t d : input.shape) per_row *= d;
     if (x.scalar_type() == at::kFloat && x.device().is_cpu() && x.is_contiguous()) {
-      const float* data = x.data_ptr<float>();
+      const float* data = x.const_data_ptr<float>();
       const int64_t bad = first_out_of_range(data, x.numel());
       if (bad >= 0) throw std::invalid_argument(out_of_range_error(who, input.name, data[bad], bad, per_row));
       continue;
@@ -100,6 +109,10 @@ void check_finite_inputs(const policy::Signature& signature, const TensorDict& o
     throw std::invalid_argument(
         out_of_range_error(who, input.name, x.reshape(-1)[bad].item<double>(), bad, per_row));
   }
+}
+
+void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who) {
+  check_finite(signature, ActCall(signature, observation, std::nullopt, std::nullopt).inputs, who);
 }
 
 ActorCore::ActorCore(policy::Policy loaded, ActorOptions actor_options)
@@ -220,8 +233,9 @@ TensorDict Actor::act(const TensorDict& observation) {
 
 TensorDict Actor::act(const TensorDict& observation, std::optional<nn::InteractionType> type,
                       std::optional<at::Generator> generator) {
-  if (impl_->core.options.check_finite()) check_finite_inputs(impl_->core.policy.signature, observation, "Actor.act");
-  const ActCall call{observation, type, std::move(generator)};
+  const policy::Signature& signature = impl_->core.policy.signature;
+  const ActCall call(signature, observation, type, std::move(generator));
+  if (impl_->core.options.check_finite()) check_finite(signature, call.inputs, "Actor.act");
   for (ActorBackend* backend : impl_->backends) {
     if (backend->accepts(call)) return backend->act(call);
   }
@@ -234,7 +248,9 @@ void Actor::act_into(const TensorDict& observation, TensorDict& out) {
 
 void Actor::act_into(const TensorDict& observation, TensorDict& out, std::optional<nn::InteractionType> type,
                      std::optional<at::Generator> generator) {
-  if (impl_->core.options.check_finite()) check_finite_inputs(impl_->core.policy.signature, observation, "Actor.act_into");
+  const policy::Signature& signature = impl_->core.policy.signature;
+  const ActCall call(signature, observation, type, std::move(generator));
+  if (impl_->core.options.check_finite()) check_finite(signature, call.inputs, "Actor.act_into");
   std::optional<std::vector<int64_t>> was;  // an empty out's batch size, given back should the call fail
   if (out.batch_size() != observation.batch_size()) {
     if (!out.is_empty()) {
@@ -245,7 +261,6 @@ void Actor::act_into(const TensorDict& observation, TensorDict& out, std::option
     was = out.batch_size().vec();
     out.set_batch_size(observation.batch_size().vec());
   }
-  const ActCall call{observation, type, std::move(generator)};
   try {
     for (ActorBackend* backend : impl_->backends) {
       if (backend->accepts(call)) return backend->act_into(call, out);

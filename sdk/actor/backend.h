@@ -4,12 +4,13 @@
 // aggregation mode, the actor's own generator and its kept recurrent state. Internal to
 // sdk/actor (not installed).
 //
-//   const ActCall call{observation, type, generator};
+//   const ActCall call(signature, observation, type, generator);
 //   for (ActorBackend* backend : backends)                 // most specific first, LibTorch last
 //     if (backend->accepts(call)) return backend->act(call);
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <c10/util/SmallVector.h>
 
 #include <optional>
 #include <vector>
@@ -36,12 +37,21 @@ struct ActorCore {
   std::vector<NestedKey> returned_keys;
 };
 
-// One act() call, its choices resolved once at the top.
+// One act() call, its choices resolved once at the top. `inputs` holds the observation's tensor
+// for each of the signature's inputs, in its order (undefined where the observation lacks one):
+// looked up once per call, for the finiteness check and the backend that runs it.
 struct ActCall {
+  ActCall(const policy::Signature& signature, const TensorDict& observation, std::optional<nn::InteractionType> type,
+          std::optional<at::Generator> generator);
+
   const TensorDict& observation;
   std::optional<nn::InteractionType> type;
   std::optional<at::Generator> generator;
+  c10::SmallVector<at::Tensor, 4> inputs;
 };
+
+// check_finite_inputs (actor.h) of a call's inputs, already looked up.
+void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const std::string& who);
 
 // Whether `into` can take a value of `sizes`, `dtype` and `device` in place: a contiguous strided
 // tensor of exactly those, which no gradient is recorded for.

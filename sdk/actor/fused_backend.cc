@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <stdexcept>
 
 #include "sdk/policy/keys.h"
@@ -49,8 +50,7 @@ class OutputAllocator final : public c10::Allocator {
 // What a call keeps between calls on its thread (one thread_local: one lookup of the thread's
 // storage per call): the inputs' tensors and data, the outputs' tensors and destinations.
 struct CallScratch {
-  std::vector<at::Tensor> read;  // the observation's tensors the plan reads
-  std::vector<at::Tensor> inputs;  // as contiguous float32
+  std::vector<at::Tensor> inputs;  // those made contiguous float32 for the plan
   std::vector<const float*> input_data;
   std::vector<at::Tensor> outs;
   std::vector<char> in_place;  // outs[i] is out's own tensor, written in place
@@ -152,8 +152,7 @@ bool FusedBackend::accepts(const ActCall& call) const {
   for (size_t i = 0; i < slots.size(); ++i) {
     const fused::FusedPlan::Slot& slot = layout_->slot(slots[i]);
     const policy::TensorSignature& input = core_.policy.signature.inputs[i];
-    // One lookup: an absent key gives an undefined tensor.
-    const at::Tensor x = call.observation.get(slot.key, at::Tensor());
+    const at::Tensor& x = call.inputs[i];  // the plan's inputs are the signature's, in its order
     if (!x.defined()) {
       if (!input.optional && (core_.state.empty() || !input.state)) return false;
       continue;
@@ -185,31 +184,44 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   // Taken once: a refresh during the call swaps in a new plan without touching this one.
   const std::shared_ptr<const fused::FusedPlan> taken = std::atomic_load(&current_);
   const fused::FusedPlan& plan = *taken;
-  c10::InferenceMode inference;
+  // Inference mode, as the other backends run, wherever this call makes a tensor (its outputs are
+  // then inference tensors, as theirs are); a call whose every output goes in place never enters
+  // it and skips its thread-local state, a tenth of such a call at batch 1.
+  std::optional<c10::InferenceMode> inference;
+  auto making_tensors = [&inference] {
+    if (!inference) inference.emplace();
+  };
   const bool kept = core_.state.uses_kept(observation);
+  if (kept) making_tensors();
   const std::vector<at::Tensor> state = kept ? core_.state.get({batch}) : std::vector<at::Tensor>{};
   // Per-thread scratch, reused from call to call: the only allocations per call are the output
   // tensors `out` cannot take in place.
   thread_local CallScratch scratch;
-  auto& [read, inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
-  read.clear();
+  auto& [inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
   inputs.clear();
   input_data.clear();
-  for (int s : plan.input_slots()) {
+  const std::vector<int>& input_slots = plan.input_slots();
+  for (size_t i = 0; i < input_slots.size(); ++i) {
+    const int s = input_slots[i];
     const NestedKey& key = plan.slot(s).key;
-    if (at::Tensor given = observation.get(key, at::Tensor()); given.defined()) {
+    const at::Tensor& given = call.inputs[i];
+    if (given.defined() && given.scalar_type() == at::kFloat && given.is_contiguous()) {
+      input_data.push_back(given.const_data_ptr<float>());  // call.inputs holds it
+      continue;
+    }
+    making_tensors();
+    if (given.defined()) {
       // A bool input (an is_init, a masked categorical's mask) goes in as 0 / 1 floats; a float64
       // input (which only a to_dtype reads) as its float32 cast, the to_dtype the plan lowered to a
       // copy.
-      inputs.push_back(given.scalar_type() == at::kFloat ? given.contiguous() : given.to(at::kFloat).contiguous());
-      read.push_back(std::move(given));
+      inputs.push_back(given.to(at::kFloat).contiguous());
     } else if (const std::vector<NestedKey>& keys = core_.state.keys();
                kept && std::find(keys.begin(), keys.end(), key) != keys.end()) {
       inputs.push_back(state[std::find(keys.begin(), keys.end(), key) - keys.begin()].contiguous());
     } else {
       inputs.push_back(at::zeros({batch, plan.slot(s).width}));  // a missing is_init: false
     }
-    input_data.push_back(inputs.back().data_ptr<float>());
+    input_data.push_back(inputs.back().const_data_ptr<float>());
   }
   const std::vector<int>& slots = core_.options.return_all_entries() ? all_slots_ : output_slots_;
   // Each output's tensor: out's own where it can take the values in place, else a new one, set
@@ -233,8 +245,10 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     // nor into memory another output is written to (the same buffer given for two keys).
     auto shared = [&](const at::Tensor& t) { return shares_memory(existing, t); };
     const bool reuse = existing.defined() && takes_in_place(existing, shape, dtype, c10::Device(c10::kCPU)) &&
-                       std::none_of(read.begin(), read.end(), shared) && std::none_of(outs.begin(), outs.end(), shared);
+                       std::none_of(call.inputs.begin(), call.inputs.end(), shared) &&
+                       std::none_of(outs.begin(), outs.end(), shared);
     in_place.push_back(reuse);
+    if (!reuse) making_tensors();
     outs.push_back(reuse ? std::move(existing) : new_output(shape, dtype));
     if (slot.integer) {
       destinations.push_back({s, integers.data() + integer_offset});
@@ -247,13 +261,11 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     plan.run(input_data.data(), batch, plan_type(call.type), {core_.options.seed(), calls_.fetch_add(1)},
              destinations.data(), static_cast<int>(destinations.size()));
   } catch (...) {  // a masked row that allows no class under RANDOM
-    read.clear();
     inputs.clear();
     outs.clear();
     throw;
   }
-  read.clear();  // no reference to the caller's tensors outlives the call
-  inputs.clear();
+  inputs.clear();  // no reference to the caller's tensors outlives the call
   const std::vector<NestedKey>& next_keys = core_.state.next_keys();
   std::vector<at::Tensor> next(kept ? next_keys.size() : 0);
   for (size_t i = 0; i < slots.size(); ++i) {

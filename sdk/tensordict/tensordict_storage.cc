@@ -122,7 +122,11 @@ TensorDictImpl* TensorDictImpl::create_parents(const NestedKey& key, size_t dept
   return level;
 }
 
-void TensorDictImpl::add(const std::string& name, Entry value) { entries.emplace_back(name, std::move(value)); }
+void TensorDictImpl::add(const std::string& name, Entry value) {
+  // Room for a policy step's few entries at the first write: no reallocation at the second.
+  if (entries.empty()) entries.reserve(4);
+  entries.emplace_back(name, std::move(value));
+}
 
 Entry TensorDictImpl::moved_to_device(Entry value) const {
   if (value.is_tensor()) {

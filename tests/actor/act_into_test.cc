@@ -117,6 +117,26 @@ TEST(ActIntoTest, ReplacesWhatCannotTakeTheOutputAndLeavesTheRestAlone) {
   }
 }
 
+// The tensors a call makes are inference tensors on every CPU backend, as LibTorch's path makes
+// them under inference mode: act()'s, and those act_into sets beside the caller's own tensors,
+// which stay as they were made.
+TEST(ActIntoTest, TheTensorsACallMakesAreInferenceTensorsOnEveryCpuBackend) {
+  for (Backend backend : {Backend::kFused, Backend::kLibTorch}) {
+    SCOPED_TRACE(backend == Backend::kFused ? "fused" : "libtorch");
+    ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(backend)));
+    const TensorDict obs = observations(3, 1);
+    const TensorDict acted = actor->act(obs);
+    for (const NestedKey& key : acted.keys()) EXPECT_TRUE(acted.get(key).is_inference()) << key.to_string();
+    const at::Tensor log_prob = at::zeros({3});
+    TensorDict out({{"action_log_prob", log_prob}}, {3});
+    actor->act_into(obs, out);
+    EXPECT_TRUE(out.get("action").is_inference());
+    EXPECT_TRUE(out.get("action_log_prob").is_same(log_prob));
+    EXPECT_FALSE(log_prob.is_inference());
+    EXPECT_FALSE(c10::InferenceMode::is_enabled()) << "the call left inference mode on";
+  }
+}
+
 // An out tensor that shares memory with the observation is replaced, not written: the
 // observation is never modified (also through another view of its memory). The observation given
 // as `out` itself receives the outputs beside its own entries (tensordict's in-place style).

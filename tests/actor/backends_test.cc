@@ -102,7 +102,7 @@ TEST(LibTorchBackendTest, TakesEveryCallAndChecksTheObservationAgainstTheSignatu
   ActorCore core(load(kCategorical), ActorOptions().backend(Backend::kLibTorch));
   LibTorchBackend backend(core);
   const TensorDict obs = observations(5);
-  const ActCall call{obs, InteractionType::kDeterministic, std::nullopt};
+  const ActCall call(core.policy.signature, obs, InteractionType::kDeterministic, std::nullopt);
   ASSERT_TRUE(backend.accepts(call));
   const TensorDict out = backend.act(call);
   EXPECT_EQ(out.keys(), (std::vector<NestedKey>{"action", "action_log_prob"}));
@@ -114,7 +114,7 @@ TEST(LibTorchBackendTest, TakesEveryCallAndChecksTheObservationAgainstTheSignatu
 
   const TensorDict wrong({{"observation", at::zeros({5, 3})}}, {5});
   try {
-    backend.act(ActCall{wrong, std::nullopt, std::nullopt});
+    backend.act(ActCall(core.policy.signature, wrong, std::nullopt, std::nullopt));
     FAIL() << "a wrong shape was accepted";
   } catch (const std::invalid_argument& error) {
     EXPECT_THAT(error.what(), HasSubstr("input \"observation\" has shape [5, 3], expected [5, 4]"));
@@ -125,17 +125,19 @@ TEST(FusedBackendTest, TakesOnlyTheCallsThePlanComputes) {
   ActorCore core(load(kCategorical), ActorOptions().fused_max_batch(8));
   FusedBackend fused(core);
   ASSERT_NE(fused.plan(), nullptr);
+  const policy::Signature& signature = core.policy.signature;
   const TensorDict small = observations(8);
   const TensorDict large = observations(9);
-  EXPECT_TRUE(fused.accepts(ActCall{small, InteractionType::kRandom, std::nullopt}));
-  EXPECT_FALSE(fused.accepts(ActCall{large, InteractionType::kRandom, std::nullopt})) << "beyond fused_max_batch";
-  EXPECT_FALSE(fused.accepts(ActCall{small, InteractionType::kMean, std::nullopt})) << "no categorical mean";
-  EXPECT_FALSE(fused.accepts(ActCall{small, InteractionType::kRandom, at::detail::createCPUGenerator(1)}))
+  EXPECT_TRUE(fused.accepts(ActCall(signature, small, InteractionType::kRandom, std::nullopt)));
+  EXPECT_FALSE(fused.accepts(ActCall(signature, large, InteractionType::kRandom, std::nullopt)))
+      << "beyond fused_max_batch";
+  EXPECT_FALSE(fused.accepts(ActCall(signature, small, InteractionType::kMean, std::nullopt))) << "no categorical mean";
+  EXPECT_FALSE(fused.accepts(ActCall(signature, small, InteractionType::kRandom, at::detail::createCPUGenerator(1))))
       << "a generator of the call's own";
   const TensorDict doubles({{"observation", at::zeros({2, 4}, at::kDouble)}}, {2});
-  EXPECT_FALSE(fused.accepts(ActCall{doubles, InteractionType::kRandom, std::nullopt})) << "not float32";
+  EXPECT_FALSE(fused.accepts(ActCall(signature, doubles, InteractionType::kRandom, std::nullopt))) << "not float32";
   const TensorDict two_dims({{"observation", at::zeros({2, 3, 4})}}, {2, 3});
-  EXPECT_FALSE(fused.accepts(ActCall{two_dims, InteractionType::kRandom, std::nullopt}));
+  EXPECT_FALSE(fused.accepts(ActCall(signature, two_dims, InteractionType::kRandom, std::nullopt)));
 }
 
 TEST(FusedBackendTest, GivesTheLibTorchBackendsOutputsForDeterministicCalls) {
@@ -147,7 +149,7 @@ TEST(FusedBackendTest, GivesTheLibTorchBackendsOutputsForDeterministicCalls) {
     // Two steps: the recurrent policy's second one reads the state each backend kept.
     for (int step = 0; step < 2; ++step) {
       const TensorDict obs = observations(4, step);
-      const ActCall call{obs, InteractionType::kDeterministic, std::nullopt};
+      const ActCall call(fused_core.policy.signature, obs, InteractionType::kDeterministic, std::nullopt);
       ASSERT_TRUE(fused.accepts(call));
       const TensorDict a = fused.act(call);
       const TensorDict b = eager.act(call);
@@ -191,7 +193,8 @@ TEST(FusedBackendTest, DescribesThePlanAndTheFlatApi) {
   ActorInfo none_info;
   none.describe(none_info);
   EXPECT_THAT(none_info.fused_status.message(), HasSubstr("kLibTorch"));
-  EXPECT_FALSE(none.accepts(ActCall{observations(1), InteractionType::kRandom, std::nullopt}));
+  const TensorDict one = observations(1);
+  EXPECT_FALSE(none.accepts(ActCall(libtorch_core.policy.signature, one, InteractionType::kRandom, std::nullopt)));
 }
 
 }  // namespace
