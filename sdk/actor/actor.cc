@@ -60,10 +60,20 @@ policy::Policy with_signature(policy::Policy policy, bool lp_aggregate) {
 
 // The index of the first of n floats outside [-kLargestInput, kLargestInput] (NaN and +-Inf
 // included), or -1: a plain loop, which at batch 1 costs a few nanoseconds where a dispatched
-// check would cost microseconds.
+// check would cost microseconds. Blocks of a fixed size without an early exit, which the
+// compiler turns into vector compares (a MuJoCo observation of 17 floats at batch 64 took 4% of
+// the fused call one float at a time); a block with a bad value is then searched.
 int64_t first_out_of_range(const float* data, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (!(std::fabs(data[i]) <= kLargestInput)) return i;
+  auto in_range = [](float x) { return std::fabs(x) <= kLargestInput; };  // false for NaN
+  constexpr int64_t kBlock = 64;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    int out = 0;  // an int: a bool reduction stays scalar at -O2
+    for (int64_t j = 0; j < kBlock; ++j) out |= !in_range(data[i + j]);
+    if (out != 0) break;
+  }
+  for (; i < n; ++i) {
+    if (!in_range(data[i])) return i;
   }
   return -1;
 }

@@ -626,6 +626,24 @@ TEST(ExtremeInputs, ValuesBeyondTheLargestInputAreAnErrorNamingTheKeyAndRowOnEve
   EXPECT_THAT(std::string(status.message()), testing::HasSubstr("input \"observation\" has -3e+20 in row 1"));
 }
 
+// The check reads a large observation in blocks: whichever block, and whatever follows, the
+// error names the first bad element.
+TEST(ExtremeInputs, TheFirstBadValueIsNamedWhereverItIs) {
+  ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(Backend::kFused)));
+  constexpr int64_t kRows = 50;  // 200 floats: three blocks of 64 and 8 more
+  for (int64_t first : {0, 5, 63, 64, 130, 191, 192, 199}) {
+    SCOPED_TRACE(first);
+    std::vector<float> obs(kRows * 4, 0.5f), action(kRows);
+    obs[first] = std::numeric_limits<float>::quiet_NaN();
+    if (first + 1 < kRows * 4) obs[kRows * 4 - 1] = std::numeric_limits<float>::infinity();
+    const std::string want = absl::StrCat("has nan in row ", first / 4, " (element ", first, ")");
+    const absl::Status status = actor->act_flat(obs.data(), kRows, action.data());
+    EXPECT_THAT(std::string(status.message()), testing::HasSubstr(want));
+    const TensorDict td({{"observation", at::from_blob(obs.data(), {kRows, 4}).clone()}}, {kRows});
+    EXPECT_THAT(test_util::error_of<std::invalid_argument>([&] { actor->act(td); }), testing::HasSubstr(want));
+  }
+}
+
 TEST(ExtremeInputs, EveryBackendGivesTheSameOutputsUpToTheLargestInput) {
   // Rows mixing +-kLargestInput with ordinary values: the first Linear's outputs reach ~1e18 and
   // the LayerNorm's and the GRU's arithmetic runs near float32's range without overflowing.
