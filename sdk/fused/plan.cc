@@ -1905,16 +1905,11 @@ struct FusedPlan::Impl {
           break;
         }
         case Op::kAddScale: {
-          const float* x = at(op.in);
-          float* loc = at(op.out);
-          float* scale = at(op.out2);
+          // loc is the input itself; each row's scale the same stored row.
           const int64_t d = op.out_w;
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t j = 0; j < d; ++j) {
-              loc[r * d + j] = x[r * d + j];
-              scale[r * d + j] = arena[op.w + j];
-            }
-          }
+          std::copy(at(op.in), at(op.in) + rows * d, at(op.out));
+          float* scale = at(op.out2);
+          for (int64_t r = 0; r < rows; ++r) std::copy(arena.data() + op.w, arena.data() + op.w + d, scale + r * d);
           break;
         }
         case Op::kObservationNorm: {
