@@ -186,7 +186,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   const fused::FusedPlan& plan = *taken;
   // Inference mode, as the other backends run, wherever this call makes a tensor (its outputs are
   // then inference tensors, as theirs are); a call whose every output goes in place never enters
-  // it and skips its thread-local state, a tenth of such a call at batch 1.
+  // it and skips the guard's thread-local state changes, which show at batch 1.
   std::optional<c10::InferenceMode> inference;
   auto making_tensors = [&inference] {
     if (!inference) inference.emplace();
