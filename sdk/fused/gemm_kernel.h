@@ -55,8 +55,8 @@ inline typename S::V vexpm1_reduced(typename S::V x, typename S::V& n) {
 // exp(88.38) and -inf to exp(-87.34) (about 1e-38), as fast_exp does.
 template <class S>
 inline typename S::V vexp(typename S::V x) {
-  x = S::min_nan(S::set1(88.3762626647949f), x);
-  x = S::max_nan(S::set1(-87.3365447504f), x);
+  x = S::min_nan(S::set1(kExpMax), x);
+  x = S::max_nan(S::set1(kExpMin), x);
   typename S::V n;
   const typename S::V m1 = vexpm1_reduced<S>(x, n);
   return S::mul(S::add(m1, S::set1(1.0f)), S::pow2i(n));

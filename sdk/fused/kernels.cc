@@ -183,7 +183,7 @@ void log_softmax_portable(const float* x, int64_t rows, int64_t d, float* log_p,
     double t = 0;
     for (int64_t k = 0; k < d; ++k) {
       const float v = xr[k] - m;
-      t += mass[r * d + k] = v < -87.3365447504f ? 0.0f : fast_exp(v);
+      t += mass[r * d + k] = v < kExpMin ? 0.0f : fast_exp(v);
     }
     const float total = static_cast<float>(t);
     const float lse = std::isnan(total) ? total : m + fast_log(total);

@@ -17,6 +17,12 @@
 
 namespace tdp::fused {
 
+// exp's argument range in float, where every exp of the fused path clamps it (math.h's fast_exp,
+// the vector kernels' vexp): above kExpMax exp overflows, below kExpMin (about log(FLT_MIN)) it
+// leaves float's normal range, and a class mass exp(x - max) that low counts as 0.
+inline constexpr float kExpMax = 88.3762626647949f;
+inline constexpr float kExpMin = -87.3365447504f;
+
 enum class Activation { kIdentity, kTanh, kRelu, kElu, kGelu, kLeakyRelu, kSigmoid, kSoftplus };
 
 // y[r, o] = activation(bias[o] + sum_i x[r, i] * wt[i, o]); bias may be null.

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sdk/fused/kernels.h"
+
 namespace tdp::fused {
 
 inline float bits_to_float(uint32_t b) {
@@ -50,11 +52,12 @@ inline float pow2i(float n) {
   return bits_to_float(static_cast<uint32_t>(e) << 23);
 }
 
-// exp(x) for x in [-87.3, 88.7] (clamped outside: 0-ish and +huge, never inf for finite x); NaN
-// stays NaN (the comparisons are written so that a NaN takes the x branch).
+// exp(x) for x in [kExpMin, kExpMax], about [-87.34, 88.38] (clamped outside: 0-ish and +huge,
+// never inf for finite x); NaN stays NaN (the comparisons are written so that a NaN takes the x
+// branch).
 inline float fast_exp(float x) {
-  x = x > 88.3762626647949f ? 88.3762626647949f : x;
-  x = x < -87.3365447504f ? -87.3365447504f : x;
+  x = x > kExpMax ? kExpMax : x;
+  x = x < kExpMin ? kExpMin : x;
   float n;
   const float m1 = expm1_reduced(x, n);
   return (m1 + 1.0f) * pow2i(n);

@@ -309,7 +309,7 @@ void gaussian_draw(const GaussianDraw& g, const float* loc, const float* scale, 
 struct ShiftedExp {
   template <class T>
   static typename T::V apply(typename T::V v) {
-    return T::select_lt(v, T::set1(-87.3365447504f), T::zero(), vexp<T>(v));
+    return T::select_lt(v, T::set1(kExpMin), T::zero(), vexp<T>(v));
   }
 };
 
