@@ -93,7 +93,12 @@ ActCall::ActCall(const policy::Signature& signature, const TensorDict& observati
                  std::optional<nn::InteractionType> type, std::optional<at::Generator> generator)
     : observation(observation), type(type), generator(std::move(generator)) {
   for (const policy::TensorSignature& input : signature.inputs) {
-    inputs.push_back(observation.get(input.key, at::Tensor()));
+    try {
+      inputs.push_back(observation.get(input.key, at::Tensor()));
+    } catch (const std::invalid_argument&) {
+      // A TensorDict where the input goes: as if absent, so the backend's check names the input.
+      inputs.emplace_back();
+    }
   }
 }
 

@@ -644,6 +644,24 @@ TEST(ExtremeInputs, TheFirstBadValueIsNamedWhereverItIs) {
   }
 }
 
+// A TensorDict where an input goes is named as that input missing, on every backend and with
+// the finiteness check on or off.
+TEST(ExtremeInputs, ATensorDictWhereAnInputGoesIsNamed) {
+  for (Backend backend : {Backend::kAuto, Backend::kLibTorch, Backend::kFused}) {
+    for (bool check : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(static_cast<int>(backend), " ", check));
+      ASSERT_OK_AND_ASSIGN(auto actor, load(kCategorical, ActorOptions().backend(backend).check_finite(check)));
+      TensorDict td({}, {2});
+      td.set("observation", TensorDict({{"x", at::zeros({2, 4})}}, {2}));
+      EXPECT_THAT(test_util::error_of<std::invalid_argument>([&] { actor->act(td); }),
+                  testing::HasSubstr("input \"observation\" is missing"));
+      TensorDict out;
+      EXPECT_THAT(test_util::error_of<std::invalid_argument>([&] { actor->act_into(td, out); }),
+                  testing::HasSubstr("input \"observation\" is missing"));
+    }
+  }
+}
+
 TEST(ExtremeInputs, EveryBackendGivesTheSameOutputsUpToTheLargestInput) {
   // Rows mixing +-kLargestInput with ordinary values: the first Linear's outputs reach ~1e18 and
   // the LayerNorm's and the GRU's arithmetic runs near float32's range without overflowing.
