@@ -87,20 +87,26 @@ std::string out_of_range_error(const std::string& who, const std::string& name, 
                       "); expected finite values within +-", kLargestInput, " (ActorOptions::check_finite)");
 }
 
+// `observation`'s tensor at each of `signature`'s inputs, in its order; undefined where it has
+// none, or a TensorDict there (as if absent, so the backend's check names the input).
+c10::SmallVector<at::Tensor, 4> look_up_inputs(const policy::Signature& signature, const TensorDict& observation) {
+  c10::SmallVector<at::Tensor, 4> inputs;
+  for (const policy::TensorSignature& input : signature.inputs) {
+    try {
+      inputs.push_back(observation.get(input.key, at::Tensor()));
+    } catch (const std::invalid_argument&) {  // TensorDict.get of a key that holds a TensorDict
+      inputs.emplace_back();
+    }
+  }
+  return inputs;
+}
+
 }  // namespace
 
 ActCall::ActCall(const policy::Signature& signature, const TensorDict& observation,
                  std::optional<nn::InteractionType> type, std::optional<at::Generator> generator)
-    : observation(observation), type(type), generator(std::move(generator)) {
-  for (const policy::TensorSignature& input : signature.inputs) {
-    try {
-      inputs.push_back(observation.get(input.key, at::Tensor()));
-    } catch (const std::invalid_argument&) {
-      // A TensorDict where the input goes: as if absent, so the backend's check names the input.
-      inputs.emplace_back();
-    }
-  }
-}
+    : observation(observation), type(type), generator(std::move(generator)),
+      inputs(look_up_inputs(signature, observation)) {}
 
 void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const std::string& who) {
   for (size_t i = 0; i < signature.inputs.size(); ++i) {
@@ -127,7 +133,7 @@ void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> 
 }
 
 void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who) {
-  check_finite(signature, ActCall(signature, observation, std::nullopt, std::nullopt).inputs, who);
+  check_finite(signature, look_up_inputs(signature, observation), who);
 }
 
 ActorCore::ActorCore(policy::Policy loaded, ActorOptions actor_options)
