@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace tdp::env {
 namespace {
@@ -148,11 +149,20 @@ at::Tensor MujocoEnv::initial_state(int64_t n) {
 
 at::Tensor MujocoEnv::observe(const at::Tensor& state) const {
   const at::Tensor rows = state.contiguous();
-  at::Tensor observation = at::empty({rows.size(0), task_.observation_dim}, at::kDouble);
+  const int64_t width = task_.observation_dim;
+  // Computed in double, as Gymnasium computes it, and stored in the observation dtype.
+  at::Tensor observation = at::empty({rows.size(0), width}, observation_dtype());
   const double* in = rows.data_ptr<double>();
-  double* out = observation.data_ptr<double>();
-  for (int64_t i = 0; i < rows.size(0); ++i) {
-    observe_row(row_of(in + i * state_dim()), out + i * task_.observation_dim);
+  if (observation_dtype() == at::kDouble) {
+    double* out = observation.data_ptr<double>();
+    for (int64_t i = 0; i < rows.size(0); ++i) observe_row(row_of(in + i * state_dim()), out + i * width);
+  } else {
+    float* out = observation.data_ptr<float>();
+    std::vector<double> row(width);
+    for (int64_t i = 0; i < rows.size(0); ++i) {
+      observe_row(row_of(in + i * state_dim()), row.data());
+      std::copy(row.begin(), row.end(), out + i * width);
+    }
   }
   return observation;
 }
@@ -161,12 +171,13 @@ MujocoEnv::Transition MujocoEnv::transition(const at::Tensor& state, const Tenso
   const at::Tensor rows = state.contiguous();
   const at::Tensor actions = action_td.get("action").contiguous();
   at::Tensor next_state = at::empty_like(rows);
-  at::Tensor reward = at::empty({num_envs(), 1}, at::kDouble);
+  at::Tensor reward = at::empty({num_envs(), 1}, observation_dtype());  // the dtype step() returns
   at::Tensor terminated = at::empty({num_envs(), 1}, at::kBool);
   const double* in = rows.data_ptr<double>();
   const float* action = actions.data_ptr<float>();
   double* out = next_state.data_ptr<double>();
-  double* reward_out = reward.data_ptr<double>();
+  double* reward_double = observation_dtype() == at::kDouble ? reward.data_ptr<double>() : nullptr;
+  float* reward_float = observation_dtype() == at::kDouble ? nullptr : reward.data_ptr<float>();
   bool* terminated_out = terminated.data_ptr<bool>();
   at::parallel_for(0, num_envs(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -185,7 +196,11 @@ MujocoEnv::Transition MujocoEnv::transition(const at::Tensor& state, const Tenso
       double* after = out + i * state_dim();
       store(data, after);
       const Outcome o = outcome(row_of(before), row_of(after), a);
-      reward_out[i] = o.reward;
+      if (reward_double != nullptr) {
+        reward_double[i] = o.reward;
+      } else {
+        reward_float[i] = static_cast<float>(o.reward);
+      }
       terminated_out[i] = o.terminated;
     }
   });

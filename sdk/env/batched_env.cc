@@ -50,7 +50,14 @@ BatchedEnv::BatchedEnv(const EnvOptions& options, int64_t default_max_episode_st
 at::TensorOptions BatchedEnv::state_options() const { return at::TensorOptions().dtype(dtype_); }
 
 at::Tensor BatchedEnv::observation_of(const at::Tensor& state) const {
-  return observe(state).to(observation_dtype_, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor observed = observe(state);
+  // A tensor of the right dtype that nothing else holds (neither its handle nor its memory: not
+  // a view of the state, not kept by the environment) is already the caller's own.
+  if (observed.scalar_type() == observation_dtype_ && observed.use_count() == 1 &&
+      observed.storage().use_count() == 1) {
+    return observed;
+  }
+  return observed.to(observation_dtype_, /*non_blocking=*/false, /*copy=*/true);
 }
 
 TensorDict BatchedEnv::observation_td(const at::Tensor& observation) const {
@@ -101,20 +108,21 @@ TensorDict BatchedEnv::reset(const at::Tensor& env_mask) {
 }
 
 void BatchedEnv::check_actions(const TensorDict& action_td) const {
-  for (const EntrySpec& spec : action_spec()) {
+  for (const EntrySpec& spec : action_spec_) {
     std::vector<int64_t> expected_shape{num_envs_};
     expected_shape.insert(expected_shape.end(), spec.shape.begin(), spec.shape.end());
-    const std::string expected = std::string(c10::toString(spec.dtype)) + " of shape " +
-                                 shape_to_string(expected_shape);
+    auto expected = [&] {
+      return std::string(c10::toString(spec.dtype)) + " of shape " + shape_to_string(expected_shape);
+    };
     if (!action_td.contains(spec.key) || action_td.is_tensordict(spec.key)) {
       throw std::invalid_argument(name() + ".step: missing action " + spec.key.to_string() +
-                                  " (expected " + expected + "); the TensorDict has keys " +
+                                  " (expected " + expected() + "); the TensorDict has keys " +
                                   keys_to_string(action_td.keys(/*include_nested=*/true)));
     }
     const at::Tensor action = action_td.get(spec.key);
     if (action.scalar_type() != spec.dtype || action.sizes() != c10::IntArrayRef(expected_shape)) {
       throw std::invalid_argument(name() + ".step: action " + spec.key.to_string() +
-                                  " must be " + expected + ", got " +
+                                  " must be " + expected() + ", got " +
                                   c10::toString(action.scalar_type()) + " of shape " +
                                   shape_to_string(action.sizes()));
     }
@@ -137,16 +145,32 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   if (!state_.defined()) {
     throw std::logic_error(name() + ".step: call reset(seed) first");
   }
+  if (action_spec_.empty()) action_spec_ = action_spec();  // fixed for the environment's life
   check_actions(action_td);
   Transition t = transition(state_, action_td);
+  if (t.terminated.scalar_type() != at::kBool || t.terminated.sizes() != c10::IntArrayRef{num_envs_, 1}) {
+    throw std::logic_error(name() + ".transition gave terminated " + c10::toString(t.terminated.scalar_type()) +
+                           " of shape " + shape_to_string(t.terminated.sizes()) + "; expected bool of shape [" +
+                           std::to_string(num_envs_) + ", 1]");
+  }
+  const at::Tensor terminated = t.terminated.contiguous();
+  // The step counts, the time limit and whether any episode ended, in one pass over the
+  // environments: as tensor operations they were most of a step's cost outside the simulator.
   // steps_ is never handed out (episode_steps() copies), so updating it in place is safe.
-  steps_.add_(1);
-  at::Tensor truncated = steps_.ge(max_episode_steps_).unsqueeze(1);
-  at::Tensor done = t.terminated.logical_or(truncated);
+  at::Tensor truncated = at::empty({num_envs_, 1}, at::kBool);
+  int64_t* steps = steps_.data_ptr<int64_t>();
+  const bool* ended = terminated.const_data_ptr<bool>();
+  bool* cut = truncated.data_ptr<bool>();
+  bool any_done = false;
+  for (int64_t i = 0; i < num_envs_; ++i) {
+    cut[i] = ++steps[i] >= max_episode_steps_;
+    any_done = any_done || ended[i] || cut[i];
+  }
   at::Tensor final_observation = observation_of(t.next_state);
   at::Tensor observation = final_observation;
-  // One check per step keeps the common no-reset step free of the draw and the select.
-  if (done.any().item<bool>()) {
+  // The common step, with no episode ending, skips the draw and the select.
+  if (any_done) {
+    const at::Tensor done = terminated.logical_or(truncated);
     state_ = at::where(done, initial_state(num_envs_), t.next_state);
     steps_.masked_fill_(done.squeeze(1), 0);
     observation = observation_of(state_);
@@ -156,8 +180,8 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   TensorDict out({num_envs_});
   out.set("observation", observation)
       .set("final_observation", final_observation)
-      .set("reward", t.reward.to(observation_dtype_))
-      .set("terminated", t.terminated)
+      .set("reward", t.reward.scalar_type() == observation_dtype_ ? t.reward : t.reward.to(observation_dtype_))
+      .set("terminated", terminated)
       .set("truncated", truncated);
   return out;
 }

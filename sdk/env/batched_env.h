@@ -102,7 +102,7 @@ class BatchedEnv {
   virtual std::string name() const = 0;
   // One entry, key "observation".
   virtual std::vector<EntrySpec> observation_spec() const = 0;
-  // The keys step() reads.
+  // The keys step() reads. Fixed for the environment's life (step() reads it once).
   virtual std::vector<EntrySpec> action_spec() const = 0;
   // Width of the simulated state (see state()); each environment documents its layout.
   virtual int64_t state_dim() const = 0;
@@ -166,6 +166,7 @@ class BatchedEnv {
   at::Generator generator_;
   at::Tensor state_;  // undefined until the first reset
   at::Tensor steps_;  // [N] int64
+  std::vector<EntrySpec> action_spec_;  // action_spec(), read at the first step
 };
 
 }  // namespace tdp::env

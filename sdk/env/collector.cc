@@ -5,11 +5,25 @@
 #include <absl/strings/str_join.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 namespace tdp::env {
 namespace {
+
+// The keys every step reads or writes, made once.
+const NestedKey kObservation("observation");
+const NestedKey kFinalObservation("final_observation");
+const NestedKey kReward("reward");
+const NestedKey kDone("done");
+const NestedKey kTerminated("terminated");
+const NestedKey kTruncated("truncated");
+const NestedKey kTrajIds{"collector", "traj_ids"};
+const NestedKey kNextReward{"next", "reward"};
+const NestedKey kNextDone{"next", "done"};
+const NestedKey kNextTerminated{"next", "terminated"};
+const NestedKey kNextTruncated{"next", "truncated"};
 
 bool contains(const std::vector<NestedKey>& keys, const NestedKey& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
@@ -20,6 +34,78 @@ std::vector<NestedKey> keys_of(const std::vector<EntrySpec>& specs) {
   for (const EntrySpec& spec : specs) keys.push_back(spec.key);
   return keys;
 }
+
+// A batch being collected: each entry's [N, T, ...] tensor, allocated at the step that first
+// writes it, into which every step copies its [N, ...] value. Steps write their entries in the
+// same order, so the entry a write goes to is found by position (and checked by key). No
+// TensorDict per step and no stack at the end: at one environment those were most of a step's
+// cost outside the simulator.
+class BatchBuilder {
+ public:
+  BatchBuilder(int64_t n, int64_t steps) : n_(n), steps_(steps) {}
+
+  void begin_step(int64_t t) {
+    t_ = t;
+    next_ = 0;
+  }
+
+  // `value` ([N, ...]) as this step's entry `key`.
+  void write(const NestedKey& key, const at::Tensor& value) {
+    Column& column =
+        column_for(key, value.sizes().slice(std::min<int64_t>(1, value.dim())), value.scalar_type(), /*zeros=*/false);
+    if (value.dim() < 1 || value.size(0) != n_ || value.sizes().slice(1) != column.data.sizes().slice(2)) {
+      throw std::runtime_error(absl::StrCat("Collector: step ", t_, " gave ", key.to_string(), " of shape ",
+                                            shape_to_string(value.sizes()), "; expected [", n_, ", ",
+                                            absl::StrJoin(column.data.sizes().slice(2), ", "), "] as at step 0"));
+    }
+    if (value.device().is_cpu() && value.scalar_type() == column.data.scalar_type() && value.is_contiguous()) {
+      const char* from = static_cast<const char*>(value.const_data_ptr());
+      char* to = static_cast<char*>(column.data.data_ptr());
+      const int64_t row = column.row_bytes;
+      for (int64_t i = 0; i < n_; ++i) std::memcpy(to + (i * steps_ + t_) * row, from + i * row, row);
+    } else {
+      column.data.select(1, t_).copy_(value);
+    }
+  }
+
+  // An entry that is false at every step: allocated as zeros, never written.
+  void write_false(const NestedKey& key, c10::IntArrayRef shape) { column_for(key, shape, at::kBool, /*zeros=*/true); }
+
+  TensorDict finish() {
+    TensorDict batch({n_, steps_});
+    for (Column& column : columns_) batch.set(column.key, std::move(column.data));
+    columns_.clear();
+    return batch;
+  }
+
+ private:
+  struct Column {
+    NestedKey key;
+    at::Tensor data;  // [N, T, ...]
+    int64_t row_bytes;
+  };
+
+  Column& column_for(const NestedKey& key, c10::IntArrayRef shape, at::ScalarType dtype, bool zeros) {
+    if (t_ == 0) {
+      std::vector<int64_t> sizes{n_, steps_};
+      sizes.insert(sizes.end(), shape.begin(), shape.end());
+      const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+      at::Tensor data = zeros ? at::zeros(sizes, options) : at::empty(sizes, options);
+      columns_.push_back({key, data, data.numel() == 0 ? 0 : data.nbytes() / (n_ * steps_)});
+    } else if (next_ >= columns_.size() || columns_[next_].key != key) {
+      throw std::runtime_error(absl::StrCat("Collector: step ", t_, " gave ", key.to_string(), " where step 0 gave ",
+                                            next_ < columns_.size() ? columns_[next_].key.to_string() : "nothing",
+                                            "; the actor and the environment must write the same entries every step"));
+    }
+    return columns_[next_++];
+  }
+
+  int64_t n_;
+  int64_t steps_;
+  int64_t t_ = 0;
+  size_t next_ = 0;
+  std::vector<Column> columns_;
+};
 
 }  // namespace
 
@@ -44,6 +130,7 @@ Collector::Collector(std::shared_ptr<BatchedEnv> env, std::shared_ptr<actor::Act
   const std::vector<NestedKey> observed = keys_of(observation_spec);
   state_keys_ = signature.state_keys;
   next_state_keys_ = signature.next_state_keys;
+  for (const NestedKey& key : state_keys_) next_state_write_keys_.push_back(NestedKey{"next", key});
   for (const policy::TensorSignature& input : signature.inputs) {
     if (input.state) {
       std::vector<int64_t> shape{n};
@@ -57,6 +144,7 @@ Collector::Collector(std::shared_ptr<BatchedEnv> env, std::shared_ptr<actor::Act
                                                  env_->name(), " observes [", absl::StrJoin(entry.shape, ", "), "]"));
       }
       observation_keys_.push_back(input.key);
+      next_observation_keys_.push_back(NestedKey{"next", input.key});
     } else if (input.optional) {
       // A recurrent module's is_init: true on each trajectory's first step (TorchRL's InitTracker).
       is_init_key_ = input.key;
@@ -91,13 +179,11 @@ void Collector::start_episodes(uint64_t seed) {
 
 TensorDict Collector::collect() {
   const int64_t n = env_->num_envs();
-  std::vector<TensorDict> steps;
-  steps.reserve(steps_per_batch_);
-  const at::Tensor live = at::zeros({n, 1}, at::kBool);
+  BatchBuilder batch(n, steps_per_batch_);
   const std::optional<nn::InteractionType> type =
       options_.interaction_type() ? options_.interaction_type() : actor_->options().interaction_type();
+  TensorDict inputs({n});  // the actor's inputs, overwritten every step
   for (int64_t t = 0; t < steps_per_batch_; ++t) {
-    TensorDict inputs({n});
     for (const NestedKey& key : observation_keys_) inputs.set(key, observation_.get(key));
     for (size_t i = 0; i < state_keys_.size(); ++i) inputs.set(state_keys_[i], state_[i]);
     if (is_init_key_) {
@@ -115,29 +201,52 @@ TensorDict Collector::collect() {
     for (const NestedKey& key : next_state_keys_) next_state.push_back(out.pop(key));
 
     TensorDict result = env_->step(out);
-    at::Tensor terminated = result.get("terminated");
-    at::Tensor truncated = result.get("truncated");
-    at::Tensor done = terminated.logical_or(truncated);
-
-    TensorDict step = inputs;  // the observation, state and is_init the actor read
-    step.update(out);
-    step.set("done", live).set("terminated", live).set("truncated", live);
-    step.set({"collector", "traj_ids"}, traj_ids_);
-    TensorDict next({n});
-    for (const NestedKey& key : observation_keys_) {
-      next.set(key, key == NestedKey("observation") ? result.get("final_observation") : result.get(key));
+    const at::Tensor terminated = result.get(kTerminated).contiguous();
+    const at::Tensor truncated = result.get(kTruncated).contiguous();
+    if (terminated.scalar_type() != at::kBool || truncated.scalar_type() != at::kBool ||
+        terminated.sizes() != c10::IntArrayRef{n, 1} || truncated.sizes() != terminated.sizes()) {
+      throw std::runtime_error(absl::StrCat("Collector: ", env_->name(), ".step gave terminated ",
+                                            c10::toString(terminated.scalar_type()), " ",
+                                            shape_to_string(terminated.sizes()), " and truncated ",
+                                            c10::toString(truncated.scalar_type()), " ",
+                                            shape_to_string(truncated.sizes()), "; expected bool [", n, ", 1]"));
     }
-    next.set("reward", result.get("reward")).set("done", done).set("terminated", terminated).set("truncated", truncated);
-    for (size_t i = 0; i < state_keys_.size(); ++i) next.set(state_keys_[i], next_state[i]);
-    step.set("next", next);
-    steps.push_back(std::move(step));
+    at::Tensor done = at::empty({n, 1}, at::kBool);
+    bool* ended = done.data_ptr<bool>();
+    const bool* terminal = terminated.const_data_ptr<bool>();
+    const bool* cut = truncated.const_data_ptr<bool>();
+    bool any_ended = false;
+    for (int64_t i = 0; i < n; ++i) {
+      ended[i] = terminal[i] || cut[i];
+      any_ended = any_ended || ended[i];
+    }
+
+    // The step's entries, in the order of TorchRL's batches: what the actor read and wrote, the
+    // root flags (false: every step starts from a live state), the trajectory ids, then "next".
+    batch.begin_step(t);
+    for (const auto& [key, entry] : inputs.items(/*include_nested=*/true, /*leaves_only=*/true)) {
+      batch.write(key, entry.tensor());
+    }
+    for (const auto& [key, entry] : out.items(/*include_nested=*/true, /*leaves_only=*/true)) {
+      batch.write(key, entry.tensor());
+    }
+    for (const NestedKey& flag : {kDone, kTerminated, kTruncated}) batch.write_false(flag, {1});
+    batch.write(kTrajIds, traj_ids_);
+    for (size_t i = 0; i < observation_keys_.size(); ++i) {
+      batch.write(next_observation_keys_[i], result.get(observation_keys_[i] == kObservation ? kFinalObservation
+                                                                                              : observation_keys_[i]));
+    }
+    batch.write(kNextReward, result.get(kReward));
+    batch.write(kNextDone, done);
+    batch.write(kNextTerminated, terminated);
+    batch.write(kNextTruncated, truncated);
+    for (size_t i = 0; i < state_keys_.size(); ++i) batch.write(next_state_write_keys_[i], next_state[i]);
 
     // Advance: the reset environments start new trajectories, with zero state.
     observation_ = result;
-    const at::Tensor reset = done.view({n});
-    is_init_ = reset;
-    if (reset.any().item<bool>()) {
-      const int64_t count = reset.sum().item<int64_t>();
+    if (any_ended) {
+      const at::Tensor reset = done.view({n});
+      const int64_t count = std::count(ended, ended + n, true);
       at::Tensor fresh = at::arange(next_traj_id_, next_traj_id_ + count, at::kLong);
       next_traj_id_ += count;
       traj_ids_ = traj_ids_.masked_scatter(reset, fresh);
@@ -149,8 +258,9 @@ TensorDict Collector::collect() {
     } else {
       for (size_t i = 0; i < state_.size(); ++i) state_[i] = next_state[i];
     }
+    if (is_init_key_) is_init_ = done.view({n});
   }
-  return TensorDict::stack(steps, /*dim=*/1);
+  return batch.finish();
 }
 
 std::optional<TensorDict> Collector::next() {

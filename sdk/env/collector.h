@@ -24,6 +24,8 @@
 //   trajectory's start) and at ("next", key) (what it wrote), and "is_init" [N, T, 1] when the
 //   policy reads one (true on a trajectory's first step).
 // The step after the last of a batch is the first of the next batch: episodes run across batches.
+// A batch's tensors are allocated at its first step and each step copies its entries into them;
+// they are ordinary tensors (not inference tensors), contiguous, and the caller's alone.
 //
 // The actor may run on a GPU (it moves each observation there); its outputs come back to the CPU,
 // where the environments and the batches live.
@@ -121,8 +123,10 @@ class Collector {
 
   // What the actor reads from the environment's observation, and where its state lives.
   std::vector<NestedKey> observation_keys_;
+  std::vector<NestedKey> next_observation_keys_;  // ("next", key) for each of them
   std::vector<NestedKey> state_keys_;
-  std::vector<NestedKey> next_state_keys_;
+  std::vector<NestedKey> next_state_keys_;        // where the actor writes the next state
+  std::vector<NestedKey> next_state_write_keys_;  // ("next", state key): where the batch holds it
   std::vector<at::Tensor> state_zeros_;  // [N, ...] per state key
   std::optional<NestedKey> is_init_key_;
   std::vector<int64_t> is_init_shape_;

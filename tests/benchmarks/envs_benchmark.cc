@@ -1,16 +1,23 @@
 // Environment steps per second of the batched simulators, one thread:
 //   ./bazelw run -c opt //tests/benchmarks:envs_benchmark
 // items_per_second is environment steps per second (N per step() call). Actions are random,
-// drawn beforehand, so episodes end and auto-reset at their natural rate.
+// drawn beforehand, so episodes end and auto-reset at their natural rate. BM_Collector: CartPole
+// with policies/cartpole_categorical.pbtxt through the Collector that tdpolicy.Collector runs
+// (batches of 2048 frames in TorchRL's layout), frames per second.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <benchmark/benchmark.h>
 
+#include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
+#include "sdk/actor/actor.h"
+#include "sdk/env/collector.h"
 
 namespace tdp::env {
 namespace {
@@ -50,9 +57,25 @@ void BM_Step(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
+void BM_Collector(benchmark::State& state) {
+  auto env = std::make_shared<CartPole>(EnvOptions(state.range(0)));
+  auto actor = actor::Actor::load("policies/cartpole_categorical.pbtxt", actor::ActorOptions().seed(0));
+  if (!actor.ok()) {
+    state.SkipWithError(std::string(actor.status().message()).c_str());
+    return;
+  }
+  Collector collector(env, std::shared_ptr<actor::Actor>(std::move(*actor)), CollectorOptions(2048));
+  for (auto _ : state) {
+    std::optional<TensorDict> batch = collector.next();
+    benchmark::DoNotOptimize(batch);
+  }
+  state.SetItemsProcessed(state.iterations() * 2048);
+}
+
 BENCHMARK_TEMPLATE(BM_Step, CartPole)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_Step, Pendulum)->Arg(1)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_Step, Goal)->Arg(1)->Arg(1024);
+BENCHMARK(BM_Collector)->Arg(1)->Arg(8)->Arg(64);
 
 }  // namespace
 }  // namespace tdp::env

@@ -1,6 +1,7 @@
 // Environment steps per second of the C++ MuJoCo tasks, alone and with a policy in the loop
 // (the PPO sample's actor, samples/agents/mujoco/*_ppo.pbtxt, on the fused CPU plan, drawing
-// actions): items_per_second is environment steps per second (N per step). Arguments: N and the
+// actions), and through the Collector that tdpolicy.Collector runs (whole batches of 2048 frames
+// in TorchRL's layout): items_per_second is environment steps per second (N per step). Arguments: N and the
 // threads of LibTorch's intra-op pool, on which the tasks step their N copies (1, and 2: this
 // machine's cores).
 //   ./bazelw run -c opt //tests/benchmarks:mujoco_benchmark
@@ -17,6 +18,7 @@
 
 #include "samples/envs/mujoco_tasks.h"
 #include "sdk/actor/actor.h"
+#include "sdk/env/collector.h"
 
 namespace tdp::env {
 namespace {
@@ -67,6 +69,25 @@ void BM_WithPolicy(benchmark::State& state) {
   state.SetLabel(fused.ok() ? "fused" : "libtorch: " + std::string(fused.message()));
 }
 
+// The policy in the loop through the Collector: what a trainer gets per batch (2048 frames, as the
+// PPO sample collects), the batch's assembly included.
+template <typename Task, const char* spec>
+void BM_Collector(benchmark::State& state) {
+  at::set_num_threads(state.range(1));
+  auto env = std::make_shared<Task>(EnvOptions(state.range(0)));
+  auto actor = actor::Actor::load(spec, actor::ActorOptions().seed(0).interaction_type(nn::InteractionType::kRandom));
+  if (!actor.ok()) {
+    state.SkipWithError(std::string(actor.status().message()).c_str());
+    return;
+  }
+  Collector collector(env, std::shared_ptr<actor::Actor>(std::move(*actor)), CollectorOptions(2048));
+  for (auto _ : state) {
+    std::optional<TensorDict> batch = collector.next();
+    benchmark::DoNotOptimize(batch);
+  }
+  state.SetItemsProcessed(state.iterations() * 2048);
+}
+
 void Sizes(benchmark::internal::Benchmark* b) {
   for (int64_t threads : {1, 2}) {
     for (int64_t n : {1, 16, 64}) b->Args({n, threads});
@@ -80,6 +101,7 @@ BENCHMARK_TEMPLATE(BM_EnvOnly, Ant)->Apply(Sizes);
 BENCHMARK_TEMPLATE2(BM_WithPolicy, HalfCheetah, kHalfCheetahSpec)->Apply(Sizes);
 BENCHMARK_TEMPLATE2(BM_WithPolicy, Hopper, kHopperSpec)->Apply(Sizes);
 BENCHMARK_TEMPLATE2(BM_WithPolicy, Ant, kAntSpec)->Apply(Sizes);
+BENCHMARK_TEMPLATE2(BM_Collector, HalfCheetah, kHalfCheetahSpec)->Apply(Sizes);
 
 }  // namespace
 }  // namespace tdp::env

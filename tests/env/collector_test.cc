@@ -88,6 +88,42 @@ TEST(CollectorTest, StepsChainAndResetsStartNewTrajectories) {
   }
 }
 
+TEST(CollectorTest, ABatchHoldsEveryStepOfTheSameRolloutRunByHand) {
+  // The same seeded environment and actor stepped by hand, one TensorDict per step: the batch
+  // must hold each of those steps at [i, t], the episode ends (a limit of 7) included.
+  constexpr int64_t kEnvs = 3;
+  constexpr int64_t kSteps = 20;
+  Collector collector(cartpole(kEnvs, 7), load("cartpole_categorical.pbtxt", 11),
+                      CollectorOptions(kEnvs * kSteps).seed(4));
+  TensorDict batch = *collector.next();
+  std::shared_ptr<BatchedEnv> env = cartpole(kEnvs, 7);
+  std::shared_ptr<actor::Actor> actor = load("cartpole_categorical.pbtxt", 11);
+  at::Tensor observation = env->reset(4).get("observation");
+  for (int64_t t = 0; t < kSteps; ++t) {
+    TensorDict out = actor->act(TensorDict({{"observation", observation}}, {kEnvs}));
+    TensorDict result = env->step(out);
+    auto at_step = [&](const NestedKey& key) { return batch.get(key).select(1, t); };
+    EXPECT_TRUE(at::equal(at_step("observation"), observation)) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step("action"), out.get("action"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step("action_log_prob"), out.get("action_log_prob"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step({"next", "observation"}), result.get("final_observation"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step({"next", "reward"}), result.get("reward"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step({"next", "terminated"}), result.get("terminated"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step({"next", "truncated"}), result.get("truncated"))) << "step " << t;
+    EXPECT_TRUE(at::equal(at_step({"next", "done"}), result.get("terminated") | result.get("truncated")))
+        << "step " << t;
+    observation = result.get("observation");
+  }
+  EXPECT_EQ(batch.keys(/*include_nested=*/true, /*leaves_only=*/true),
+            (std::vector<NestedKey>{"observation", "action", "action_log_prob", "done", "terminated", "truncated",
+                                    {"collector", "traj_ids"}, {"next", "observation"}, {"next", "reward"},
+                                    {"next", "done"}, {"next", "terminated"}, {"next", "truncated"}}));
+  for (const auto& [key, entry] : batch.items(/*include_nested=*/true, /*leaves_only=*/true)) {
+    EXPECT_FALSE(entry.tensor().is_inference()) << key.to_string();
+    EXPECT_TRUE(entry.tensor().is_contiguous()) << key.to_string();
+  }
+}
+
 TEST(CollectorTest, RecurrentStateIsCarriedAndZeroedAtResets) {
   Collector collector(cartpole(2, 5), load("recurrent_gru.pbtxt"), CollectorOptions(2 * 12));
   TensorDict batch = *collector.next();

@@ -155,6 +155,73 @@ TEST_P(AnyEnv, OutputsAreOrdinaryTensorsForAutograd) {
   EXPECT_TRUE(weight.grad().defined());
 }
 
+// A one-number environment for the contract's edges: its observe() keeps the tensor it returns
+// (as a cache would) or returns a view of the state, and its transition can give "terminated"
+// in a dtype of the test's choice.
+class Counter : public BatchedEnv {
+ public:
+  explicit Counter(int64_t n, at::ScalarType terminated_dtype = at::kBool, bool observe_a_view = false)
+      : BatchedEnv(EnvOptions(n), /*default_max_episode_steps=*/10),
+        terminated_dtype_(terminated_dtype),
+        observe_a_view_(observe_a_view) {}
+  std::string name() const override { return "Counter"; }
+  std::vector<EntrySpec> observation_spec() const override { return {spec("observation")}; }
+  std::vector<EntrySpec> action_spec() const override { return {spec("action")}; }
+  int64_t state_dim() const override { return 1; }
+  const at::Tensor& kept() const { return kept_; }
+
+ protected:
+  at::Tensor initial_state(int64_t n) override { return at::zeros({n, 1}); }
+  at::Tensor observe(const at::Tensor& state) const override {
+    if (observe_a_view_) return state.view({-1, 1});
+    kept_ = state * 2;
+    return kept_;
+  }
+  Transition transition(const at::Tensor& state, const TensorDict& /*action_td*/) override {
+    return {state + 1, at::ones({num_envs(), 1}), at::zeros({num_envs(), 1}, terminated_dtype_)};
+  }
+
+ private:
+  static EntrySpec spec(const char* key) {
+    EntrySpec entry;
+    entry.key = key;
+    entry.shape = {1};
+    entry.dtype = at::kFloat;
+    entry.low = {-1.0};
+    entry.high = {1.0};
+    return entry;
+  }
+  at::ScalarType terminated_dtype_;
+  bool observe_a_view_;
+  mutable at::Tensor kept_;
+};
+
+TEST(BatchedEnv, AnObservationTheEnvironmentKeepsIsCopiedForTheCaller) {
+  Counter env(2);
+  env.reset(0);
+  TensorDict actions({2});
+  actions.set("action", at::zeros({2, 1}));
+  TensorDict out = env.step(actions);
+  EXPECT_TRUE(out.get("observation").equal(at::full({2, 1}, 2.0)));
+  out.get("observation").fill_(100);
+  EXPECT_TRUE(env.kept().equal(at::full({2, 1}, 2.0)));
+
+  Counter viewing(2, at::kBool, /*observe_a_view=*/true);
+  viewing.reset(0);
+  TensorDict viewed = viewing.step(actions);
+  viewed.get("observation").fill_(100);
+  EXPECT_TRUE(viewing.state().equal(at::ones({2, 1})));
+}
+
+TEST(BatchedEnv, ATerminatedOfTheWrongDtypeIsNamed) {
+  Counter env(2, at::kFloat);
+  env.reset(0);
+  TensorDict actions({2});
+  actions.set("action", at::zeros({2, 1}));
+  EXPECT_THAT(error_of<std::logic_error>([&] { env.step(actions); }),
+              HasSubstr("Counter.transition gave terminated Float of shape [2, 1]; expected bool of shape [2, 1]"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Envs, AnyEnv, ::testing::Values("CartPole", "Pendulum", "Goal"),
                          [](const auto& info) { return info.param; });
 

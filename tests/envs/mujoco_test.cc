@@ -112,6 +112,28 @@ TEST(MujocoTasks, SeededRunsRepeat) {
   EXPECT_TRUE(at::equal(run(), run()));
 }
 
+TEST(MujocoTasks, Float32OutputsAreTheFloat64OnesRounded) {
+  // Observations and rewards are computed in double and stored in the observation dtype:
+  // float32 ones are float64's rounded, through falls and resets (Hopper falls under random
+  // actions).
+  Hopper single(EnvOptions(3));
+  Hopper doubled(EnvOptions(3).observation_dtype(at::kDouble));
+  EXPECT_TRUE(at::equal(single.reset(3).get("observation"), doubled.reset(3).get("observation").to(at::kFloat)));
+  at::Generator generator = at::detail::createCPUGenerator(8);
+  int64_t ended = 0;
+  for (int step = 0; step < 200; ++step) {
+    const TensorDict actions = random_actions(single, generator);
+    const TensorDict a = single.step(actions);
+    const TensorDict b = doubled.step(actions);
+    for (const char* key : {"observation", "final_observation", "reward"}) {
+      ASSERT_EQ(a.get(key).scalar_type(), at::kFloat) << key;
+      ASSERT_TRUE(at::equal(a.get(key), b.get(key).to(at::kFloat))) << key << " at step " << step;
+    }
+    ended += a.get("terminated").sum().item<int64_t>();
+  }
+  EXPECT_GT(ended, 0);
+}
+
 TEST(MujocoTasks, SpecsAndOutputsHaveGymnasiumsShapes) {
   struct Expected {
     std::string name;
