@@ -92,7 +92,7 @@ class BatchBuilder {
       sizes.insert(sizes.end(), shape.begin(), shape.end());
       const at::TensorOptions options = at::TensorOptions().dtype(dtype);
       at::Tensor data = zeros ? at::zeros(sizes, options) : at::empty(sizes, options);
-      columns_.push_back({key, data, data.numel() == 0 ? 0 : data.nbytes() / (n_ * steps_)});
+      columns_.push_back({key, data, static_cast<int64_t>(data.nbytes()) / (n_ * steps_)});
     } else if (next_ >= columns_.size() || columns_[next_].key != key) {
       throw std::runtime_error(absl::StrCat("Collector: step ", t_, " gave ", key.to_string(), " where step 0 gave ",
                                             next_ < columns_.size() ? columns_[next_].key.to_string() : "nothing",
