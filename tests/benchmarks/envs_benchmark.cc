@@ -9,15 +9,12 @@
 #include <benchmark/benchmark.h>
 
 #include <memory>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "samples/envs/cartpole.h"
 #include "samples/envs/goal.h"
 #include "samples/envs/pendulum.h"
-#include "sdk/actor/actor.h"
-#include "sdk/env/collector.h"
+#include "tests/benchmarks/collector_loop.h"
 
 namespace tdp::env {
 namespace {
@@ -58,18 +55,7 @@ void BM_Step(benchmark::State& state) {
 }
 
 void BM_Collector(benchmark::State& state) {
-  auto env = std::make_shared<CartPole>(EnvOptions(state.range(0)));
-  auto actor = actor::Actor::load("policies/cartpole_categorical.pbtxt", actor::ActorOptions().seed(0));
-  if (!actor.ok()) {
-    state.SkipWithError(std::string(actor.status().message()).c_str());
-    return;
-  }
-  Collector collector(env, std::shared_ptr<actor::Actor>(std::move(*actor)), CollectorOptions(2048));
-  for (auto _ : state) {
-    std::optional<TensorDict> batch = collector.next();
-    benchmark::DoNotOptimize(batch);
-  }
-  state.SetItemsProcessed(state.iterations() * 2048);
+  collect_batches(state, std::make_shared<CartPole>(EnvOptions(state.range(0))), "policies/cartpole_categorical.pbtxt");
 }
 
 BENCHMARK_TEMPLATE(BM_Step, CartPole)->Arg(1)->Arg(64)->Arg(1024);

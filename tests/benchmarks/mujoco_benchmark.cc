@@ -18,7 +18,7 @@
 
 #include "samples/envs/mujoco_tasks.h"
 #include "sdk/actor/actor.h"
-#include "sdk/env/collector.h"
+#include "tests/benchmarks/collector_loop.h"
 
 namespace tdp::env {
 namespace {
@@ -69,23 +69,10 @@ void BM_WithPolicy(benchmark::State& state) {
   state.SetLabel(fused.ok() ? "fused" : "libtorch: " + std::string(fused.message()));
 }
 
-// The policy in the loop through the Collector: what a trainer gets per batch (2048 frames, as the
-// PPO sample collects), the batch's assembly included.
 template <typename Task, const char* spec>
 void BM_Collector(benchmark::State& state) {
   at::set_num_threads(state.range(1));
-  auto env = std::make_shared<Task>(EnvOptions(state.range(0)));
-  auto actor = actor::Actor::load(spec, actor::ActorOptions().seed(0).interaction_type(nn::InteractionType::kRandom));
-  if (!actor.ok()) {
-    state.SkipWithError(std::string(actor.status().message()).c_str());
-    return;
-  }
-  Collector collector(env, std::shared_ptr<actor::Actor>(std::move(*actor)), CollectorOptions(2048));
-  for (auto _ : state) {
-    std::optional<TensorDict> batch = collector.next();
-    benchmark::DoNotOptimize(batch);
-  }
-  state.SetItemsProcessed(state.iterations() * 2048);
+  collect_batches(state, std::make_shared<Task>(EnvOptions(state.range(0))), spec);
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {
