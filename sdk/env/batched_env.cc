@@ -155,7 +155,7 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   }
   const at::Tensor terminated = t.terminated.contiguous();
   // The step counts, the time limit and whether any episode ended, in one pass over the
-  // environments: as tensor operations they were most of a step's cost outside the simulator.
+  // environments (as tensor operations they would cost more than a fast simulator's step).
   // steps_ is never handed out (episode_steps() copies), so updating it in place is safe.
   at::Tensor truncated = at::empty({num_envs_, 1}, at::kBool);
   int64_t* steps = steps_.data_ptr<int64_t>();

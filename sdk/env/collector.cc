@@ -202,16 +202,9 @@ TensorDict Collector::collect() {
     for (const NestedKey& key : next_state_keys_) next_state.push_back(out.pop(key));
 
     TensorDict result = env_->step(out);
-    const at::Tensor terminated = result.get(kTerminated).contiguous();
-    const at::Tensor truncated = result.get(kTruncated).contiguous();
-    if (terminated.scalar_type() != at::kBool || truncated.scalar_type() != at::kBool ||
-        terminated.sizes() != c10::IntArrayRef{n, 1} || truncated.sizes() != terminated.sizes()) {
-      throw std::runtime_error(absl::StrCat("Collector: ", env_->name(), ".step gave terminated ",
-                                            c10::toString(terminated.scalar_type()), " ",
-                                            shape_to_string(terminated.sizes()), " and truncated ",
-                                            c10::toString(truncated.scalar_type()), " ",
-                                            shape_to_string(truncated.sizes()), "; expected bool [", n, ", 1]"));
-    }
+    // BatchedEnv::step gives both as fresh bool [N, 1] tensors.
+    const at::Tensor terminated = result.get(kTerminated);
+    const at::Tensor truncated = result.get(kTruncated);
     at::Tensor done = at::empty({n, 1}, at::kBool);
     bool* ended = done.data_ptr<bool>();
     const bool* terminal = terminated.const_data_ptr<bool>();

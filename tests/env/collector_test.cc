@@ -124,6 +124,50 @@ TEST(CollectorTest, ABatchHoldsEveryStepOfTheSameRolloutRunByHand) {
   }
 }
 
+// Four numbers that count steps, observed as a transposed (non-contiguous) tensor of its own, with
+// CartPole's action space: entries the batch cannot take by plain copies.
+class TransposedCounter : public BatchedEnv {
+ public:
+  explicit TransposedCounter(int64_t n) : BatchedEnv(EnvOptions(n), /*default_max_episode_steps=*/5) {}
+  std::string name() const override { return "TransposedCounter"; }
+  std::vector<EntrySpec> observation_spec() const override {
+    EntrySpec spec;
+    spec.key = "observation";
+    spec.shape = {4};
+    spec.dtype = at::kFloat;
+    spec.low.assign(4, -1e9);
+    spec.high.assign(4, 1e9);
+    return {spec};
+  }
+  std::vector<EntrySpec> action_spec() const override {
+    EntrySpec spec;
+    spec.key = "action";
+    spec.dtype = at::kLong;
+    spec.num_categories = 2;
+    return {spec};
+  }
+  int64_t state_dim() const override { return 4; }
+
+ protected:
+  at::Tensor initial_state(int64_t n) override { return at::arange(4 * n, at::kFloat).view({n, 4}); }
+  at::Tensor observe(const at::Tensor& state) const override { return state.t().contiguous().t(); }
+  Transition transition(const at::Tensor& state, const TensorDict& /*action_td*/) override {
+    return {state + 1, at::ones({num_envs(), 1}), at::zeros({num_envs(), 1}, at::kBool)};
+  }
+};
+
+TEST(CollectorTest, NonContiguousEntriesAreCopiedIntoTheBatch) {
+  Collector collector(std::make_shared<TransposedCounter>(3), load("cartpole_categorical.pbtxt"),
+                      CollectorOptions(3 * 8));
+  TensorDict batch = *collector.next();
+  const at::Tensor start = at::arange(12, at::kFloat).view({3, 1, 4});
+  const at::Tensor steps = at::arange(8, at::kFloat).view({1, 8, 1});
+  // Episodes of 5 steps: the observation counts 0-4, then starts again.
+  const at::Tensor expected = start + at::remainder(steps, 5);
+  EXPECT_TRUE(at::equal(batch.get("observation"), expected)) << batch.get("observation");
+  EXPECT_TRUE(at::equal(batch.get({"next", "observation"}), start + at::remainder(steps, 5) + 1));
+}
+
 TEST(CollectorTest, RecurrentStateIsCarriedAndZeroedAtResets) {
   Collector collector(cartpole(2, 5), load("recurrent_gru.pbtxt"), CollectorOptions(2 * 12));
   TensorDict batch = *collector.next();
