@@ -19,7 +19,8 @@ namespace tdp::env {
 
 inline void collect_batches(benchmark::State& state, std::shared_ptr<BatchedEnv> env, const std::string& spec_path) {
   constexpr int64_t kFramesPerBatch = 2048;
-  auto actor = actor::Actor::load(spec_path, actor::ActorOptions().seed(0).interaction_type(nn::InteractionType::kRandom));
+  auto actor =
+      actor::Actor::load(spec_path, actor::ActorOptions().seed(0).interaction_type(nn::InteractionType::kRandom));
   if (!actor.ok()) {
     state.SkipWithError(std::string(actor.status().message()).c_str());
     return;
