@@ -190,9 +190,9 @@ class Actor {
   // is a contiguous tensor of the output's shape, dtype and device (recording no gradient, and
   // sharing no memory with the observation or another output) is written in place, so a caller
   // that keeps `out` from call to call allocates nothing per call on the fused plan; any other
-  // output is set into `out` as a new tensor. Entries of `out` the
-  // call does not return are left alone. `out` must have the observation's batch size, or no
-  // entries (it then takes that batch size). A call that throws leaves `out` as it was.
+  // output is set into `out` as a new tensor. Entries of `out` the call does not return are left
+  // alone. `out` must have the observation's batch size, or no entries (it then takes that batch
+  // size). A call that throws leaves `out` as it was.
   //
   //   TensorDict out;                      // once
   //   actor->act_into(observation, out);   // each step: out["action"] is the same tensor
