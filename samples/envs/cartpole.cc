@@ -1,7 +1,9 @@
 #include "samples/envs/cartpole.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 
+#include <cmath>
 #include <limits>
 
 namespace tdp::env {
@@ -16,13 +18,29 @@ constexpr double kPoleMassLength = kMassPole * kLength;
 constexpr double kForceMag = 10.0;
 constexpr double kTau = 0.02;
 
+struct PoleState {
+  double x, x_dot, theta, theta_dot;
+};
+
+// Gymnasium's CartPole.step in float64, its expressions in its order of operations (NumPy's
+// float64 cos and sin are the C library's, as std::cos and std::sin are), so a float64 state
+// follows Gymnasium's to the last bit.
+PoleState cartpole_step(const PoleState& s, int64_t action) {
+  const double force = action == 1 ? kForceMag : -kForceMag;
+  const double costheta = std::cos(s.theta);
+  const double sintheta = std::sin(s.theta);
+  const double temp = (force + kPoleMassLength * (s.theta_dot * s.theta_dot) * sintheta) / kTotalMass;
+  const double thetaacc = (kGravity * sintheta - costheta * temp) /
+                          (kLength * (4.0 / 3.0 - kMassPole * (costheta * costheta) / kTotalMass));
+  const double xacc = temp - kPoleMassLength * thetaacc * costheta / kTotalMass;
+  // Euler: every coordinate moves by tau times its old derivative.
+  return {s.x + kTau * s.x_dot, s.x_dot + kTau * xacc, s.theta + kTau * s.theta_dot,
+          s.theta_dot + kTau * thetaacc};
+}
+
 }  // namespace
 
-CartPole::CartPole(const EnvOptions& options)
-    : BatchedEnv(options, kDefaultMaxEpisodeSteps),
-      limits_(at::tensor({kXThreshold, std::numeric_limits<double>::infinity(),
-                          kThetaThresholdRadians, std::numeric_limits<double>::infinity()},
-                         state_options())) {}
+CartPole::CartPole(const EnvOptions& options) : BatchedEnv(options, kDefaultMaxEpisodeSteps) {}
 
 std::vector<EntrySpec> CartPole::observation_spec() const {
   // Gym's bounds: twice the termination thresholds, so the terminating observation fits.
@@ -54,40 +72,30 @@ at::Tensor CartPole::observe(const at::Tensor& state) const {
 }
 
 BatchedEnv::Transition CartPole::transition(const at::Tensor& state, const TensorDict& action_td) {
-  // Gym's expressions, regrouped only where IEEE arithmetic gives the same bits (a*b == b*a,
-  // a - b == -b + a), so that float64 runs reproduce Gym's float64 numbers. In-place updates
-  // of this step's temporaries save allocations: at small N the cost is per operation.
+  // One loop over the environments: as tensor operations the same arithmetic costs tens of
+  // microseconds a step at small N, all of it dispatch.
+  const int64_t n = num_envs();
   const at::Tensor action = action_td.get("action");
-  const at::Tensor x_dot = state.select(1, 1);
-  const at::Tensor theta = state.select(1, 2);
-  const at::Tensor theta_dot = state.select(1, 3);
-  // 0 -> -force_mag, 1 -> +force_mag, exactly.
-  const at::Tensor force = action.to(dtype()).mul_(2 * kForceMag).sub_(kForceMag);
-  const at::Tensor costheta = at::cos(theta);
-  const at::Tensor sintheta = at::sin(theta);
-
-  // temp = (force + polemass_length * theta_dot^2 * sintheta) / total_mass
-  const at::Tensor temp =
-      theta_dot.square().mul_(kPoleMassLength).mul_(sintheta).add_(force).div_(kTotalMass);
-  // thetaacc = (gravity * sintheta - costheta * temp)
-  //            / (length * (4/3 - masspole * costheta^2 / total_mass))
-  at::Tensor thetaacc = sintheta.mul(kGravity).sub_(costheta * temp);
-  thetaacc.div_(costheta.square()
-                    .mul_(kMassPole)
-                    .div_(kTotalMass)
-                    .neg_()
-                    .add_(4.0 / 3.0)
-                    .mul_(kLength));
-  // xacc = temp - polemass_length * thetaacc * costheta / total_mass
-  const at::Tensor xacc =
-      temp - thetaacc.mul(kPoleMassLength).mul_(costheta).div_(kTotalMass);
-
-  // Euler: every coordinate moves by tau times its old derivative.
-  at::Tensor next_state = at::stack({x_dot, xacc, theta_dot, thetaacc}, 1).mul_(kTau).add_(state);
-  // |x| > 2.4 or |theta| > 12 degrees; the velocities are unbounded.
-  at::Tensor terminated = next_state.abs().gt(limits_).any(1, /*keepdim=*/true);
-  at::Tensor reward = at::ones({num_envs(), 1}, at::kFloat);
-  return {std::move(next_state), std::move(reward), std::move(terminated)};
+  at::Tensor next_state = at::empty({n, 4}, state_options());
+  at::Tensor terminated = at::empty({n, 1}, at::kBool);
+  bool* ended = terminated.data_ptr<bool>();
+  AT_DISPATCH_FLOATING_TYPES(dtype(), "CartPole::transition", [&] {
+    const auto before = state.accessor<scalar_t, 2>();
+    const auto pushes = action.accessor<int64_t, 1>();
+    auto after = next_state.accessor<scalar_t, 2>();
+    for (int64_t i = 0; i < n; ++i) {
+      const PoleState s = cartpole_step({before[i][0], before[i][1], before[i][2], before[i][3]}, pushes[i]);
+      after[i][0] = static_cast<scalar_t>(s.x);
+      after[i][1] = static_cast<scalar_t>(s.x_dot);
+      after[i][2] = static_cast<scalar_t>(s.theta);
+      after[i][3] = static_cast<scalar_t>(s.theta_dot);
+      // Gymnasium's test, on the state as kept (a float32 state is the float64 one rounded).
+      const double x = after[i][0], theta = after[i][2];
+      ended[i] = x < -kXThreshold || x > kXThreshold || theta < -kThetaThresholdRadians ||
+                 theta > kThetaThresholdRadians;
+    }
+  });
+  return {std::move(next_state), at::ones({n, 1}, at::kFloat), std::move(terminated)};
 }
 
 }  // namespace tdp::env

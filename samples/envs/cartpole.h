@@ -10,6 +10,8 @@
 // Euler integration with tau 0.02 s, force 10 N, gravity 9.8, cart 1 kg, pole 0.1 kg, half
 // length 0.5 m; terminated when |x| > 2.4 or |theta| > 12 degrees; truncated after 500 steps;
 // reward 1 on every step including the terminating one; initial state U(-0.05, 0.05)^4.
+// Each step is computed in float64 as Gymnasium computes it: with EnvOptions::dtype float64 the
+// states are Gymnasium's to the last bit; a float32 state is each step's float64 result rounded.
 // - observation: [N, 4] float32 = (x, x_dot, theta, theta_dot)
 // - action: [N] int64 in {0, 1}: 0 pushes left, 1 pushes right
 #pragma once
@@ -40,9 +42,6 @@ class CartPole : public BatchedEnv {
   at::Tensor initial_state(int64_t n) override;
   at::Tensor observe(const at::Tensor& state) const override;
   Transition transition(const at::Tensor& state, const TensorDict& action_td) override;
-
- private:
-  at::Tensor limits_;  // |state| above these terminates: (2.4, inf, 12 degrees, inf)
 };
 
 }  // namespace tdp::env

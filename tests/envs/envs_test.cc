@@ -1,6 +1,6 @@
 // BatchedEnv behaviour shared by CartPole, Pendulum and Goal: specs, seeded reproducibility,
 // the auto-reset contract, partial resets, error texts, and that Goal rewards a good policy.
-// Agreement with Gym's dynamics is in gym_reference_test.cc.
+// Agreement with Gymnasium's dynamics is in classic_gymnasium_test.cc.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gmock/gmock.h>

@@ -2,7 +2,7 @@
 // reset of gymnasium_mujoco_reference.py is replayed with reset_to(state_from(qpos, qvel)), every
 // action is given to both, and the observations, rewards, terminated and truncated flags must be
 // equal to 1e-9 in float64. The reference files are made at test time from the venv's
-// Gymnasium (mujoco_gymnasium_test.sh), so the test follows the installed packages.
+// Gymnasium (gymnasium_reference_test.sh), so the test follows the installed packages.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -24,7 +24,7 @@ constexpr double kTolerance = 1e-9;
 std::vector<double> read_reference(const std::string& task) {
   const char* dir = std::getenv("TDP_GYMNASIUM_REFERENCE_DIR");
   if (dir == nullptr) {
-    ADD_FAILURE() << "TDP_GYMNASIUM_REFERENCE_DIR is not set (run through mujoco_gymnasium_test.sh)";
+    ADD_FAILURE() << "TDP_GYMNASIUM_REFERENCE_DIR is not set (run through gymnasium_reference_test.sh)";
     return {};
   }
   const std::string path = std::string(dir) + "/" + task + ".f64";

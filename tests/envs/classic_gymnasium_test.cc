@@ -1,14 +1,17 @@
-// CartPole and Pendulum against Gym, using gym_trajectories.txt (written by
-// make_gym_trajectories.py from Gym's equations in float64):
-// - one step from every reference state (float64 and float32): states, observations, rewards
-//   and termination match within the precision's tolerance;
-// - whole episodes replayed in float64: termination and truncation on exactly the reference
-//   steps. (Float32 runs are not replayed whole: open-loop replay of an unstable system lets
+// CartPole and Pendulum against Gymnasium's CartPole-v1 and Pendulum-v1, from the episodes
+// gymnasium_classic_reference.py records with the venv's Gymnasium at test time
+// (gymnasium_reference_test.sh, TDP_GYMNASIUM_REFERENCE_DIR):
+// - one step from every reference state: float64 states, observations and rewards equal to the
+//   last bit (the C++ environments evaluate Gymnasium's expressions in its order, with the same
+//   C library's sin and cos), float32 ones within float32's rounding;
+// - whole episodes replayed in float64: every observation, reward, termination and truncation
+//   equal. (Float32 runs are not replayed whole: open-loop replay of an unstable system lets
 //   float32 rounding grow past any useful tolerance; envs_test.cc checks their time limits.)
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -42,8 +45,14 @@ std::vector<double> read_doubles(std::istringstream& in, int n) {
 
 std::vector<RefEpisode> load_episodes(const std::string& env, int action_dim, int state_dim,
                                       int obs_dim) {
-  std::ifstream file("tests/envs/gym_trajectories.txt");
-  EXPECT_TRUE(file.good()) << "cannot open tests/envs/gym_trajectories.txt";
+  const char* dir = std::getenv("TDP_GYMNASIUM_REFERENCE_DIR");
+  if (dir == nullptr) {
+    ADD_FAILURE() << "TDP_GYMNASIUM_REFERENCE_DIR is not set (run through gymnasium_reference_test.sh)";
+    return {};
+  }
+  const std::string path = std::string(dir) + "/classic_control.txt";
+  std::ifstream file(path);
+  EXPECT_TRUE(file.good()) << "cannot open " << path;
   std::vector<RefEpisode> episodes;
   std::string line;
   bool keep = false;
@@ -127,8 +136,9 @@ void check_one_step(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bo
   const double state_error =
       max_abs_diff(env.state().index({running}), rows(after).index({running}));
   const double observation_error = max_abs_diff(out.get("final_observation"), rows(observation));
-  const double reward_error =
-      max_abs_diff(out.get("reward"), at::tensor(reward, at::kDouble).unsqueeze(1));
+  // Gymnasium's rewards are float64; the environment's are in its observation dtype.
+  const double reward_error = max_abs_diff(
+      out.get("reward"), at::tensor(reward, at::kDouble).unsqueeze(1).to(out.get("reward").scalar_type()));
   EXPECT_LE(state_error, tol.state);
   EXPECT_LE(observation_error, tol.observation);
   EXPECT_LE(reward_error, tol.reward);
@@ -137,15 +147,10 @@ void check_one_step(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bo
             << observation_error << ", reward " << reward_error << "\n";
 }
 
-// Replays whole episodes, all of one environment side by side: termination and truncation
-// (the 500- and 200-step limits) must come on exactly the reference steps. Replaying recorded
-// actions open-loop amplifies rounding differences (libm's and LibTorch's sin/cos differ in
-// the last bit; an upright pole doubles an error every ~9 steps), so observations are compared
-// over the first kCompareSteps steps only.
-constexpr size_t kCompareSteps = 100;
-
-void check_episodes(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bool discrete,
-                    double observation_tol) {
+// Replays whole episodes, all of one environment side by side: every observation and reward
+// equal to the reference's, and termination and truncation (the 500- and 200-step limits) on
+// exactly the reference steps.
+void check_episodes(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bool discrete) {
   const int64_t n = static_cast<int64_t>(episodes.size());
   ASSERT_EQ(env.num_envs(), n);
   std::vector<std::vector<double>> init;
@@ -155,7 +160,6 @@ void check_episodes(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bo
     longest = std::max(longest, episode.steps.size());
   }
   env.reset_to(rows(init));
-  double max_error = 0;
   for (size_t t = 0; t < longest; ++t) {
     // Finished episodes get action 0: their environments have auto-reset and are not compared.
     at::Tensor action = discrete ? at::zeros({n}, at::kLong) : at::zeros({n, 1}, at::kFloat);
@@ -172,15 +176,12 @@ void check_episodes(BatchedEnv& env, const std::vector<RefEpisode>& episodes, bo
                                 std::to_string(t + 1);
       ASSERT_EQ(out.get("terminated")[e][0].item<bool>(), ref.terminated) << where;
       ASSERT_EQ(out.get("truncated")[e][0].item<bool>(), ref.truncated) << where;
-      if (t < kCompareSteps) {
-        max_error = std::max(max_error, max_abs_diff(out.get("final_observation")[e],
-                                                     at::tensor(ref.observation, at::kDouble)));
-        ASSERT_LE(max_error, observation_tol) << where;
-      }
+      ASSERT_TRUE(out.get("final_observation")[e].equal(
+          at::tensor(ref.observation, at::kDouble).to(out.get("final_observation").scalar_type())))
+          << where << ": " << out.get("final_observation")[e];
+      ASSERT_EQ(out.get("reward")[e][0].item<float>(), static_cast<float>(ref.reward)) << where;
     }
   }
-  std::cerr << env.name() << " " << c10::toString(env.dtype()) << " episodes: max observation "
-            << "error over the first " << kCompareSteps << " steps " << max_error << "\n";
 }
 
 std::vector<RefEpisode> cartpole_episodes() { return load_episodes("cartpole", 1, 4, 4); }
@@ -192,7 +193,7 @@ int64_t total_steps(const std::vector<RefEpisode>& episodes) {
   return n;
 }
 
-TEST(GymReference, FileHasEpisodesOfBothEnvironments) {
+TEST(Gymnasium, TheRecordHasEpisodesOfBothEnvironments) {
   auto cartpole = cartpole_episodes();
   auto pendulum = pendulum_episodes();
   ASSERT_GE(cartpole.size(), 5u);
@@ -207,41 +208,43 @@ TEST(GymReference, FileHasEpisodesOfBothEnvironments) {
   EXPECT_TRUE(terminated);
 }
 
-// Rewards are float32 in every mode; float64 states follow Gym's arithmetic to the last bits.
-TEST(GymReference, CartPoleOneStepFloat64) {
+// Float64 states give Gymnasium's numbers exactly: no tolerance. Float32 states are each
+// float64 step rounded, started from the reference state rounded.
+TEST(Gymnasium, CartPoleFloat64StepsAreGymnasiumsToTheBit) {
   auto episodes = cartpole_episodes();
   CartPole env(EnvOptions(total_steps(episodes)).dtype(at::kDouble));
-  check_one_step(env, episodes, /*discrete=*/true, {1e-12, 1e-6, 0.0});
+  check_one_step(env, episodes, /*discrete=*/true, {0.0, 0.0, 0.0});
 }
 
-TEST(GymReference, CartPoleOneStepFloat32) {
+TEST(Gymnasium, CartPoleFloat32StepsAreWithinFloat32Rounding) {
   auto episodes = cartpole_episodes();
   CartPole env(EnvOptions(total_steps(episodes)));
-  check_one_step(env, episodes, /*discrete=*/true, {1e-5, 1e-5, 0.0});
+  check_one_step(env, episodes, /*discrete=*/true, {1e-6, 1e-6, 0.0});
 }
 
-TEST(GymReference, PendulumOneStepFloat64) {
+TEST(Gymnasium, PendulumFloat64StepsAreGymnasiumsToTheBit) {
   auto episodes = pendulum_episodes();
   Pendulum env(EnvOptions(total_steps(episodes)).dtype(at::kDouble));
-  check_one_step(env, episodes, /*discrete=*/false, {1e-12, 1e-6, 1e-5});
+  check_one_step(env, episodes, /*discrete=*/false, {0.0, 0.0, 0.0});
 }
 
-TEST(GymReference, PendulumOneStepFloat32) {
+TEST(Gymnasium, PendulumFloat32StepsAreWithinFloat32Rounding) {
   auto episodes = pendulum_episodes();
   Pendulum env(EnvOptions(total_steps(episodes)));
+  // A spinning pendulum's angle winds up to tens of radians, where float32's spacing is 2e-6.
   check_one_step(env, episodes, /*discrete=*/false, {1e-5, 1e-5, 1e-4});
 }
 
-TEST(GymReference, CartPoleEpisodesFloat64) {
+TEST(Gymnasium, CartPoleFloat64EpisodesAreGymnasiums) {
   auto episodes = cartpole_episodes();
   CartPole env(EnvOptions(static_cast<int64_t>(episodes.size())).dtype(at::kDouble));
-  check_episodes(env, episodes, /*discrete=*/true, 1e-6);
+  check_episodes(env, episodes, /*discrete=*/true);
 }
 
-TEST(GymReference, PendulumEpisodesFloat64) {
+TEST(Gymnasium, PendulumFloat64EpisodesAreGymnasiums) {
   auto episodes = pendulum_episodes();
   Pendulum env(EnvOptions(static_cast<int64_t>(episodes.size())).dtype(at::kDouble));
-  check_episodes(env, episodes, /*discrete=*/false, 1e-6);
+  check_episodes(env, episodes, /*discrete=*/false);
 }
 
 }  // namespace
