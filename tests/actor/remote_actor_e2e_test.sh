@@ -14,6 +14,9 @@ binary="$(absolute "$4")"
 export PYTHONPATH="$PWD/sdk/python"
 export PYTHONDONTWRITEBYTECODE=1
 export TDP_POLICIES="$PWD/policies"
+# The servers' python loads the library.
+source tests/testing/preload_sanitizer_runtime.sh
+preload_sanitizer_runtime "$TDP_LIBRARY"
 
 if ! "$TDP_SERVING_PYTHON" -c 'import kserve, tritonclient' 2>/dev/null; then
   echo "remote_actor_e2e_test: $TDP_SERVING_PYTHON cannot import kserve" \

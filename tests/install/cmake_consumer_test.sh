@@ -53,10 +53,9 @@ if [[ "$libraries" != *"$prefix/lib/libtdpolicy.so.0"* ]]; then
   exit 1
 fi
 
-# Under --config=asan or tsan the library links the sanitizer's runtime, which must come first in
-# a process whose executable is not instrumented (these are built by plain CMake): preload it.
-sanitizer_runtime="$(awk '/lib(asan|tsan)\.so/ { print $3 }' <<<"$libraries")"
-if [[ -n "$sanitizer_runtime" ]]; then export LD_PRELOAD="$sanitizer_runtime${LD_PRELOAD:+:$LD_PRELOAD}"; fi
+# The executables are built by plain CMake, not instrumented.
+source tests/testing/preload_sanitizer_runtime.sh
+preload_sanitizer_runtime "$tmp/build/cartpole_sim"
 
 expect() {  # expect PATTERN COMMAND...: runs COMMAND, prints its output, fails unless PATTERN is in it
   local pattern="$1"

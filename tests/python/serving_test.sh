@@ -13,6 +13,9 @@ test_py="$(absolute "$3")"
 export PYTHONPATH="$PWD/sdk/python"
 export PYTHONDONTWRITEBYTECODE=1
 export TDP_POLICIES="$PWD/policies"
+# The server's python loads the library.
+source tests/testing/preload_sanitizer_runtime.sh
+preload_sanitizer_runtime "$TDP_LIBRARY"
 
 if ! versions="$("$python" -c 'import kserve, tritonclient, google.protobuf as p
 from importlib.metadata import version
