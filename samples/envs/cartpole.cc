@@ -77,7 +77,9 @@ BatchedEnv::Transition CartPole::transition(const at::Tensor& state, const Tenso
   const int64_t n = num_envs();
   const at::Tensor action = action_td.get("action");
   at::Tensor next_state = at::empty({n, 4}, state_options());
+  at::Tensor reward = at::empty({n, 1}, at::kFloat);
   at::Tensor terminated = at::empty({n, 1}, at::kBool);
+  float* rewards = reward.data_ptr<float>();
   bool* ended = terminated.data_ptr<bool>();
   AT_DISPATCH_FLOATING_TYPES(dtype(), "CartPole::transition", [&] {
     const auto before = state.accessor<scalar_t, 2>();
@@ -93,9 +95,10 @@ BatchedEnv::Transition CartPole::transition(const at::Tensor& state, const Tenso
       const double x = after[i][0], theta = after[i][2];
       ended[i] = x < -kXThreshold || x > kXThreshold || theta < -kThetaThresholdRadians ||
                  theta > kThetaThresholdRadians;
+      rewards[i] = 1;
     }
   });
-  return {std::move(next_state), at::ones({n, 1}, at::kFloat), std::move(terminated)};
+  return {std::move(next_state), std::move(reward), std::move(terminated)};
 }
 
 }  // namespace tdp::env

@@ -2,9 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <algorithm>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace tdp::env {
 namespace {
@@ -13,6 +18,22 @@ namespace {
 // dispatch keys cuts the per-operation overhead that dominates at small N. Unlike
 // InferenceMode, the tensors made here are ordinary ones that agents may feed to autograd.
 using BelowAutograd = at::AutoDispatchBelowADInplaceOrView;
+
+// The smallest and the largest value of an integer tensor, in one pass (a reduction and two
+// item() calls cost more than a fast simulator's step).
+std::pair<int64_t, int64_t> value_range(const at::Tensor& values) {
+  const at::Tensor flat = values.contiguous();
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  AT_DISPATCH_INTEGRAL_TYPES(flat.scalar_type(), "value_range", [&] {
+    const scalar_t* v = flat.const_data_ptr<scalar_t>();
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      lo = std::min<int64_t>(lo, v[i]);
+      hi = std::max<int64_t>(hi, v[i]);
+    }
+  });
+  return {lo, hi};
+}
 
 }  // namespace
 
@@ -51,13 +72,16 @@ at::TensorOptions BatchedEnv::state_options() const { return at::TensorOptions()
 
 at::Tensor BatchedEnv::observation_of(const at::Tensor& state) const {
   at::Tensor observed = observe(state);
-  // A tensor of the right dtype that nothing else holds (neither its handle nor its memory: not
-  // a view of the state, not kept by the environment) is already the caller's own.
-  if (observed.scalar_type() == observation_dtype_ && observed.use_count() == 1 &&
-      observed.storage().use_count() == 1) {
-    return observed;
-  }
-  return observed.to(observation_dtype_, /*non_blocking=*/false, /*copy=*/true);
+  if (observed.scalar_type() != observation_dtype_) return observed.to(observation_dtype_);
+  // A tensor that nothing else holds (neither its handle nor its memory: not a view of the
+  // state, not kept by the environment) is already the caller's own.
+  if (observed.use_count() == 1 && observed.storage().use_count() == 1) return observed;
+  // Else a copy; a contiguous one by memcpy (a third of what Tensor::clone costs, which at small
+  // N is more than a fast simulator's whole step).
+  if (!observed.is_contiguous()) return observed.clone();
+  at::Tensor copy = at::empty(observed.sizes(), observed.options());
+  std::memcpy(copy.data_ptr(), observed.const_data_ptr(), observed.nbytes());
+  return copy;
 }
 
 TensorDict BatchedEnv::observation_td(const at::Tensor& observation) const {
@@ -127,9 +151,7 @@ void BatchedEnv::check_actions(const TensorDict& action_td) const {
                                   shape_to_string(action.sizes()));
     }
     if (spec.is_discrete()) {
-      auto [min, max] = at::aminmax(action);
-      const int64_t lo = min.item<int64_t>();
-      const int64_t hi = max.item<int64_t>();
+      const auto [lo, hi] = value_range(action);
       if (lo < 0 || hi >= spec.num_categories) {
         throw std::invalid_argument(name() + ".step: action " + spec.key.to_string() +
                                     " must lie in [0, " + std::to_string(spec.num_categories) +
@@ -145,7 +167,15 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   if (!state_.defined()) {
     throw std::logic_error(name() + ".step: call reset(seed) first");
   }
-  if (action_spec_.empty()) action_spec_ = action_spec();  // fixed for the environment's life
+  if (action_spec_.empty()) {
+    action_spec_ = action_spec();  // fixed for the environment's life
+    for (const EntrySpec& spec : action_spec_) {
+      if (spec.is_discrete() && !at::isIntegralType(spec.dtype, /*includeBool=*/false)) {
+        throw std::logic_error(name() + ".action_spec: discrete action " + spec.key.to_string() + " has dtype " +
+                               c10::toString(spec.dtype) + "; expected an integer dtype");
+      }
+    }
+  }
   check_actions(action_td);
   Transition t = transition(state_, action_td);
   if (t.terminated.scalar_type() != at::kBool || t.terminated.sizes() != c10::IntArrayRef{num_envs_, 1}) {

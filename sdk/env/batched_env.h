@@ -84,7 +84,8 @@ struct EntrySpec {
   // unbounded); empty for discrete entries.
   std::vector<double> low;
   std::vector<double> high;
-  // For discrete entries: the values are 0 .. num_categories - 1. 0 for continuous entries.
+  // For discrete entries (an integer dtype): the values are 0 .. num_categories - 1. 0 for
+  // continuous entries.
   int64_t num_categories = 0;
 
   bool is_discrete() const { return num_categories > 0; }

@@ -222,6 +222,40 @@ TEST(BatchedEnv, ATerminatedOfTheWrongDtypeIsNamed) {
               HasSubstr("Counter.transition gave terminated Float of shape [2, 1]; expected bool of shape [2, 1]"));
 }
 
+// Counter with one discrete action of 3 choices, in a dtype of the test's choice.
+class ChoiceCounter : public Counter {
+ public:
+  ChoiceCounter(int64_t n, at::ScalarType action_dtype) : Counter(n), action_dtype_(action_dtype) {}
+  std::vector<EntrySpec> action_spec() const override {
+    EntrySpec entry;
+    entry.key = "choice";
+    entry.shape = {};
+    entry.dtype = action_dtype_;
+    entry.num_categories = 3;
+    return {entry};
+  }
+
+ private:
+  at::ScalarType action_dtype_;
+};
+
+TEST(BatchedEnv, DiscreteActionsOfAnyIntegerDtypeAreRangeChecked) {
+  ChoiceCounter env(3, at::kInt);
+  env.reset(0);
+  env.step(TensorDict({{"choice", at::tensor({0, 2, 1}, at::kInt)}}, {3}));
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
+              env.step(TensorDict({{"choice", at::tensor({1, 3, 0}, at::kInt)}}, {3}));
+            }),
+            "Counter.step: action 'choice' must lie in [0, 3), got values from 0 to 3");
+}
+
+TEST(BatchedEnv, ADiscreteActionSpecOfAFloatDtypeIsNamed) {
+  ChoiceCounter env(2, at::kFloat);
+  env.reset(0);
+  EXPECT_EQ(error_of<std::logic_error>([&] { env.step(TensorDict({{"choice", at::zeros({2})}}, {2})); }),
+            "Counter.action_spec: discrete action 'choice' has dtype Float; expected an integer dtype");
+}
+
 INSTANTIATE_TEST_SUITE_P(Envs, AnyEnv, ::testing::Values("CartPole", "Pendulum", "Goal"),
                          [](const auto& info) { return info.param; });
 
