@@ -63,7 +63,7 @@ ENVS = {
     "pendulum": dict(cpp="pendulum", gym="Pendulum-v1", actor="tanh_normal", bounds=(-2.0, 2.0), normalize=False,
                      num_envs=8, frames_per_batch=2048, total_frames=400_000, epochs=10, minibatch=256,
                      lr=1e-3, anneal_lr=False, gamma=0.95, lmbda=0.95, reward_scale=0.1,
-                     critic_loss="l2", critic_coef=0.5, target=-250.0, stop_at=-200.0, eval_episodes=16),
+                     critic_loss="l2", critic_coef=0.5, target=-250.0, stop_at=None, eval_episodes=16),
     "halfcheetah": dict(cpp="halfcheetah-v5", gym="HalfCheetah-v5", actor="state_independent", bounds=(-1.0, 1.0),
                         normalize=True, num_envs=1, frames_per_batch=2048, total_frames=1_000_000, epochs=10,
                         minibatch=64, lr=3e-4, anneal_lr=True, gamma=0.99, lmbda=0.95, reward_scale=1.0,
