@@ -1,4 +1,4 @@
-// CartPole: Gym's CartPole-v1 (Barto, Sutton & Anderson's cart-pole) batched over N
+// CartPole: Gymnasium's CartPole-v1 (Barto, Sutton & Anderson's cart-pole) batched over N
 // environments. A pole is hinged on a cart; push the cart left or right to keep the pole up.
 //
 //   tdp::env::CartPole env(tdp::env::EnvOptions(/*num_envs=*/8));
@@ -6,7 +6,7 @@
 //   td.set("action", at::ones({8}, at::kLong));            // push every cart right
 //   tdp::TensorDict out = env.step(td);                    // reward 1 per step, until the fall
 //
-// Dynamics, constants and limits are Gym's (gymnasium/envs/classic_control/cartpole.py):
+// Dynamics, constants and limits are Gymnasium's (gymnasium/envs/classic_control/cartpole.py):
 // Euler integration with tau 0.02 s, force 10 N, gravity 9.8, cart 1 kg, pole 0.1 kg, half
 // length 0.5 m; terminated when |x| > 2.4 or |theta| > 12 degrees; truncated after 500 steps;
 // reward 1 on every step including the terminating one; initial state U(-0.05, 0.05)^4.
