@@ -22,6 +22,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/base/config.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "tests/testing/error_of.h"
 #include "tests/testing/status_matchers.h"
@@ -130,6 +131,13 @@ class ScriptedService final : public inference::GRPCInferenceService::Service {
 class RemoteActorTest : public ::testing::Test {
  protected:
   void SetUp() override {
+#ifdef ABSL_HAVE_THREAD_SANITIZER
+    // The in-process channel hands the client's serialized request to the server's thread inside
+    // Debian's uninstrumented libgrpc, so TSan sees the generated parser read bytes the generated
+    // serializer wrote with no order between them. remote_actor_e2e_test checks the client under
+    // TSan against a server in another process.
+    GTEST_SKIP() << "gRPC's in-process handoff is invisible to TSan";
+#endif
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
