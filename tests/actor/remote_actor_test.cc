@@ -143,7 +143,9 @@ class RemoteActorTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
   }
-  void TearDown() override { server_->Shutdown(); }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();  // none when SetUp skipped
+  }
 
   std::unique_ptr<RemoteActor> connect(RemoteActorOptions options = {}) {
     auto actor = RemoteActor::connect(server_->InProcessChannel(grpc::ChannelArguments()), "toy", std::move(options));
