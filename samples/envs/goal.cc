@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tdp::env {
@@ -78,21 +79,20 @@ BatchedEnv::Transition Goal::transition(const at::Tensor& state, const TensorDic
     const auto noise = eps.accessor<T, 2>();
     auto after = next_state.accessor<T, 2>();
     auto rewards = reward.accessor<T, 2>();
-    // Clipping that keeps a NaN, as at::clamp does.
-    auto clip = [](T v, T lo, T hi) { return v < lo ? lo : (v > hi ? hi : v); };
     for (int64_t i = 0; i < n; ++i) {
       const T x = before[i][0], g = before[i][1];
-      const T p = clip(static_cast<T>(params[i][0]), T(-1), T(1));
+      // std::clamp keeps a NaN, as at::clamp does.
+      const T p = std::clamp(static_cast<T>(params[i][0]), T(-1), T(1));
       shot[i] = types[i] == kShoot;
       if (shot[i]) {
         const T landing = x + static_cast<T>(kShotScale) * p +
                           static_cast<T>(kShotNoise) * std::abs(g - x) * noise[i][0];
         const T score = T(1) - std::abs(landing - g) / static_cast<T>(kGoalWidth);
-        rewards[i][0] = score < T(0) ? T(0) : score;
+        rewards[i][0] = std::max(score, T(0));
         after[i][0] = x;
       } else {
         rewards[i][0] = static_cast<T>(kMoveReward);
-        after[i][0] = clip(x + static_cast<T>(kMoveScale) * p, T(-1), T(1));
+        after[i][0] = std::clamp(x + static_cast<T>(kMoveScale) * p, T(-1), T(1));
       }
       after[i][1] = g;
       after[i][2] = before[i][2] + T(1);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tdp::env {
@@ -38,14 +39,13 @@ struct Swing {
 // with the C library's sin (NumPy's), so a float64 state follows Gymnasium's to the last bit.
 Swing pendulum_step(double th, double thdot, float torque) {
   const float max_torque = static_cast<float>(Pendulum::kMaxTorque);
-  const float u = torque < -max_torque ? -max_torque : (torque > max_torque ? max_torque : torque);
+  const float u = std::clamp(torque, -max_torque, max_torque);  // a NaN stays NaN, as in np.clip
   const float torque_cost = static_cast<float>(0.001) * (u * u);
   const float torque_acc = static_cast<float>(3.0 / (kM * kL * kL)) * u;
   const double angle = angle_normalize(th);
   const double costs = angle * angle + 0.1 * (thdot * thdot) + torque_cost;
   double newthdot = thdot + (3 * kG / (2 * kL) * std::sin(th) + torque_acc) * kDt;
-  const double max_speed = Pendulum::kMaxSpeed;
-  newthdot = newthdot < -max_speed ? -max_speed : (newthdot > max_speed ? max_speed : newthdot);
+  newthdot = std::clamp(newthdot, -Pendulum::kMaxSpeed, Pendulum::kMaxSpeed);
   return {th + newthdot * kDt, newthdot, -costs};
 }
 
