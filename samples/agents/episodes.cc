@@ -62,7 +62,7 @@ EpisodeStats run_episodes(env::BatchedEnv& env, const ActFn& act, int64_t num_ep
     TensorDict out = env.step(act(observation));
     stats.env_steps += n;
     running.add_(out.get("reward").reshape({n}).to(at::kDouble));
-    const at::Tensor done = out.get("terminated").logical_or(out.get("truncated")).reshape({n});
+    const at::Tensor done = out.get("done").reshape({n});
     if (done.any().item<bool>()) {
       const at::Tensor finished = done.contiguous();
       const bool* is_done = finished.data_ptr<bool>();

@@ -418,7 +418,7 @@ absl::StatusOr<PpoResult> train(env::BatchedEnv& env, policy::Policy& policy, co
         at::Tensor reward = out.get("reward").reshape({N}).to(at::kDouble);
         const at::Tensor terminated = out.get("terminated").reshape({N});
         const at::Tensor truncated = out.get("truncated").reshape({N});
-        const at::Tensor done = terminated | truncated;
+        const at::Tensor done = out.get("done").reshape({N});
         // The episode's last observation counts before the reset's (the order in which a wrapped
         // Gymnasium environment sees them); only truncated ones are read again, to bootstrap.
         at::Tensor final_obs;

@@ -194,7 +194,7 @@ def evaluate_in_cpp(policy, env="cartpole", episodes=16, seed=1):
     while not finished.all():
         out = sim.step(actor.act(observation=obs))
         total += out["reward"].reshape(episodes) * (~finished)
-        finished |= (out["terminated"] | out["truncated"]).reshape(episodes)
+        finished |= out["done"].reshape(episodes)
         obs = out["observation"]
     return total.mean().item(), path
 

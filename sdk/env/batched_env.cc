@@ -184,23 +184,25 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
                            std::to_string(num_envs_) + ", 1]");
   }
   const at::Tensor terminated = t.terminated.contiguous();
-  // The step counts, the time limit and whether any episode ended, in one pass over the
+  // The step counts, the time limit and which episodes ended, in one pass over the
   // environments (as tensor operations they would cost more than a fast simulator's step).
   // steps_ is never handed out (episode_steps() copies), so updating it in place is safe.
   at::Tensor truncated = at::empty({num_envs_, 1}, at::kBool);
+  at::Tensor done = at::empty({num_envs_, 1}, at::kBool);
   int64_t* steps = steps_.data_ptr<int64_t>();
-  const bool* ended = terminated.const_data_ptr<bool>();
+  const bool* terminal = terminated.const_data_ptr<bool>();
   bool* cut = truncated.data_ptr<bool>();
+  bool* ended = done.data_ptr<bool>();
   bool any_done = false;
   for (int64_t i = 0; i < num_envs_; ++i) {
     cut[i] = ++steps[i] >= max_episode_steps_;
-    any_done = any_done || ended[i] || cut[i];
+    ended[i] = terminal[i] || cut[i];
+    any_done = any_done || ended[i];
   }
   at::Tensor final_observation = observation_of(t.next_state);
   at::Tensor observation = final_observation;
   // The common step, with no episode ending, skips the draw and the select.
   if (any_done) {
-    const at::Tensor done = terminated.logical_or(truncated);
     state_ = at::where(done, initial_state(num_envs_), t.next_state);
     steps_.masked_fill_(done.squeeze(1), 0);
     observation = observation_of(state_);
@@ -211,6 +213,7 @@ TensorDict BatchedEnv::step(const TensorDict& action_td) {
   out.set("observation", observation)
       .set("final_observation", final_observation)
       .set("reward", t.reward.scalar_type() == observation_dtype_ ? t.reward : t.reward.to(observation_dtype_))
+      .set("done", done)
       .set("terminated", terminated)
       .set("truncated", truncated);
   return out;

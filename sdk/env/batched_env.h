@@ -8,12 +8,13 @@
 //   tdp::TensorDict td = env.reset(/*seed=*/0);                 // td["observation"]: [64, 4]
 //   td.set("action", at::randint(2, {64}, at::kLong));           // the policy's choice
 //   tdp::TensorDict out = env.step(td);                          // next observation, reward, ...
-//   at::Tensor done = out.get("terminated") | out.get("truncated");
+//   at::Tensor done = out.get("done");                           // [64, 1] bool: episodes that ended
 //
 // Contract of step(), for every environment i of the batch:
 // - "reward" [N, 1] float32, "terminated" [N, 1] bool (the task ended: a value of 0 follows),
 //   "truncated" [N, 1] bool (the time limit cut the episode; bootstrap from the value of the
-//   final observation). Both can be true on the same step, as in Gym's TimeLimit.
+//   final observation). Both can be true on the same step, as in Gym's TimeLimit. "done" [N, 1]
+//   bool is terminated or truncated, as TorchRL's environments write it.
 // - Finished environments reset themselves inside step (auto-reset): "observation" holds the
 //   first observation of the next episode for them, and the next observation for the others.
 //   "final_observation" always holds the observation the step reached before any reset (for

@@ -202,18 +202,10 @@ TensorDict Collector::collect() {
     for (const NestedKey& key : next_state_keys_) next_state.push_back(out.pop(key));
 
     TensorDict result = env_->step(out);
-    // BatchedEnv::step gives both as fresh bool [N, 1] tensors.
-    const at::Tensor terminated = result.get(kTerminated);
-    const at::Tensor truncated = result.get(kTruncated);
-    at::Tensor done = at::empty({n, 1}, at::kBool);
-    bool* ended = done.data_ptr<bool>();
-    const bool* terminal = terminated.const_data_ptr<bool>();
-    const bool* cut = truncated.const_data_ptr<bool>();
-    bool any_ended = false;
-    for (int64_t i = 0; i < n; ++i) {
-      ended[i] = terminal[i] || cut[i];
-      any_ended = any_ended || ended[i];
-    }
+    // BatchedEnv::step gives the three flags as fresh bool [N, 1] tensors.
+    const at::Tensor done = result.get(kDone);
+    const bool* ended = done.const_data_ptr<bool>();
+    const int64_t ended_count = std::count(ended, ended + n, true);
 
     // The step's entries, in the order of TorchRL's batches: what the actor read and wrote, the
     // root flags (false: every step starts from a live state), the trajectory ids, then "next".
@@ -232,17 +224,16 @@ TensorDict Collector::collect() {
     }
     batch.write(kNextReward, result.get(kReward));
     batch.write(kNextDone, done);
-    batch.write(kNextTerminated, terminated);
-    batch.write(kNextTruncated, truncated);
+    batch.write(kNextTerminated, result.get(kTerminated));
+    batch.write(kNextTruncated, result.get(kTruncated));
     for (size_t i = 0; i < state_keys_.size(); ++i) batch.write(next_state_write_keys_[i], next_state[i]);
 
     // Advance: the reset environments start new trajectories, with zero state.
     observation_ = result;
-    if (any_ended) {
+    if (ended_count > 0) {
       const at::Tensor reset = done.view({n});
-      const int64_t count = std::count(ended, ended + n, true);
-      at::Tensor fresh = at::arange(next_traj_id_, next_traj_id_ + count, at::kLong);
-      next_traj_id_ += count;
+      at::Tensor fresh = at::arange(next_traj_id_, next_traj_id_ + ended_count, at::kLong);
+      next_traj_id_ += ended_count;
       traj_ids_ = traj_ids_.masked_scatter(reset, fresh);
       for (size_t i = 0; i < state_.size(); ++i) {
         std::vector<int64_t> shape(next_state[i].dim(), 1);

@@ -38,16 +38,16 @@ TensorDict random_actions(const BatchedEnv& env, at::Generator& gen) {
   return td;
 }
 
-std::unique_ptr<BatchedEnv> make_env(const std::string& name, int64_t n) {
-  if (name == "CartPole") return std::make_unique<CartPole>(EnvOptions(n));
-  if (name == "Pendulum") return std::make_unique<Pendulum>(EnvOptions(n));
-  return std::make_unique<Goal>(EnvOptions(n));
+std::unique_ptr<BatchedEnv> make_env(const std::string& name, const EnvOptions& options) {
+  if (name == "CartPole") return std::make_unique<CartPole>(options);
+  if (name == "Pendulum") return std::make_unique<Pendulum>(options);
+  return std::make_unique<Goal>(options);
 }
 
 class AnyEnv : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AnyEnv, OutputsFollowTheContract) {
-  auto env = make_env(GetParam(), 5);
+  auto env = make_env(GetParam(), EnvOptions(5));
   const EntrySpec obs_spec = env->observation_spec().at(0);
   EXPECT_EQ(obs_spec.key, NestedKey("observation"));
   TensorDict first = env->reset(3);
@@ -67,18 +67,25 @@ TEST_P(AnyEnv, OutputsFollowTheContract) {
   EXPECT_EQ(out.get("terminated").scalar_type(), at::kBool);
   EXPECT_EQ(out.get("truncated").sizes(), c10::IntArrayRef({5, 1}));
   EXPECT_EQ(out.get("truncated").scalar_type(), at::kBool);
-  // Observations stay inside the declared bounds.
+  EXPECT_EQ(out.get("done").sizes(), c10::IntArrayRef({5, 1}));
+  EXPECT_EQ(out.get("done").scalar_type(), at::kBool);
+  // Observations stay inside the declared bounds; done is terminated or truncated, the short time
+  // limit's endings included.
+  auto short_env = make_env(GetParam(), EnvOptions(5).max_episode_steps(7));
+  short_env->reset(3);
   for (int i = 0; i < 50; ++i) {
-    at::Tensor o = env->step(random_actions(*env, gen)).get("final_observation");
+    const TensorDict step = short_env->step(random_actions(*short_env, gen));
+    const at::Tensor o = step.get("final_observation");
     EXPECT_TRUE(o.ge(at::tensor(obs_spec.low, at::kFloat)).all().item<bool>()) << o;
     EXPECT_TRUE(o.le(at::tensor(obs_spec.high, at::kFloat)).all().item<bool>()) << o;
+    EXPECT_TRUE(at::equal(step.get("done"), step.get("terminated") | step.get("truncated"))) << "step " << i;
   }
 }
 
 TEST_P(AnyEnv, SameSeedSameRun) {
   // 300 random steps cross several auto-resets in every environment.
   auto run = [&](uint64_t seed) {
-    auto env = make_env(GetParam(), 16);
+    auto env = make_env(GetParam(), EnvOptions(16));
     at::Generator gen = at::detail::createCPUGenerator(5);
     std::vector<TensorDict> steps;
     env->reset(seed);
@@ -91,7 +98,7 @@ TEST_P(AnyEnv, SameSeedSameRun) {
 }
 
 TEST_P(AnyEnv, ReseedingRestartsTheSameInitialStates) {
-  auto env = make_env(GetParam(), 8);
+  auto env = make_env(GetParam(), EnvOptions(8));
   at::Tensor first = env->reset(7).get("observation");
   at::Generator gen = at::detail::createCPUGenerator(1);
   for (int i = 0; i < 10; ++i) env->step(random_actions(*env, gen));
@@ -102,7 +109,7 @@ TEST_P(AnyEnv, ReseedingRestartsTheSameInitialStates) {
 }
 
 TEST_P(AnyEnv, WrongActionsNameTheKeyExpectedAndActual) {
-  auto env = make_env(GetParam(), 4);
+  auto env = make_env(GetParam(), EnvOptions(4));
   env->reset(0);
   at::Generator gen = at::detail::createCPUGenerator(1);
   const EntrySpec spec = env->action_spec().at(0);
@@ -129,7 +136,7 @@ TEST_P(AnyEnv, WrongActionsNameTheKeyExpectedAndActual) {
 }
 
 TEST_P(AnyEnv, WritingIntoOutputsLeavesTheEnvironmentAlone) {
-  auto env = make_env(GetParam(), 4);
+  auto env = make_env(GetParam(), EnvOptions(4));
   env->reset(0).get("observation").fill_(100);
   at::Generator gen = at::detail::createCPUGenerator(1);
   const at::Tensor state = env->state();
@@ -144,7 +151,7 @@ TEST_P(AnyEnv, WritingIntoOutputsLeavesTheEnvironmentAlone) {
 
 TEST_P(AnyEnv, OutputsAreOrdinaryTensorsForAutograd) {
   // step() runs below the autograd dispatch keys; what it returns must still train a network.
-  auto env = make_env(GetParam(), 4);
+  auto env = make_env(GetParam(), EnvOptions(4));
   env->reset(0);
   at::Generator gen = at::detail::createCPUGenerator(1);
   TensorDict out = env->step(random_actions(*env, gen));
@@ -405,7 +412,7 @@ TEST(HeaderExamples, Run) {
     tdp::TensorDict td = env.reset(/*seed=*/0);
     td.set("action", at::randint(2, {64}, at::kLong));
     tdp::TensorDict out = env.step(td);
-    at::Tensor done = out.get("terminated") | out.get("truncated");
+    at::Tensor done = out.get("done");
     EXPECT_EQ(done.sizes(), c10::IntArrayRef({64, 1}));
   }
   {  // cartpole.h
@@ -444,7 +451,7 @@ double goal_mean_return(const std::function<TensorDict(const at::Tensor&)>& poli
   while (finished < episodes) {
     TensorDict out = env.step(policy(obs));
     returns += out.get("reward").squeeze(1);
-    at::Tensor done = (out.get("terminated") | out.get("truncated")).squeeze(1);
+    at::Tensor done = out.get("done").squeeze(1);
     total += returns.index({done}).sum().item<double>();
     finished += done.sum().item<int>();
     returns.masked_fill_(done, 0);

@@ -33,6 +33,7 @@ class EnvsTest(unittest.TestCase):
                 self.assertEqual(out["reward"].shape, torch.Size([3, 1]))
                 self.assertEqual(out["terminated"].dtype, torch.bool)
                 self.assertEqual(out["truncated"].shape, torch.Size([3, 1]))
+                self.assertTrue(torch.equal(out["done"], out["terminated"] | out["truncated"]))
 
     def test_seeded_resets_repeat(self):
         env = envs.make_env("cartpole", num_envs=4)
@@ -48,6 +49,7 @@ class EnvsTest(unittest.TestCase):
         for step in range(3):
             out = env.step(push)
         self.assertTrue(out["truncated"].all())
+        self.assertTrue(out["done"].all())
         self.assertTrue(torch.equal(env.episode_steps(), torch.zeros(2, dtype=torch.long)))
         self.assertFalse(torch.equal(out["observation"], out["final_observation"]))
 

@@ -72,7 +72,7 @@ N copies of one C++ simulator stepped together (sdk/env/batched_env.h), on Tenso
     env = tdpolicy.envs.make_env("cartpole", num_envs=8)
     td = env.reset(seed=0)                        # td["observation"]: [8, 4]
     out = env.step(TensorDict(action=torch.ones(8, dtype=torch.long), batch_size=[8]))
-    out["reward"], out["terminated"], out["truncated"], out["final_observation"]
+    out["reward"], out["done"], out["terminated"], out["truncated"], out["final_observation"]
 
 Finished environments reset themselves inside step(): "observation" is then the next episode's
 first observation and "final_observation" the one the step reached.

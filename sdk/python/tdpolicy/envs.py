@@ -5,7 +5,7 @@ make_env knows: env_names()), stepped on tensordict.TensorDicts of batch size [n
     env = envs.make_env("cartpole", num_envs=8)
     td = env.reset(seed=0)                                   # td["observation"]: [8, 4]
     out = env.step(TensorDict(action=torch.ones(8, dtype=torch.long), batch_size=[8]))
-    out["reward"], out["terminated"], out["truncated"], out["final_observation"]
+    out["reward"], out["done"], out["terminated"], out["truncated"], out["final_observation"]
 
 The interface is C++'s tdp::env::BatchedEnv (sdk/env/batched_env.h): finished environments reset
 themselves inside step(), "final_observation" is what the step reached before any reset.
