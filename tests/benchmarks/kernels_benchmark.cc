@@ -145,7 +145,7 @@ void BM_Mlp(benchmark::State& state) {
   }
   int64_t macs = 0;
   for (const Layer& layer : layers) macs += rows * layer.in * layer.out;
-  // Multiply-adds per second: compare with BM_PeakFma.
+  // Multiply-adds per second: compare with PeakFma_* (peak_fma.cc) of the same run.
   state.counters["MACs"] = benchmark::Counter(static_cast<double>(macs), benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(label(kKernels, state.range(0) == 0 ? "4-64-64-2" : "17-256-256-12"));
 }

@@ -12,8 +12,8 @@
 //                 all graph optimizations, inputs and outputs bound to buffers made once.
 // - *_Aoti:       AOTInductor: peers_export.py's .pt2 packages of the same graphs (CPU, one OpenMP
 //                 thread), run by LibTorch's AOTIModelPackageLoader, as a C++ program loads them.
-// - PeakFma_*:    a register-only FMA loop (AVX2 + FMA, AVX-512): the core's multiply-adds per
-//                 second, the ceiling the MACs counters of the other rows compare with.
+// - PeakFma_*:    a register-only FMA loop (AVX2 + FMA, AVX-512; peak_fma.cc): the core's
+//                 multiply-adds per second, the ceiling the MACs counters of the other rows compare with.
 // MACs counters: the policy's multiply-adds (its Linear layers) per second of CPU time.
 // CartPole: [B, 4] -> MLP(64, 64, tanh) -> Categorical; Pendulum: [B, 3] -> MLP(64, 64, tanh)
 // -> NormalParamExtractor -> TanhNormal on [-2, 2].
@@ -21,7 +21,6 @@
 #include <ATen/Functions.h>
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
-#include <immintrin.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include <cstdint>
@@ -299,51 +298,6 @@ void AotiRun(benchmark::State& state, const Policy& policy) {
   count(state, policy, batch);
 }
 
-// ---- the core's peak ------------------------------------------------------------------------------
-// Twelve independent FMA chains in registers (more than latency x ports, so the loop runs at
-// the FMA units' throughput), no memory traffic.
-
-__attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iterations) {
-  __m256 acc[12];
-  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(0.001f * k);
-  const __m256 m = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iterations; ++i) {
-    for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], m, b);
-    asm volatile("" : : : "memory");
-  }
-  __m256 sum = acc[0];
-  for (int k = 1; k < 12; ++k) sum = _mm256_add_ps(sum, acc[k]);
-  float out[8];
-  _mm256_storeu_ps(out, sum);
-  return out[0];
-}
-
-__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
-  __m512 acc[12];
-  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(0.001f * k);
-  const __m512 m = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iterations; ++i) {
-    for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, b);
-    asm volatile("" : : : "memory");
-  }
-  __m512 sum = acc[0];
-  for (int k = 1; k < 12; ++k) sum = _mm512_add_ps(sum, acc[k]);
-  return _mm512_reduce_add_ps(sum);
-}
-
-template <int kLanes>
-void PeakFma(benchmark::State& state) {
-  const bool supported = kLanes == 16 ? __builtin_cpu_supports("avx512f")
-                                      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (!supported) return state.SkipWithError("this CPU lacks the instructions");
-  constexpr int64_t kIterations = 1 << 16;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(kLanes == 16 ? fma_loop_avx512(kIterations) : fma_loop_avx2(kIterations));
-  }
-  state.counters["MACs"] =
-      benchmark::Counter(static_cast<double>(kIterations * 12 * kLanes), benchmark::Counter::kIsIterationInvariantRate);
-}
-
 void CartPole_FusedFlat(benchmark::State& s) { FusedFlat(s, kCartPole); }
 void CartPole_FusedAct(benchmark::State& s) { ActorAct(s, kCartPole, Backend::kFused); }
 void CartPole_LibTorch(benchmark::State& s) { ActorAct(s, kCartPole, Backend::kLibTorch); }
@@ -355,8 +309,6 @@ void Pendulum_LibTorch(benchmark::State& s) { ActorAct(s, kPendulum, Backend::kL
 void Pendulum_Ort(benchmark::State& s) { OrtRun(s, kPendulum); }
 void Pendulum_Aoti(benchmark::State& s) { AotiRun(s, kPendulum); }
 
-BENCHMARK(PeakFma<8>)->Name("PeakFma_Avx2");
-BENCHMARK(PeakFma<16>)->Name("PeakFma_Avx512");
 BENCHMARK(CartPole_FusedFlat)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_FusedAct)->Arg(1)->Arg(64)->Arg(1024);
 BENCHMARK(CartPole_LibTorch)->Arg(1)->Arg(64)->Arg(1024);
