@@ -8,25 +8,12 @@
 #include <stdexcept>
 
 #include "sdk/distributions/dist_utils.h"
+#include "sdk/nn/safe_tanh_clamp.h"
 
 namespace tdp::dist {
 namespace {
 
 using Value = std::variant<double, at::Tensor>;
-
-// torch.finfo(dtype).resolution.
-double resolution(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kDouble:
-      return 1e-15;
-    case at::kHalf:
-      return 1e-3;
-    case at::kBFloat16:
-      return 1e-2;
-    default:
-      return 1e-6;
-  }
-}
 
 // Python's arithmetic on a number or a tensor bound: numbers stay numbers.
 Value add(const Value& a, const Value& b) {
@@ -96,10 +83,7 @@ TanhDelta::TanhDelta(const at::Tensor& param, const TanhDeltaOptions& options)
 
 at::Tensor TanhDelta::transform(const at::Tensor& x) const {
   at::Tensor y = x.tanh();
-  if (safe_) {
-    const double lim = 1.0 - resolution(y.scalar_type());
-    y = y.clamp(-lim, lim);
-  }
+  if (safe_) y = nn::safe_tanh_clamp(y);
   // AffineTransform: loc + scale * y.
   at::Tensor scaled = std::holds_alternative<double>(affine_scale_) ? std::get<double>(affine_scale_) * y
                                                                     : std::get<at::Tensor>(affine_scale_) * y;
@@ -111,10 +95,7 @@ at::Tensor TanhDelta::inverse_transform(const at::Tensor& y) const {
                                                                    : y - std::get<at::Tensor>(affine_loc_);
   at::Tensor x = std::holds_alternative<double>(affine_scale_) ? centred / std::get<double>(affine_scale_)
                                                                : centred / std::get<at::Tensor>(affine_scale_);
-  if (safe_) {
-    const double lim = 1.0 - resolution(x.scalar_type());
-    x = x.clamp(-lim, lim);
-  }
+  if (safe_) x = nn::safe_tanh_clamp(x);
   return x.atanh();
 }
 

@@ -12,29 +12,14 @@
 #include "sdk/distributions/dist_utils.h"
 #include "sdk/distributions/independent.h"
 #include "sdk/distributions/normal.h"
+#include "sdk/nn/safe_tanh_clamp.h"
 
 namespace tdp::dist {
 namespace {
 
-// torch.finfo(dtype).resolution: 10^-(decimal digits of precision).
-double resolution(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kDouble: return 1e-15;
-    case at::kHalf: return 1e-3;
-    case at::kBFloat16: return 1e-2;
-    default: return 1e-6;
-  }
-}
+at::Tensor clamped_tanh(const at::Tensor& x) { return nn::safe_tanh_clamp(x.tanh()); }
 
-at::Tensor clamped_tanh(const at::Tensor& x) {
-  const double lim = 1.0 - resolution(x.scalar_type());
-  return x.tanh().clamp(-lim, lim);
-}
-
-at::Tensor clamped_atanh(const at::Tensor& y) {
-  const double lim = 1.0 - resolution(y.scalar_type());
-  return y.clamp(-lim, lim).atanh();
-}
+at::Tensor clamped_atanh(const at::Tensor& y) { return nn::safe_tanh_clamp(y).atanh(); }
 
 // TorchRL's safetanh_noeps: tanh clamped inside (-1, 1); the backward uses the clamped output.
 struct SafeTanh : public torch::autograd::Function<SafeTanh> {
@@ -59,8 +44,7 @@ struct SafeAtanh : public torch::autograd::Function<SafeAtanh> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     const at::Tensor tanh_val = ctx->get_saved_variables()[0];
-    const double lim = 1.0 - resolution(tanh_val.scalar_type());
-    at::Tensor output = tanh_val.clamp(-lim, lim);
+    const at::Tensor output = nn::safe_tanh_clamp(tanh_val);
     return {grad[0] / (1 - output.pow(2))};
   }
 };

@@ -5,24 +5,9 @@
 
 #include <stdexcept>
 
+#include "sdk/nn/safe_tanh_clamp.h"
+
 namespace tdp::nn {
-namespace {
-
-// torch.finfo(dtype).resolution: 10^-(decimal digits of precision).
-double resolution(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kDouble:
-      return 1e-15;
-    case at::kHalf:
-      return 1e-3;
-    case at::kBFloat16:
-      return 1e-2;
-    default:
-      return 1e-6;
-  }
-}
-
-}  // namespace
 
 TanhModuleOptions::TanhModuleOptions(std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys)
     : in_keys_(std::move(in_keys)), out_keys_(out_keys.empty() ? in_keys_ : std::move(out_keys)) {}
@@ -66,10 +51,7 @@ TensorDict TanhModuleImpl::forward_impl(TensorDict tensordict, const std::option
   }
   for (size_t i = 0; i < in_keys.size(); ++i) {
     at::Tensor feature = features[i].tanh();
-    if (options_.clamp()) {
-      const double eps = resolution(feature.scalar_type());
-      feature = feature.clamp(-1 + eps, 1 - eps);
-    }
+    if (options_.clamp()) feature = safe_tanh_clamp(feature);
     const at::Tensor low = options_.bounds()[i].first.to(feature.device());
     const at::Tensor high = options_.bounds()[i].second.to(feature.device());
     out.set(options_.out_keys()[i], low + (high - low) * (feature + 1) / 2);

@@ -4,8 +4,11 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include <cmath>
+
 #include "sdk/log/log.h"
 #include "sdk/nn/nn.h"
+#include "sdk/nn/safe_tanh_clamp.h"
 
 namespace {
 
@@ -27,6 +30,23 @@ struct AddNoise : tdp::nn::TensorDictModuleWrapperImpl {
 struct Scaler {
   at::Tensor apply(at::Tensor x) { return x * 2; }
 };
+
+TEST(HeaderExamplesTest, SafeTanhClamp) {
+  const at::Tensor pre_tanh = torch::tensor({-30.0f, -0.5f, 0.0f, 0.5f, 30.0f});
+  at::Tensor action = tdp::nn::safe_tanh_clamp(pre_tanh.tanh());
+  at::Tensor back = tdp::nn::safe_tanh_clamp(action).atanh();
+  EXPECT_TRUE(action.abs().lt(1).all().item<bool>());
+  EXPECT_TRUE(back.isfinite().all().item<bool>());
+  // The limit is 1 - torch.finfo(dtype).resolution, rounded to the dtype.
+  EXPECT_EQ(action[4].item<float>(), static_cast<float>(1.0 - 1e-6));
+  EXPECT_EQ(action[0].item<float>(), -static_cast<float>(1.0 - 1e-6));
+  EXPECT_EQ(action[1].item<float>(), std::tanh(-0.5f));
+  EXPECT_EQ(tdp::nn::safe_tanh_clamp(torch::ones({1}, at::kDouble)).item<double>(), 1.0 - 1e-15);
+  EXPECT_EQ(tdp::nn::safe_tanh_clamp(torch::ones({1}, at::kHalf)).item<float>(),
+            static_cast<float>(static_cast<at::Half>(1.0 - 1e-3)));
+  EXPECT_EQ(tdp::nn::safe_tanh_clamp(-torch::ones({1}, at::kBFloat16)).item<float>(),
+            -static_cast<float>(static_cast<at::BFloat16>(1.0 - 1e-2)));
+}
 
 TEST(HeaderExamplesTest, TensorDictModuleBase) {
   tdp::TensorDict td({{"a", torch::zeros({2})}}, {2});
