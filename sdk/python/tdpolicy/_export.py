@@ -167,20 +167,6 @@ _TENSOR_KWARGS = {
 }
 
 
-def _activations():
-    """tdpolicy.Mlp's activations with the constructor arguments tdpolicy uses (torch's defaults)."""
-    return {
-        nn.Tanh: ("tanh", {}),
-        nn.ReLU: ("relu", {}),
-        nn.ELU: ("elu", {"alpha": 1.0}),
-        nn.GELU: ("gelu", {"approximate": "none"}),
-        nn.LeakyReLU: ("leaky_relu", {"negative_slope": 0.01}),
-        nn.Sigmoid: ("sigmoid", {}),
-        nn.Softplus: ("softplus", {"beta": 1.0, "threshold": 20.0}),
-        nn.Identity: ("identity", {}),
-    }
-
-
 def _layer_activations():
     """torch.nn activation classes -> (tdpolicy.Activation name, {argument: torch's default}); an
     argument is written only when it differs from the default. nn.Dropout is the identity: the
@@ -197,6 +183,14 @@ def _layer_activations():
         nn.Identity: ("identity", {}),
         nn.Dropout: ("identity", {}),
     }
+
+
+def _mlp_activations():
+    """tdpolicy.Mlp's activations, with the constructor arguments it uses (torch's defaults): the
+    activation layers' table without SiLU (the mlp kind has none) and Dropout (not an activation)."""
+    table = _layer_activations()
+    del table[nn.SiLU], table[nn.Dropout]
+    return table
 
 
 def _type_name(obj):
@@ -569,7 +563,7 @@ class _Walker:
         names = list(seq._modules)
         if names != [str(i) for i in range(len(layers))]:
             raise ExportError(path, seq, "layers must be numbered 0..n-1, got %s" % names)
-        activations = _activations()
+        activations = _mlp_activations()
 
         def at(i):
             return "%s.%d" % (path, i)
