@@ -5,8 +5,7 @@
 // Twelve independent FMA chains, more than the FMA latency (4 cycles) times the FMA ports (2),
 // so the loop runs at the units' throughput. The chains must live in registers: an array that
 // the compiler keeps in memory (which a memory clobber in the loop forces) turns each FMA into a
-// load, an FMA and a store, and the loop runs at a third of the peak. `tests/benchmarks/README.md`
-// has the figures of that mistake.
+// load, an FMA and a store, and the loop runs at a third of the peak.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
