@@ -5,7 +5,8 @@ def python_exporter_test(name, size = "large", data = [], extension = False):
     """`name`.py, run with the venv's python, the package on PYTHONPATH and TDP_BIN set.
 
     size "large" (900 s): each case runs tdp, and a loaded 2-core CI machine is slow.
-    data: other files the test reads (a module it imports from).
+    data: other files the test reads (a module it imports from). export_case.py, the exporter
+        tests' shared base class, is always there.
     extension: the package gets its compiled half, tdpolicy._C (//sdk/python:_C.so).
     """
     native.sh_test(
@@ -19,6 +20,7 @@ def python_exporter_test(name, size = "large", data = [], extension = False):
         ] + (["$(rootpath //sdk/python:_C.so)"] if extension else []),
         data = [
             name + ".py",
+            "export_case.py",
             "junit_runner.py",
             "//proto:proto_files",
             "//sdk/cli:tdp",

@@ -7,8 +7,6 @@ Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and 
 
 import json
 import os
-import shutil
-import tempfile
 import unittest
 import warnings
 
@@ -41,6 +39,8 @@ from torchrl.modules import (
 import tdpolicy
 from tdpolicy import spec_pb2
 
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
+
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
 torch.set_num_threads(1)
@@ -63,32 +63,7 @@ def mlp(in_features, cells, out_features, activation=nn.Tanh, layer_norm=False, 
     return net
 
 
-class ExporterTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_test_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def export_and_check(self, actor, td, name, actions=None, backends=("libtorch",), **export_kwargs):
-        """Exports, then checks the C++ side against Python: the spec's self tests, the log-probs
-        of `actions` (if given), and every output key of a deterministic run, to 1e-6."""
-        path = self.path(name)
-        spec = tdpolicy.export(actor, path, example=td, **export_kwargs)
-        self.assertTrue(os.path.isfile(path))
-        check_td = td.clone()
-        if actions is not None:
-            check_td.update(actions)
-        for backend in backends:
-            report = tdpolicy.check(path, actor, check_td, backend=backend)
-            self.assertTrue(report.ok, str(report))
-            self.assertGreater(len(report.entries), 0)
-        return spec, report
-
+class ExporterTest(ExportTestCase):
     def contents(self):
         """{file name: bytes} of the test's folder."""
         out = {}
@@ -96,9 +71,6 @@ class ExporterTest(unittest.TestCase):
             with open(self.path(name), "rb") as f:
                 out[name] = f.read()
         return out
-
-    def entries(self, report):
-        return {key for key, _, _ in report.entries}
 
     # ---- actors as tensordict and TorchRL build them ----
 
@@ -465,15 +437,6 @@ class ExporterTest(unittest.TestCase):
             tdpolicy.find_tdp(self.path("no_such_tdp"))
 
     # ---- what a spec cannot express: errors naming the path and the type ----
-
-    def assert_export_error(self, actor, td, path_text, type_text, why):
-        with self.assertRaises(tdpolicy.ExportError) as raised:
-            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
-        message = str(raised.exception)
-        self.assertIn(path_text, message)
-        self.assertIn(type_text, message)
-        self.assertRegex(message, why)
-        self.assertFalse(os.path.exists(self.path("err.pbtxt")))
 
     def test_unsupported_network_names_its_path_and_type(self):
         td = TensorDict({"observation": torch.randn(BATCH, 3)}, [BATCH])

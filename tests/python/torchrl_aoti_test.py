@@ -9,9 +9,7 @@ Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and 
 
 import hashlib
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 import warnings
 
@@ -25,6 +23,8 @@ from torchrl.modules import ProbabilisticActor, TanhNormal
 import tdpolicy
 from tdpolicy import spec_pb2
 from tdpolicy._export import serialize
+
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
 
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -58,21 +58,11 @@ def gaussian_actor(net):
                               return_log_prob=True)
 
 
-class AotiExportTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_aoti_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class AotiExportTest(ExportTestCase):
     def check(self, path, actor, td, backend="libtorch"):
         report = tdpolicy.check(path, actor, td, backend=backend)
         self.assertTrue(report.ok, str(report))
-        self.assertIn("action_log_prob", {key for key, _, _ in report.entries})
+        self.assertIn("action_log_prob", self.entries(report))
         return report
 
     # The one compile: a custom network in a ProbabilisticActor, checked at batch 6 (the export's),

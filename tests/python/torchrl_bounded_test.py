@@ -8,9 +8,7 @@ Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and 
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 import warnings
 
@@ -34,6 +32,8 @@ from torchrl.modules import TruncatedNormal as TorchRLTruncatedNormal
 
 import tdpolicy
 
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
+
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
 torch.set_num_threads(1)
@@ -46,40 +46,8 @@ def mlp(in_features, cells, out_features, activation=nn.ReLU):
                activation_class=activation)
 
 
-class TorchRLBoundedTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_bounded_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def export_and_check(self, actor, td, stem, actions=None, fused=False, formats=(".pbtxt", ".pb", ".json"),
-                         interaction="deterministic"):
-        """Exports in each format and checks each through tdp against Python: the self tests, the
-        log-probs of `actions`, every output of a run, to 1e-6 on LibTorch (and to 1e-5 on the
-        fused plan when `fused`). Returns the first spec and the LibTorch report."""
-        first = None
-        libtorch_report = None
-        check_td = td.clone()
-        if actions is not None:
-            check_td.update(actions)
-        for ext in formats:
-            path = self.path(stem + ext)
-            spec = tdpolicy.export(actor, path, example=td)
-            first = first or (spec, path)
-            report = tdpolicy.check(path, actor, check_td, interaction=interaction)
-            self.assertTrue(report.ok, str(report))
-            self.assertGreater(len(report.entries), 0)
-            libtorch_report = libtorch_report or report
-            if fused:
-                fused_report = tdpolicy.check(path, actor, check_td, backend="fused", atol=1e-5, rtol=1e-5,
-                                              interaction=interaction)
-                self.assertTrue(fused_report.ok, str(fused_report))
-        return first[0], first[1], libtorch_report
+class TorchRLBoundedTest(ExportTestCase):
+    formats = (".pbtxt", ".pb", ".json")  # each export in the three forms tdp reads
 
     def tdp_run(self, path, td, *flags):
         """`tdp run` on td's entries: (exit status, stderr)."""
@@ -96,14 +64,6 @@ class TorchRLBoundedTest(unittest.TestCase):
         self.assertNotEqual(status, 0)
         self.assertRegex(stderr, why)
 
-    def assert_export_error(self, actor, td, path_text, type_text, why):
-        with self.assertRaises(tdpolicy.ExportError) as raised:
-            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
-        message = str(raised.exception)
-        self.assertIn(path_text, message)
-        self.assertIn(type_text, message)
-        self.assertRegex(message, why)
-
     # ---- TD3 / DDPG deterministic actors --------------------------------------------------------
 
     def test_td3_actor_with_tanh_module(self):
@@ -113,13 +73,13 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor = TensorDictSequential(
             actor_module, TanhModule(in_keys=["param"], out_keys=["action"], spec=action_spec))
         td = TensorDict({"observation": torch.randn(BATCH, 5) * 2}, [BATCH])
-        spec, path, report = self.export_and_check(actor, td, "td3", fused=True)
+        spec, report = self.export_and_check(actor, td, "td3", fused=True)
         tanh = spec.module.sequential.modules[1].tanh
         self.assertEqual(list(tanh.in_keys), ["param"])
         self.assertEqual(list(tanh.out_keys), ["action"])
         self.assertEqual(list(tanh.bounds[0].low.shape), [3])
         self.assertFalse(tanh.clamp)
-        self.assertEqual({k for k, _, _ in report.entries}, {"observation", "param", "action"})
+        self.assertEqual(self.entries(report), {"observation", "param", "action"})
 
     def test_tanh_module_in_place_with_clamp_and_per_agent_bounds(self):
         low = torch.tensor([[-1.0, -2.0], [0.0, -0.5]])
@@ -128,13 +88,13 @@ class TorchRLBoundedTest(unittest.TestCase):
             TensorDictModule(nn.Linear(3, 2), in_keys=["observation"], out_keys=["action"]),
             TanhModule(in_keys=["action"], low=low, high=high, clamp=True))
         td = TensorDict({"observation": torch.randn(BATCH, 2, 3) * 20}, [BATCH])
-        spec, path, _ = self.export_and_check(actor, td, "tanh_clamp")
+        spec, _ = self.export_and_check(actor, td, "tanh_clamp")
         tanh = spec.module.sequential.modules[1].tanh
         self.assertTrue(tanh.clamp)
         self.assertEqual(list(tanh.out_keys), [])
         self.assertEqual(list(tanh.bounds[0].high.shape), [2, 2])
         # Per-agent inputs are 2-D per environment: the fused plan's Linear reads vectors only.
-        self.assert_not_lowered(path, td, "not lowerable to the fused CPU plan")
+        self.assert_not_lowered(self.path("tanh_clamp.pbtxt"), td, "not lowerable to the fused CPU plan")
 
     def test_ddpg_actor_with_tanh_delta(self):
         # torchrl sota-implementations/ddpg/utils.py: make_ddpg_agent.
@@ -145,7 +105,7 @@ class TorchRLBoundedTest(unittest.TestCase):
             distribution_kwargs={"low": action_spec.space.low, "high": action_spec.space.high},
             return_log_prob=False)
         td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
-        spec, path, _ = self.export_and_check(actor, td, "ddpg", fused=True)
+        spec, _ = self.export_and_check(actor, td, "ddpg", fused=True)
         prob = spec.module.probabilistic_sequential.modules[1].probabilistic
         self.assertEqual(prob.distribution, "tanh_delta")
         self.assertEqual(list(prob.distribution_kwargs["low"].tensor_value.shape), [2])
@@ -162,7 +122,7 @@ class TorchRLBoundedTest(unittest.TestCase):
         with torch.no_grad():
             action = actor(td.clone())["action"]
         actions = TensorDict({"action": torch.cat([action[:3], action[3:] + 0.5])}, [BATCH])
-        spec, path, report = self.export_and_check(actor, td, "tanh_delta", actions, fused=True, formats=(".pbtxt",))
+        spec, _ = self.export_and_check(actor, td, "tanh_delta", actions, fused=True, formats=(".pbtxt",))
         prob = spec.module.probabilistic_sequential.modules[1].probabilistic
         self.assertEqual(prob.distribution_kwargs["low"].double_value, -2.0)
 
@@ -175,7 +135,7 @@ class TorchRLBoundedTest(unittest.TestCase):
         with torch.no_grad():
             raw = actor.module(td["observation"])
         self.assertTrue(((raw < -0.5) | (raw > 0.25)).any())  # the projection does something
-        exported, path, _ = self.export_and_check(actor, td, "safe_bounded", fused=True)
+        exported, _ = self.export_and_check(actor, td, "safe_bounded", fused=True)
         self.assertEqual([p.key for p in exported.module.projections], ["action"])
         self.assertTrue(exported.module.projections[0].spec.HasField("bounded"))
 
@@ -187,10 +147,10 @@ class TorchRLBoundedTest(unittest.TestCase):
             distribution_class=IndependentNormal, return_log_prob=True)
         td = TensorDict({"observation": torch.randn(BATCH, 3) * 3, "scale": torch.full((BATCH, 2), 0.3)}, [BATCH])
         actions = TensorDict({"action": torch.randn(BATCH, 2) * 0.1}, [BATCH])
-        exported, path, _ = self.export_and_check(actor, td, "safe_normal", actions)
+        exported, _ = self.export_and_check(actor, td, "safe_normal", actions)
         prob_module = exported.module.probabilistic_sequential.modules[1]
         self.assertEqual([p.key for p in prob_module.projections], ["action"])
-        self.assert_not_lowered(path, td, "only Bounded ones around a network are lowered")
+        self.assert_not_lowered(self.path("safe_normal.pbtxt"), td, "only Bounded ones around a network are lowered")
 
     def test_safe_one_hot_and_categorical(self):
         # OneHot: the sample (float) is not in the spec (bool): projected, one-hot in bool (which
@@ -199,7 +159,7 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor = ProbabilisticActor(logits, in_keys=["logits"], spec=OneHot(3), safe=True,
                                    distribution_class=OneHotCategorical)
         td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
-        exported, _, report = self.export_and_check(actor, td, "safe_one_hot")
+        exported, _ = self.export_and_check(actor, td, "safe_one_hot")
         self.assertEqual(exported.module.probabilistic_sequential.modules[1].projections[0].spec.one_hot.n, 3)
         with torch.no_grad():
             self.assertEqual(actor(td.clone())["action"].dtype, torch.bool)
@@ -212,9 +172,9 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor = Actor(nn.Linear(4, 2), in_keys=["observation"], spec=Categorical(4, shape=(2,)), safe=True)
         with torch.no_grad():
             actor.module.weight.mul_(5)
-        exported, path, report = self.export_and_check(actor, td, "safe_categorical")
+        exported, _ = self.export_and_check(actor, td, "safe_categorical")
         self.assertEqual(exported.module.projections[0].spec.categorical.n, 4)
-        self.assert_not_lowered(path, td, "only float32 Bounded ones are lowered")
+        self.assert_not_lowered(self.path("safe_categorical.pbtxt"), td, "only float32 Bounded ones are lowered")
         with torch.no_grad():
             out = actor(td.clone())["action"]
         self.assertTrue(((out == 0) | (out == 3)).any())
@@ -246,7 +206,7 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor, shape = self.tanh_normal_actor(4, 3, low, high)
         td = TensorDict({"observation": torch.randn(BATCH, 4)}, [BATCH])
         actions = TensorDict({"action": low + (high - low) * torch.rand(BATCH, 3)}, [BATCH])
-        spec, path, _ = self.export_and_check(actor, td, "tanh_normal_dims", actions, fused=True)
+        spec, _ = self.export_and_check(actor, td, "tanh_normal_dims", actions, fused=True)
         kwargs = spec.module.probabilistic_sequential.modules[1].probabilistic.distribution_kwargs
         self.assertEqual(list(kwargs["low"].tensor_value.shape), [3])
         # One bound a tensor, the other a number.
@@ -260,13 +220,13 @@ class TorchRLBoundedTest(unittest.TestCase):
         actor, _ = self.tanh_normal_actor(4, act, low, high, agents)
         td = TensorDict({"observation": torch.randn(BATCH, agents, 4)}, [BATCH])
         actions = TensorDict({"action": low + (high - low) * torch.rand(BATCH, agents, act)}, [BATCH])
-        spec, _, _ = self.export_and_check(actor, td, "tanh_normal_agents", actions)
+        spec, _ = self.export_and_check(actor, td, "tanh_normal_agents", actions)
         kwargs = spec.module.probabilistic_sequential.modules[1].probabilistic.distribution_kwargs
         self.assertEqual(list(kwargs["high"].tensor_value.shape), [agents, act])
         # A constant per-agent bound is one value: written as a number.
         actor, _ = self.tanh_normal_actor(4, act, torch.full((agents, act), -2.0), torch.full((agents, act), 2.0),
                                           agents)
-        spec, _, _ = self.export_and_check(actor, td, "tanh_normal_agents_constant", None, formats=(".pbtxt",))
+        spec, _ = self.export_and_check(actor, td, "tanh_normal_agents_constant", None, formats=(".pbtxt",))
         kwargs = spec.module.probabilistic_sequential.modules[1].probabilistic.distribution_kwargs
         self.assertEqual(kwargs["low"].double_value, -2.0)
 
@@ -284,7 +244,7 @@ class TorchRLBoundedTest(unittest.TestCase):
             actions = torch.rand(BATCH, 2) * 2 - 1.5
             actions[0, 1] = 5.0  # outside [low, high]: -inf
             actions = TensorDict({"action": actions}, [BATCH])
-            spec, path, _ = self.export_and_check(actor, td, "torchrl_truncated_normal", actions, formats=(".pbtxt",))
+            spec, _ = self.export_and_check(actor, td, "torchrl_truncated_normal", actions, formats=(".pbtxt",))
             self.export_and_check(actor, td, "torchrl_truncated_normal_mode", None, formats=(".json",),
                                   interaction="mode")
             prob = spec.module.probabilistic_sequential.modules[1].probabilistic

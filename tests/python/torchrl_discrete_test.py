@@ -13,7 +13,6 @@ Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and 
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import unittest
@@ -39,6 +38,8 @@ from torchrl.modules import (
 from torchrl.modules.tensordict_module.common import DistributionalDQNnet
 
 import tdpolicy
+
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -67,37 +68,9 @@ def atoms_net(atoms, n=ACTIONS, script=False):
     return torch.jit.script(net) if script else net
 
 
-class TorchRLDiscreteTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_discrete_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def export_and_check(self, actor, td, name, actions=None, fused=False):
-        """Exports `actor` and checks the spec through `tdp` on LibTorch and the auto backend, and
-        with `fused` on the fused CPU plan (which must lower: `tdp --backend=fused` refuses to load
-        otherwise)."""
-        path = self.path(name)
-        spec = tdpolicy.export(actor, path, example=td)
-        check_td = td.clone()
-        if actions is not None:
-            check_td.update(actions)
-        report = tdpolicy.check(path, actor, check_td, backend="libtorch")
-        self.assertTrue(report.ok, str(report))
-        report_auto = tdpolicy.check(path, actor, check_td, backend="auto")
-        self.assertTrue(report_auto.ok, str(report_auto))
-        if fused:
-            report_fused = tdpolicy.check(path, actor, check_td, backend="fused")
-            self.assertTrue(report_fused.ok, str(report_fused))
-        return spec, report
-
-    def entries(self, report):
-        return {key for key, _, _ in report.entries}
+class TorchRLDiscreteTest(ExportTestCase):
+    backends = ("libtorch", "auto")
+    fused_tolerance = 1e-6  # these policies agree with Python to 1e-6 on the fused plan too
 
     def run_tdp(self, path, td, interaction, seed, backend="libtorch"):
         """`tdp run` on td's entries: the C++ outputs as float64 tensors by key."""
@@ -109,14 +82,6 @@ class TorchRLDiscreteTest(unittest.TestCase):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assertEqual(result.returncode, 0, result.stderr)
         return {key: torch.tensor(value, dtype=torch.float64) for key, value in json.loads(result.stdout).items()}
-
-    def assert_export_error(self, actor, td, path_text, type_text, why):
-        with self.assertRaises(tdpolicy.ExportError) as raised:
-            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
-        message = str(raised.exception)
-        self.assertIn(path_text, message)
-        self.assertIn(type_text, message)
-        self.assertRegex(message, why)
 
     # ---- QValueActor / QValueModule ----
 

@@ -9,10 +9,6 @@ Python by tdpolicy.check to 1e-6, and to 1e-5 on the fused backend where the spe
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
 
-import os
-import re
-import shutil
-import tempfile
 import unittest
 import warnings
 
@@ -38,13 +34,13 @@ from torchrl.modules.models.models import DuelingMlpDQNet
 
 import tdpolicy
 
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
+
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
 torch.set_num_threads(1)
 
 BATCH = 6
-# The largest |C++ - Python| per test and backend, printed at the end.
-MAX_DIFFS = {}
 
 
 def gaussian_actor(net, low=-1.0, high=1.0):
@@ -63,47 +59,9 @@ def network_of(spec, *path):
     return module.network.network
 
 
-class TorchRLLayersTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_layers_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def export_and_check(self, actor, td, name, actions=None, fused=False):
-        """Exports, then checks the C++ side against Python on LibTorch to 1e-6 (the spec's self
-        tests, the log-probs of `actions`, every output key) and, with `fused`, on the fused CPU
-        plan to 1e-5 (which must lower: the fused backend refuses to load otherwise)."""
-        path = self.path(name)
-        spec = tdpolicy.export(actor, path, example=td)
-        check_td = td.clone()
-        if actions is not None:
-            check_td.update(actions)
-        runs = [("libtorch", 1e-6), ("auto", 1e-6 if not fused else 1e-5)]
-        if fused:
-            runs.append(("fused", 1e-5))
-        report = None
-        for backend, tolerance in runs:
-            report = tdpolicy.check(path, actor, check_td, backend=backend, atol=tolerance, rtol=tolerance)
-            self.assertTrue(report.ok, str(report))
-            self.assertGreater(len(report.entries), 0)
-            worst = max(float(m.group(1)) for m in (re.search(r"max \|C\+\+ - Python\| (\S+)", d)
-                                                       for _, _, d in report.entries) if m)
-            key = "%s [%s]" % (name, backend)
-            MAX_DIFFS[key] = max(MAX_DIFFS.get(key, 0.0), worst)
-        return spec, report
-
-    def assert_export_error(self, actor, td, path_text, type_text, why):
-        with self.assertRaises(tdpolicy.ExportError) as raised:
-            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
-        message = str(raised.exception)
-        self.assertIn(path_text, message)
-        self.assertIn(type_text, message)
-        self.assertRegex(message, why)
+class TorchRLLayersTest(ExportTestCase):
+    backends = ("libtorch", "auto")
+    max_diffs = {}  # the largest |C++ - Python| per export and backend, printed after the tests
 
     # ---- 1. the Gaussian actor ----
 
@@ -127,7 +85,7 @@ class TorchRLLayersTest(unittest.TestCase):
         self.assertEqual(layers[0].linear.in_features, 5)
         self.assertEqual([p.name for p in spec.parameters.tensors][:2],
                          ["module.0.module.layers.0.weight", "module.0.module.layers.0.bias"])
-        self.assertIn("action_log_prob", {key for key, _, _ in report.entries})
+        self.assertIn("action_log_prob", self.entries(report))
 
     def test_sac_actor_mlp_without_in_features_and_biased_softplus(self):
         for scale_mapping in ("biased_softplus_1.0", "biased_softplus_0.5_0.001", "exp"):
@@ -301,12 +259,6 @@ class TorchRLLayersTest(unittest.TestCase):
         net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), nn.Flatten())
         self.assert_export_error(Actor(net, in_keys=["pixels"]), pixels, "actor.module.0", "Conv2d",
                                  "padding_mode='reflect'")
-
-
-def tearDownModule():
-    print("\nmax |C++ - Python| per export and backend:")
-    for key, value in sorted(MAX_DIFFS.items()):
-        print("  %-60s %.3g" % (key, value))
 
 
 if __name__ == "__main__":

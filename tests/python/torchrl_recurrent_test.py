@@ -7,9 +7,6 @@ the refusals for what a spec cannot express.
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
 
-import os
-import shutil
-import tempfile
 import unittest
 import warnings
 
@@ -22,6 +19,8 @@ from torchrl.envs.utils import step_mdp
 from torchrl.modules import MLP, GRUModule, LSTMModule, ProbabilisticActor, TanhNormal, set_recurrent_mode
 
 import tdpolicy
+
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -67,17 +66,7 @@ def first_step(states, batch=BATCH):
     return td
 
 
-class TorchRLRecurrentTest(unittest.TestCase):
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_recurrent_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
+class TorchRLRecurrentTest(ExportTestCase):
     def check_steps(self, path, actor, td, steps=4, actions=None):
         """Steps `actor` (Python) like a rollout: each step's policy output goes through step_mdp
         with a new observation and is_init (some rows start over), so the next step reads the
@@ -105,10 +94,7 @@ class TorchRLRecurrentTest(unittest.TestCase):
     def test_recurrent_dqn_tutorial_lstm_in_every_format(self):
         actor, lstm = lstm_dqn_actor()
         td = first_step({"recurrent_state_h": (1, 8), "recurrent_state_c": (1, 8)})
-        for name in ("dqn_lstm.pbtxt", "dqn_lstm.pb", "dqn_lstm.json"):
-            spec = tdpolicy.export(actor, self.path(name), example=td)
-            report = tdpolicy.check(self.path(name), actor, td)
-            self.assertTrue(report.ok, str(report))
+        spec, report = self.export_and_check(actor, td, "dqn_lstm", formats=(".pbtxt", ".pb", ".json"))
         recurrent = spec.module.sequential.modules[1].lstm
         self.assertEqual((recurrent.input_size, recurrent.hidden_size, recurrent.num_layers, recurrent.no_bias),
                          (12, 8, 1, False))
@@ -119,7 +105,7 @@ class TorchRLRecurrentTest(unittest.TestCase):
                          [("observation", [OBS]), ("recurrent_state_h", [1, 8]), ("recurrent_state_c", [1, 8]),
                           ("is_init", [1])])
         self.assertIn("next/recurrent_state_h", list(spec.output_keys))
-        entries = {key for key, _, _ in report.entries}
+        entries = self.entries(report)
         self.assertTrue({"action_value", "next/recurrent_state_h", "next/recurrent_state_c"} <= entries, entries)
         self.check_steps(self.path("dqn_lstm.pbtxt"), actor, td)
         # The fused CPU plan lowers the LSTM: equal to Python to 1e-5.
@@ -166,15 +152,6 @@ class TorchRLRecurrentTest(unittest.TestCase):
         self.assertTrue(report.ok, str(report))
 
     # ---- what is refused ----
-
-    def assert_export_error(self, actor, td, path_text, type_text, why):
-        with self.assertRaises(tdpolicy.ExportError) as raised:
-            tdpolicy.export(actor, self.path("err.pbtxt"), example=td)
-        message = str(raised.exception)
-        self.assertIn(path_text, message)
-        self.assertIn(type_text, message)
-        self.assertRegex(message, why)
-        self.assertFalse(os.path.exists(self.path("err.pbtxt")))
 
     def test_recurrent_mode_is_refused(self):
         lstm = LSTMModule(input_size=OBS, hidden_size=8, in_key="observation", out_key="features",

@@ -15,9 +15,7 @@ Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and 
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 import warnings
@@ -47,6 +45,8 @@ from torchrl.modules import MLP, IndependentNormal, MultiAgentMLP, Probabilistic
 import tdpolicy
 from tdpolicy import tensor_pb2
 from tdpolicy._check import _flatten, _from_json_value, _to_json_value
+
+from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -132,21 +132,8 @@ def max_diff(cpp, python):
     return (cpp.to(torch.float64) - python.detach().to(torch.float64)).abs().max().item()
 
 
-class TransformsTest(unittest.TestCase):
-    largest = {}  # what -> the largest |C++ - Python| seen, printed at the end
-
-    def setUp(self):
-        torch.manual_seed(0)
-        self.dir = tempfile.mkdtemp(prefix="tdpolicy_transforms_", dir=os.environ.get("TEST_TMPDIR"))
-
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def record(self, what, diff):
-        self.largest[what] = max(self.largest.get(what, 0.0), diff)
+class TransformsTest(ExportTestCase):
+    max_diffs = {}  # the largest |C++ - Python| per check, printed after the tests
 
     def export_env_policy(self, env, actor, name, seed=3, backends=("libtorch",), atol=1e-6):
         """Exports actor with env.transform, raw env output as the example; checks the spec
@@ -167,7 +154,7 @@ class TransformsTest(unittest.TestCase):
             cpp = cpp_run(path, inputs, backend)
             for key in actor.out_keys:
                 diff = max_diff(cpp[key], python.get(key))
-                self.record("%s %s" % (backend, name.split(".")[0]), diff)
+                self.record_diff("%s %s" % (backend, name.split(".")[0]), diff)
                 self.assertLessEqual(diff, tol, "%s %s %s" % (name, backend, key))
             report = tdpolicy.check(path, actor, raw, transforms=env.transform, backend=backend, atol=tol, rtol=tol)
             self.assertTrue(report.ok, str(report))
@@ -249,7 +236,7 @@ class TransformsTest(unittest.TestCase):
         expected = policy(transformed.clone())["features"]
         self.assertEqual(list(cpp["features"].shape), [BATCH, 3, 6, 5])
         diff = max_diff(cpp["features"], expected)
-        self.record("libtorch pixels", diff)
+        self.record_diff("libtorch pixels", diff)
         self.assertLessEqual(diff, 1e-6)
         report = tdpolicy.check(self.path("pixels.json"), policy, raw, transforms=env.transform)
         self.assertTrue(report.ok, str(report))
@@ -328,10 +315,10 @@ class TransformsTest(unittest.TestCase):
                     report_fused = tdpolicy.check(self.path(name), module, td, backend="fused", atol=1e-5, rtol=1e-5)
                     self.assertTrue(report_fused.ok, str(report_fused))
                     cpp = cpp_run(self.path(name), td)
-                    self.record("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
+                    self.record_diff("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
                         ("agents", "out")]))
                     fused = cpp_run(self.path(name), td, backend="fused")
-                    self.record("fused multi_agent_mlp", max_diff(fused[("agents", "out")], module(td.clone())[
+                    self.record_diff("fused multi_agent_mlp", max_diff(fused[("agents", "out")], module(td.clone())[
                         ("agents", "out")]))
 
     def test_mappo_actor_with_a_separate_normal_param_extractor(self):
@@ -408,7 +395,7 @@ class TransformsTest(unittest.TestCase):
                     for key in (("agents", "action"), ("agents", "sample_log_prob")):
                         diff = max_diff(fused[key], expected[key])
                         self.assertLessEqual(diff, 1e-5, key)
-                        self.record("fused mappo actor " + "/".join(key), diff)
+                        self.record_diff("fused mappo actor " + "/".join(key), diff)
 
     def test_mappo_actor_with_an_independent_normal_head(self):
         # The same actor with an unbounded Gaussian head (IndependentNormal), two agents.
@@ -433,11 +420,6 @@ class TransformsTest(unittest.TestCase):
                     report_fused = tdpolicy.check(path, policy, td, backend="fused", atol=1e-5, rtol=1e-5,
                                                   interaction=interaction)
                     self.assertTrue(report_fused.ok, str(report_fused))
-
-    @classmethod
-    def tearDownClass(cls):
-        for what, diff in sorted(cls.largest.items()):
-            print("max |C++ - Python| %-40s %.3g" % (what, diff), file=sys.stderr)
 
 
 if __name__ == "__main__":
