@@ -21,7 +21,6 @@ from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequ
 from torchrl.modules import ProbabilisticActor, TanhNormal
 
 import tdpolicy
-from tdpolicy import spec_pb2
 from tdpolicy._export import serialize
 
 from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from tensordict import TensorDict
-from tensordict.nn import InteractionType, TensorDictModule, TensorDictSequential
+from tensordict.nn import TensorDictModule, TensorDictSequential
 from torchrl.data import Binary, Bounded, Categorical, OneHot
 from torchrl.modules import (
     MLP,

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from tensordict import TensorDict
-from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
+from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torchrl.modules import (
     MLP,
     Actor,

@@ -11,7 +11,6 @@ import unittest
 import warnings
 
 import torch
-from torch import nn
 
 from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule, TensorDictSequential
