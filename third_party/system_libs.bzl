@@ -79,14 +79,17 @@ _LIBTORCH_BUILD = """
 package(default_visibility = ["//visibility:public"])
 
 # The CPU build links only libtorch_cpu and libc10, so CPU binaries never load the CUDA libraries
-# (about 1.5 GB) even though the wheel ships them. --config=cuda adds libtorch_cuda, libc10_cuda,
-# the CUDA runtime and its headers from the same wheel. TDP_WITH_CUDA=1 is not defined here but
-# in `local_defines` of the targets whose sources have CUDA-only code, so that switching
-# configurations recompiles only those files and relinks the binaries.
+# (about 1.5 GB) even though the wheel ships them. --config=cuda adds libtorch_cuda, libc10_cuda
+# and the CUDA runtime from the same wheel. Both configurations compile with the same headers and
+# include paths, the CUDA runtime's (cuda_include/, which ATen/cuda/* includes) among them when
+# the wheel has it, and TDP_WITH_CUDA=1 is defined only in `local_defines` of the targets whose
+# sources have CUDA-only code: switching configurations recompiles those files and relinks the
+# binaries, nothing else. (A header or include path that only --config=cuda declared would reach
+# the compile of every target above its user and change all their action keys.)
 cc_library(
     name = "libtorch",
-    hdrs = glob(["include/**"]),
-    includes = ["include/torch/csrc/api/include", "include"],
+    hdrs = glob(["include/**", "cuda_include/**"]),
+    includes = ["include/torch/csrc/api/include", "include"] + {cuda_includes},
     linkopts = {linkopts} + select({{
         "{cuda_setting}": {cuda_linkopts},
         "//conditions:default": [],
@@ -102,15 +105,6 @@ cc_library(
 
 _CUDA_PRESENT = """
 cc_library(name = "cuda_available")
-
-# The CUDA runtime's headers (ATen/cuda/*, cuda_runtime_api.h), only for the targets with
-# CUDA-only code: as an include path of every compile they would make --config=cuda recompile all.
-cc_library(
-    name = "cuda_headers",
-    hdrs = glob(["cuda_include/**"]),
-    includes = ["cuda_include"],
-    deps = [":libtorch"],
-)
 """
 
 _CUDA_MISSING = """
@@ -121,8 +115,6 @@ genrule(
 )
 
 cc_library(name = "cuda_available", hdrs = [":cuda_missing"])
-
-cc_library(name = "cuda_headers", hdrs = [":cuda_missing"])
 """
 
 def _libtorch_repository_impl(ctx):
@@ -187,6 +179,7 @@ def _libtorch_repository_impl(ctx):
         cuda_setting = "@{}//{}:{}".format(setting.workspace_name, setting.package, setting.name),
         linkopts = repr(linkopts),
         cuda_linkopts = repr(cuda_linkopts),
+        cuda_includes = repr([] if cuda_why else ["cuda_include"]),
         cuda_target = _CUDA_MISSING.format(why = cuda_why) if cuda_why else _CUDA_PRESENT,
     ))
     ctx.file("defs.bzl", "LIBTORCH_HOME = {}\nLIBTORCH_HAS_CUDA = {}\n".format(repr(home), not cuda_why))
