@@ -431,6 +431,15 @@ class ExporterTest(ExportTestCase):
         report = tdpolicy.check(path, actor, td, raise_on_mismatch=False)
         self.assertFalse(report.ok)
         self.assertIn("action_log_prob", str(report))
+        # With actions in td, their log-probs join the spec's own self tests in one tdp validate,
+        # which still fails on the spec's.
+        with_actions = td.clone().set("action", torch.arange(BATCH) % 3)
+        report = tdpolicy.check(path, actor, with_actions, raise_on_mismatch=False)
+        self.assertEqual([ok for _, ok, _ in report.steps], [False, True], str(report))
+        self.assertIn("log-probs of td's action", report.steps[0][0])
+        # self_tests=False runs the deterministic comparison alone.
+        report = tdpolicy.check(path, actor, td, self_tests=False)
+        self.assertEqual([command.split()[:2] for command, _, _ in report.steps], [["tdp", "run"]])
 
     def test_check_needs_the_tdp_binary(self):
         with self.assertRaisesRegex(FileNotFoundError, "not an executable"):

@@ -156,7 +156,8 @@ class TransformsTest(ExportTestCase):
                 diff = max_diff(cpp[key], python.get(key))
                 self.record_diff("%s %s" % (backend, name.split(".")[0]), diff)
                 self.assertLessEqual(diff, tol, "%s %s %s" % (name, backend, key))
-            report = tdpolicy.check(path, actor, raw, transforms=env.transform, backend=backend, atol=tol, rtol=tol)
+            report = tdpolicy.check(path, actor, raw, transforms=env.transform, backend=backend, atol=tol, rtol=tol,
+                                    self_tests=backend == backends[0])
             self.assertTrue(report.ok, str(report))
         return spec
 
@@ -312,7 +313,8 @@ class TransformsTest(ExportTestCase):
                     report = tdpolicy.check(self.path(name), module, td)
                     self.assertTrue(report.ok, str(report))
                     # The fused plan lowers every variant (each agent's MLP on its columns of the row).
-                    report_fused = tdpolicy.check(self.path(name), module, td, backend="fused", atol=1e-5, rtol=1e-5)
+                    report_fused = tdpolicy.check(self.path(name), module, td, backend="fused", atol=1e-5, rtol=1e-5,
+                                                  self_tests=False)
                     self.assertTrue(report_fused.ok, str(report_fused))
                     cpp = cpp_run(self.path(name), td)
                     self.record_diff("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
@@ -342,7 +344,7 @@ class TransformsTest(ExportTestCase):
                 self.assertIn("agents/action_log_prob", {k for k, _, _ in report.entries})
                 # The fused plan lowers the whole actor: the NormalParamExtractor splits each
                 # agent's row, TanhNormal writes one log-prob per agent.
-                report_fused = tdpolicy.check(path, actor, td, backend="fused", atol=1e-5, rtol=1e-5)
+                report_fused = tdpolicy.check(path, actor, td, backend="fused", atol=1e-5, rtol=1e-5, self_tests=False)
                 self.assertTrue(report_fused.ok, str(report_fused))
 
     def test_mappo_actor_as_the_multi_agent_tutorial_writes_it(self):
@@ -382,7 +384,8 @@ class TransformsTest(ExportTestCase):
                     self.assertIn("agents/sample_log_prob", {k for k, _, _ in report.entries})
                     # The whole actor on the fused plan, to 1e-5: what `tdp describe` says and the
                     # outputs (action [B, 3, 2], one log-prob per agent [B, 3]).
-                    report_fused = tdpolicy.check(path, policy, td, backend="fused", atol=1e-5, rtol=1e-5)
+                    report_fused = tdpolicy.check(path, policy, td, backend="fused", atol=1e-5, rtol=1e-5,
+                                                  self_tests=False)
                     self.assertTrue(report_fused.ok, str(report_fused))
                     described = subprocess.run([os.environ["TDP_BIN"], "describe", path], stdout=subprocess.PIPE,
                                                stderr=subprocess.STDOUT, text=True).stdout

@@ -3,7 +3,8 @@
 Three comparisons, each through the C++ binary a deployment uses (`//sdk/cli:tdp`):
   1. `tdp validate SPEC`: the spec loads and its own self tests (recorded by export) pass;
   2. the log-probs of given actions on `td`: when `td` holds entries at the module's sample keys,
-     a self test built from `td` is run by `tdp validate` on a temporary copy of the spec;
+     a self test built from `td` joins them, and `tdp validate` runs all of them on a temporary
+     copy of the spec instead (one process: each `tdp` start loads LibTorch);
   3. `tdp run SPEC --interaction=deterministic` on `td`'s inputs: every entry of the C++ output
      TensorDict against the Python module's output on the same inputs (the same key set, shapes
      and values to atol + rtol * |python|).
@@ -153,7 +154,7 @@ _INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": Interac
 
 
 def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, backend="libtorch",
-          interaction="deterministic", raise_on_mismatch=True):
+          interaction="deterministic", self_tests=True, raise_on_mismatch=True):
     """Compares the spec at `path`, run by the C++ `tdp`, with `module` run by Python on `td`.
 
     transforms: the environment transforms the spec was exported with (export's `transforms`);
@@ -167,6 +168,8 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
     interaction: the interaction type both sides run under: deterministic (default), mode, mean,
         median, or None for each probabilistic module's own default_interaction_type (which must
         not be random: random draws are not compared).
+    self_tests: run steps 1 and 2 (the default); False runs step 3 alone, as for a file already
+        checked on another backend (the self tests run on LibTorch whatever `backend` says).
     Returns a CheckReport (per key: ok, or what differs); raises CheckError carrying it when
     anything differs, unless raise_on_mismatch=False."""
     td = _example_td(td, "td")
@@ -186,9 +189,6 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
     report = CheckReport(path)
     spec = read_spec(path)
 
-    # 1. The spec's own self tests.
-    _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
-
     inputs = {}
     for entry in spec.inputs:
         key = parse_key(entry.key)
@@ -198,9 +198,10 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
         raise ValueError("td holds none of the spec's inputs (%s)" % ", ".join(e.key for e in spec.inputs))
     input_td = TensorDict(inputs, batch_size=td.batch_size)
 
-    # 2. Log-probs of the actions td holds, as a self test of a temporary copy of the spec (in the
-    # spec's folder, so that its parameters_file and TorchScript files resolve).
-    actions = [k for k in _sample_keys(module) if k in td.keys(True, True)]
+    # 1 and 2. The spec's own self tests, and the log-probs of the actions td holds as one more
+    # self test of a temporary copy of the spec (in the spec's folder, so that its parameters_file
+    # and TorchScript files resolve).
+    actions = [k for k in _sample_keys(module) if k in td.keys(True, True)] if self_tests else []
     if actions:
         was_training = module.training
         module.eval()
@@ -211,7 +212,6 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
             module.train(was_training)
         copy = spec_pb2.PolicySpec()
         copy.CopyFrom(spec)
-        del copy.self_tests[:]
         copy.self_tests.add().CopyFrom(test)
         folder = os.path.dirname(os.path.abspath(path))
         fd, temporary = tempfile.mkstemp(prefix=".tdpolicy-check-", suffix=".pb", dir=folder)
@@ -219,9 +219,12 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
             with os.fdopen(fd, "wb") as f:
                 f.write(copy.SerializeToString(deterministic=True))
             _run([binary, "validate", temporary], report,
-                 "tdp validate (log-probs of td's %s)" % ", ".join(key_text(k) for k in actions))
+                 "tdp validate %s (its self tests and the log-probs of td's %s)"
+                 % (os.path.basename(path), ", ".join(key_text(k) for k in actions)))
         finally:
             os.unlink(temporary)
+    elif self_tests:
+        _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
 
     # 3. Every output entry of a deterministic run.
     document = {}
