@@ -1198,7 +1198,8 @@ struct FusedPlan::Impl {
       auto it = kwargs.find(name);
       return it == kwargs.end() ? fallback : it->second.toDouble();
     };
-    for (const auto& [name, value] : kwargs) {
+    for (const auto& kwarg : kwargs) {
+      const std::string& name = kwarg.first;  // a structured binding: not capturable before C++20
       static const char* known[] = {"low",  "high", "upscale", "tanh_loc",          "safe_tanh", "event_dims",
                                     "atol", "rtol", "neg_inf", "use_cross_entropy", "safe"};
       if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return name == k; }) == std::end(known)) {

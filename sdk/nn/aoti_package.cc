@@ -128,7 +128,7 @@ class AotiPackageImpl : public torch::nn::Module {
                                                  " outputs; the module has ", n_out, " out_keys"));
       }
     }
-    if (device_ == c10::kCPU) load(-1);
+    if (device_ == c10::kCPU) open_on(-1);
   }
 
   // A package cannot move: it loads on the device type it was compiled for.
@@ -200,10 +200,12 @@ class AotiPackageImpl : public torch::nn::Module {
           source_, ": the package was compiled for ", c10::DeviceTypeName(device_, /*lower_case=*/true),
           " and cannot move to ", device.str(), " (compile one for that device: tdpolicy.export's aoti_device)"));
     }
-    if (device_ != c10::kCPU && (!loader_ || loaded_index_ != device.index())) load(device.index());
+    if (device_ != c10::kCPU && (!loader_ || loaded_index_ != device.index())) open_on(device.index());
   }
 
-  void load(c10::DeviceIndex index) {
+  // Loads the package on device `index` (-1 on the CPU). Not `load`, which would hide
+  // torch::nn::Module::load(InputArchive&).
+  void open_on(c10::DeviceIndex index) {
     TemporaryPackage file(bytes_);
     try {
       loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(file.path(), "model",
