@@ -6,9 +6,11 @@ The test files import it as a sibling module: junit_runner.py puts this folder o
 python_exporter_test (defs.bzl) puts this file in every test's runfiles.
 """
 
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -16,6 +18,7 @@ import unittest
 import torch
 
 import tdpolicy
+from tdpolicy._check import input_document, output_entries
 
 _MAX_DIFF = re.compile(r"max \|C\+\+ - Python\| (\S+)")
 
@@ -56,6 +59,22 @@ class ExportTestCase(unittest.TestCase):
     def entries(self, report):
         """The keys a check compared."""
         return {key for key, _, _ in report.entries}
+
+    def tdp_run(self, path, td, *flags):
+        """`tdp run PATH --input=JSON FLAGS...` on td's entries: the finished process (returncode,
+        stdout, stderr)."""
+        input_path = self.path("tdp_run_input.json")
+        with open(input_path, "w") as f:
+            json.dump(input_document(td.items(include_nested=True, leaves_only=True)), f)
+        return subprocess.run([tdpolicy.find_tdp(), "run", path, "--input=" + input_path, *flags],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def tdp_outputs(self, path, td, *flags):
+        """tdp_run, which must succeed: the C++ output TensorDict as {key: float64 tensor}, a nested
+        key as a tuple."""
+        result = self.tdp_run(path, td, *flags)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return output_entries(result.stdout)
 
     def record_diff(self, what, diff):
         self.max_diffs[what] = max(self.max_diffs.get(what, 0.0), diff)

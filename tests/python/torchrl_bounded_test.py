@@ -6,9 +6,6 @@ TruncatedNormal, and check(interaction="mean") on a distribution without a mean.
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
 
-import json
-import os
-import subprocess
 import unittest
 import warnings
 
@@ -49,20 +46,10 @@ def mlp(in_features, cells, out_features, activation=nn.ReLU):
 class TorchRLBoundedTest(ExportTestCase):
     formats = (".pbtxt", ".pb", ".json")  # each export in the three forms tdp reads
 
-    def tdp_run(self, path, td, *flags):
-        """`tdp run` on td's entries: (exit status, stderr)."""
-        document = {key: value.tolist() for key, value in td.items()}
-        input_path = self.path("input.json")
-        with open(input_path, "w") as f:
-            json.dump(document, f)
-        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + input_path, *flags],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return result.returncode, result.stderr
-
     def assert_not_lowered(self, path, td, why):
-        status, stderr = self.tdp_run(path, td, "--backend=fused")
-        self.assertNotEqual(status, 0)
-        self.assertRegex(stderr, why)
+        result = self.tdp_run(path, td, "--backend=fused")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertRegex(result.stderr, why)
 
     # ---- TD3 / DDPG deterministic actors --------------------------------------------------------
 

@@ -11,10 +11,8 @@ seed).
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
 
-import json
 import os
 import subprocess
-import tempfile
 import unittest
 import warnings
 
@@ -72,17 +70,6 @@ class TorchRLDiscreteTest(ExportTestCase):
     backends = ("libtorch", "auto")
     fused_tolerance = 1e-6  # these policies agree with Python to 1e-6 on the fused plan too
 
-    def run_tdp(self, path, td, interaction, seed, backend="libtorch"):
-        """`tdp run` on td's entries: the C++ outputs as float64 tensors by key."""
-        document = {key: value.tolist() for key, value in td.items()}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, dir=self.dir) as f:
-            json.dump(document, f)
-        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + f.name, "--backend=" + backend,
-                                 "--interaction=" + interaction, "--seed=%d" % seed],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        return {key: torch.tensor(value, dtype=torch.float64) for key, value in json.loads(result.stdout).items()}
-
     # ---- QValueActor / QValueModule ----
 
     def test_dqn_q_value_actor_one_hot(self):
@@ -105,7 +92,7 @@ class TorchRLDiscreteTest(ExportTestCase):
         self.assertEqual((q.action_space, q.action_mask_key), ("categorical", "action_mask"))
         self.assertEqual([i.key for i in spec.inputs], ["observation", "action_mask"])
         # The greedy action is an allowed one, as in Python.
-        out = self.run_tdp(self.path("dqn_categorical.pb"), td, "deterministic", 0)
+        out = self.tdp_outputs(self.path("dqn_categorical.pb"), td, "--interaction=deterministic")
         self.assertTrue(bool(td["action_mask"].gather(-1, out["action"].long().unsqueeze(-1)).all()))
 
     def test_dqn_q_value_module_one_hot_with_mask_json(self):
@@ -153,7 +140,7 @@ class TorchRLDiscreteTest(ExportTestCase):
                 self.assertEqual(list(network.sequence.layers[1].unflatten.sizes), [nbins, ACTIONS])
                 self.assertEqual(list(spec.module.sequential.modules[1].q_value.support.shape), [nbins])
                 self.assertRegex(self.describe(self.path(name)), r"modules\[1\]: fused \(DistributionalQValue")
-                out = self.run_tdp(self.path(name), td, "deterministic", 0, backend="fused")
+                out = self.tdp_outputs(self.path(name), td, "--interaction=deterministic", "--backend=fused")
                 self.assertEqual(list(out["action_value"].shape), [5, nbins, ACTIONS])
 
     def test_distributional_q_value_actor_unflatten_with_mask(self):
@@ -177,7 +164,7 @@ class TorchRLDiscreteTest(ExportTestCase):
                 # The fused plan's action is Python's. (Not always an allowed one: TorchRL gives a
                 # masked-out action the expected value 0, exp(finfo.min) = 0 on every atom, which
                 # beats allowed actions whose expected values are negative.)
-                out = self.run_tdp(self.path(name), td, "deterministic", 0, backend="fused")
+                out = self.tdp_outputs(self.path(name), td, "--interaction=deterministic", "--backend=fused")
                 self.assertTrue(torch.equal(out["action"].long(), actor(td.clone())["action"]))
 
     def test_distributional_q_value_module_categorical_with_mask(self):
@@ -224,10 +211,10 @@ class TorchRLDiscreteTest(ExportTestCase):
                     big["action_mask"] = random_mask(n)
                 path = self.path("egreedy_%s.pb" % name)
                 tdpolicy.export(policy, path, example=example)
-                greedy = self.run_tdp(path, big, "deterministic", 0)["action"]
-                drawn = self.run_tdp(path, big, "random", 7)["action"]
-                again = self.run_tdp(path, big, "random", 7)["action"]
-                other = self.run_tdp(path, big, "random", 8)["action"]
+                greedy = self.tdp_outputs(path, big, "--interaction=deterministic")["action"]
+                drawn = self.tdp_outputs(path, big, "--interaction=random", "--seed=7")["action"]
+                again = self.tdp_outputs(path, big, "--interaction=random", "--seed=7")["action"]
+                other = self.tdp_outputs(path, big, "--interaction=random", "--seed=8")["action"]
                 self.assertTrue(torch.equal(drawn, again))
                 self.assertFalse(torch.equal(drawn, other))
                 changed = (drawn != greedy).reshape(n, -1).any(-1).double().mean().item()
@@ -268,7 +255,8 @@ class TorchRLDiscreteTest(ExportTestCase):
                 n = 500
                 big = TensorDict({"observation": torch.randn(n, 3), "action_mask": random_mask(n)}, [n])
                 for backend in ("libtorch", "fused"):
-                    drawn = self.run_tdp(self.path("%s.%s" % (name, fmt)), big, "random", 3, backend)["action"]
+                    drawn = self.tdp_outputs(self.path("%s.%s" % (name, fmt)), big, "--interaction=random", "--seed=3",
+                                              "--backend=" + backend)["action"]
                     index = drawn.long() if cls is MaskedCategorical else drawn.argmax(-1)
                     self.assertTrue(bool(big["action_mask"].gather(-1, index.unsqueeze(-1)).all()), backend)
 

@@ -13,10 +13,8 @@ the log-prob at ("agents", "sample_log_prob")), which the fused plan lowers whol
 Run by tests/python/exporter_test.sh with the package built into PYTHONPATH and TDP_BIN set.
 """
 
-import json
 import os
 import subprocess
-import tempfile
 import unittest
 import warnings
 
@@ -44,7 +42,6 @@ from torchrl.modules import MLP, IndependentNormal, MultiAgentMLP, Probabilistic
 
 import tdpolicy
 from tdpolicy import tensor_pb2
-from tdpolicy._check import _flatten, _from_json_value, _to_json_value
 
 from export_case import ExportTestCase  # beside this file, on sys.path by junit_runner.py
 
@@ -105,27 +102,8 @@ def gaussian_actor(in_key, in_features, cells=(16, 16)):
                               distribution_kwargs={"low": -1.0, "high": 1.0}, return_log_prob=True)
 
 
-def cpp_run(path, td, backend="libtorch"):
-    """`tdp run` on td's entries: the C++ output TensorDict as {key: tensor}."""
-    document = {}
-    for key, value in td.items(include_nested=True, leaves_only=True):
-        parts = (key,) if isinstance(key, str) else key
-        level = document
-        for part in parts[:-1]:
-            level = level.setdefault(part, {})
-        level[parts[-1]] = _to_json_value(value)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(document, f)
-        name = f.name
-    try:
-        result = subprocess.run([os.environ["TDP_BIN"], "run", path, "--input=" + name, "--lp_aggregate=false",
-                                 "--interaction=deterministic", "--backend=" + backend],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    finally:
-        os.unlink(name)
-    if result.returncode != 0:
-        raise AssertionError("tdp run failed: " + result.stderr)
-    return {k: _from_json_value(v) for k, v in _flatten(json.loads(result.stdout)).items()}
+# tdp run's flags for the deterministic comparisons, as tdpolicy.check runs it.
+DETERMINISTIC = ("--lp_aggregate=false", "--interaction=deterministic")
 
 
 def max_diff(cpp, python):
@@ -151,7 +129,7 @@ class TransformsTest(ExportTestCase):
         inputs = raw.select(*[tuple(i.key.split("/")) if "/" in i.key else i.key for i in spec.inputs])
         for backend in backends:
             tol = 1e-6 if backend == "libtorch" else 1e-5
-            cpp = cpp_run(path, inputs, backend)
+            cpp = self.tdp_outputs(path, inputs, *DETERMINISTIC, "--backend=" + backend)
             for key in actor.out_keys:
                 diff = max_diff(cpp[key], python.get(key))
                 self.record_diff("%s %s" % (backend, name.split(".")[0]), diff)
@@ -233,7 +211,7 @@ class TransformsTest(ExportTestCase):
         spec = tdpolicy.export(policy, self.path("pixels.json"), raw, transforms=env.transform)
         self.assertEqual([(i.key, list(i.shape)) for i in spec.inputs], [("pixels", [6, 5, 3])])
         self.assertTrue(spec.module.sequential.modules[0].network.network.to_tensor_image.from_int)
-        cpp = cpp_run(self.path("pixels.json"), raw.select("pixels"))
+        cpp = self.tdp_outputs(self.path("pixels.json"), raw.select("pixels"), *DETERMINISTIC)
         expected = policy(transformed.clone())["features"]
         self.assertEqual(list(cpp["features"].shape), [BATCH, 3, 6, 5])
         diff = max_diff(cpp["features"], expected)
@@ -316,10 +294,10 @@ class TransformsTest(ExportTestCase):
                     report_fused = tdpolicy.check(self.path(name), module, td, backend="fused", atol=1e-5, rtol=1e-5,
                                                   self_tests=False)
                     self.assertTrue(report_fused.ok, str(report_fused))
-                    cpp = cpp_run(self.path(name), td)
+                    cpp = self.tdp_outputs(self.path(name), td, *DETERMINISTIC)
                     self.record_diff("libtorch multi_agent_mlp", max_diff(cpp[("agents", "out")], module(td.clone())[
                         ("agents", "out")]))
-                    fused = cpp_run(self.path(name), td, backend="fused")
+                    fused = self.tdp_outputs(self.path(name), td, *DETERMINISTIC, "--backend=fused")
                     self.record_diff("fused multi_agent_mlp", max_diff(fused[("agents", "out")], module(td.clone())[
                         ("agents", "out")]))
 
@@ -393,7 +371,8 @@ class TransformsTest(ExportTestCase):
                     self.assertIn("modules[1]: fused (tanh_normal", described)
                     with torch.no_grad():
                         expected = policy(td.clone().exclude(("agents", "action")))
-                    fused = cpp_run(path, td.clone().exclude(("agents", "action")), backend="fused")
+                    fused = self.tdp_outputs(path, td.clone().exclude(("agents", "action")), *DETERMINISTIC,
+                                                 "--backend=fused")
                     self.assertEqual(list(fused[("agents", "sample_log_prob")].shape), [BATCH, n_agents])
                     for key in (("agents", "action"), ("agents", "sample_log_prob")):
                         diff = max_diff(fused[key], expected[key])

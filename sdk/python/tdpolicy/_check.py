@@ -106,6 +106,24 @@ def _from_json_value(value):
     return torch.tensor(fix(value), dtype=torch.float64)
 
 
+def input_document(entries):
+    """`tdp run --input`'s JSON document for (key, tensor) pairs: a nested key as nested objects,
+    non-finite values as the strings protobuf's JSON reads ("NaN", "Infinity", "-Infinity")."""
+    document = {}
+    for key, value in entries:
+        parts = (key,) if isinstance(key, str) else key
+        level = document
+        for part in parts[:-1]:
+            level = level.setdefault(part, {})
+        level[parts[-1]] = _to_json_value(value)
+    return document
+
+
+def output_entries(stdout):
+    """`tdp run`'s output (a JSON TensorDict) as {key: float64 tensor}, a nested key as a tuple."""
+    return {k: _from_json_value(v) for k, v in _flatten(json.loads(stdout)).items()}
+
+
 def _flatten(obj, prefix=()):
     out = {}
     for name, value in obj.items():
@@ -227,15 +245,8 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
         _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
 
     # 3. Every output entry of a deterministic run.
-    document = {}
-    for key, value in inputs.items():
-        parts = (key,) if isinstance(key, str) else key
-        level = document
-        for part in parts[:-1]:
-            level = level.setdefault(part, {})
-        level[parts[-1]] = _to_json_value(value)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(document, f)
+        json.dump(input_document(inputs.items()), f)
         input_path = f.name
     try:
         flags = ["--lp_aggregate=false", "--backend=" + backend]
@@ -246,7 +257,7 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
     finally:
         os.unlink(input_path)
     if result.returncode == 0:
-        cpp = {k: _from_json_value(v) for k, v in _flatten(json.loads(result.stdout)).items()}
+        cpp = output_entries(result.stdout)
         was_training = module.training
         module.eval()
         python_error = None
