@@ -66,7 +66,7 @@ def main():
     from tensordict.nn import InteractionType, set_interaction_type
 
     import tdpolicy
-    from tdpolicy._check import _compare, _flatten, _from_json_value, _to_json_value, read_spec
+    from tdpolicy._check import _compare, _to_json_value, output_entries, read_spec
     from tdpolicy._export import _score
     from tdpolicy._proto import text_format
     from tdpolicy._tensors import key_text, leaves
@@ -144,7 +144,7 @@ def main():
                 expect(False, "tdp run --device=%s --interaction=%s at batch %s: %s" % (
                     actor_device, interaction, list(inputs.batch_size), result.stderr.strip()))
                 return None, took
-            return {k: _from_json_value(v) for k, v in _flatten(json.loads(result.stdout)).items()}, took
+            return output_entries(result.stdout), took
 
         def compare(what, cpp, python, keys):
             """One line: every key of `keys` to TOLERANCE, the largest difference and where."""

@@ -167,6 +167,37 @@ def _sample_keys(module):
     return keys
 
 
+def _validate(binary, path, spec, module, td, input_td, atol, rtol, report):
+    """check's steps 1 and 2: `tdp validate` of the spec's own self tests and, when td holds
+    actions at the module's sample keys, of one more self test with their log-probs, on a temporary
+    copy of the spec (in the spec's folder, so that its parameters_file and TorchScript files
+    resolve)."""
+    actions = [k for k in _sample_keys(module) if k in td.keys(True, True)]
+    if not actions:
+        _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
+        return
+    was_training = module.training
+    module.eval()
+    try:
+        output_keys = [parse_key(k) for k in spec.output_keys]
+        test = make_self_test(module, input_td, td.select(*actions), output_keys, atol, rtol)
+    finally:
+        module.train(was_training)
+    copy = spec_pb2.PolicySpec()
+    copy.CopyFrom(spec)
+    copy.self_tests.add().CopyFrom(test)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".tdpolicy-check-", suffix=".pb", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(copy.SerializeToString(deterministic=True))
+        _run([binary, "validate", temporary], report,
+             "tdp validate %s (its self tests and the log-probs of td's %s)"
+             % (os.path.basename(path), ", ".join(key_text(k) for k in actions)))
+    finally:
+        os.unlink(temporary)
+
+
 _INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": InteractionType.MODE,
                  "mean": InteractionType.MEAN, "median": InteractionType.MEDIAN}
 
@@ -216,33 +247,9 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
         raise ValueError("td holds none of the spec's inputs (%s)" % ", ".join(e.key for e in spec.inputs))
     input_td = TensorDict(inputs, batch_size=td.batch_size)
 
-    # 1 and 2. The spec's own self tests, and the log-probs of the actions td holds as one more
-    # self test of a temporary copy of the spec (in the spec's folder, so that its parameters_file
-    # and TorchScript files resolve).
-    actions = [k for k in _sample_keys(module) if k in td.keys(True, True)] if self_tests else []
-    if actions:
-        was_training = module.training
-        module.eval()
-        try:
-            test = make_self_test(module, input_td, td.select(*actions),
-                                  [parse_key(k) for k in spec.output_keys], atol, rtol)
-        finally:
-            module.train(was_training)
-        copy = spec_pb2.PolicySpec()
-        copy.CopyFrom(spec)
-        copy.self_tests.add().CopyFrom(test)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, temporary = tempfile.mkstemp(prefix=".tdpolicy-check-", suffix=".pb", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(copy.SerializeToString(deterministic=True))
-            _run([binary, "validate", temporary], report,
-                 "tdp validate %s (its self tests and the log-probs of td's %s)"
-                 % (os.path.basename(path), ", ".join(key_text(k) for k in actions)))
-        finally:
-            os.unlink(temporary)
-    elif self_tests:
-        _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
+    # 1 and 2. The self tests.
+    if self_tests:
+        _validate(binary, path, spec, module, td, input_td, atol, rtol, report)
 
     # 3. Every output entry of a deterministic run.
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
