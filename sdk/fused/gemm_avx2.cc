@@ -33,6 +33,9 @@ struct S {
   // A division: the 12-bit estimate plus one Newton step is an ulp off (1 / 1 gives 0.99999994).
   static V recip(V d) { return _mm256_div_ps(_mm256_set1_ps(1.0f), d); }
   static float recip1(float d) { return 1.0f / d; }
+  // One division, where recip and a multiply would be a division and a multiply.
+  static V ratio(V a, V b) { return _mm256_div_ps(a, b); }
+  static float ratio1(float a, float b) { return a / b; }
   // MINPS/MAXPS return their second operand when either is NaN.
   static V min_nan(V c, V x) { return _mm256_min_ps(c, x); }
   static V max_nan(V c, V x) { return _mm256_max_ps(c, x); }

@@ -39,6 +39,9 @@ struct S {
     const __m128 r = _mm_rcp14_ss(v, v);
     return _mm_cvtss_f32(_mm_fmadd_ss(r, _mm_fnmadd_ss(v, r, _mm_set_ss(1.0f)), r));
   }
+  // A 16-lane division costs several times the estimate, its Newton step and a multiply.
+  static V ratio(V a, V b) { return _mm512_mul_ps(a, recip(b)); }
+  static float ratio1(float a, float b) { return a * recip1(b); }
   // MINPS/MAXPS return their second operand when either is NaN.
   static V min_nan(V c, V x) { return _mm512_min_ps(c, x); }
   static V max_nan(V c, V x) { return _mm512_max_ps(c, x); }

@@ -8,7 +8,8 @@
 // block: MR rows by NC vectors of columns), and zero, set1, load, load_n (the first n lanes, the
 // rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, recip (1 / d
 // within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
-// output, so AVX-512 uses its reciprocal estimate and a Newton step), min_nan
+// output, so AVX-512 uses its reciprocal estimate and a Newton step), ratio (a / b as the
+// instruction set divides cheapest: a division with AVX2, a * recip(b) with AVX-512), min_nan
 // and max_nan (min/max(c, x) that return x when x is NaN), abs, or_sign (a >= 0 with x's sign),
 // select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]), div, and
 // for vlog's bit work the int32 lane operations set1_i, sub_i, and_i, or_i, srli_i<n>, to_float
@@ -63,7 +64,8 @@ inline typename S::V vexp(typename S::V x) {
 }
 
 // tanh, as math.h's fast_tanh: expm1(2|x|) / (expm1(2|x|) + 2) with the sign of x, where
-// expm1(z) = 2^n (e^r - 1) + (2^n - 1) has no cancellation near 0; NaN propagated, +-inf to +-1.
+// expm1(z) = 2^n (e^r - 1) + (2^n - 1) has no cancellation near 0, and the divisor its own FMA
+// beside it (one dependent addition fewer before the division); NaN propagated, +-inf to +-1.
 template <class S>
 inline typename S::V vtanh(typename S::V x) {
   using V = typename S::V;
@@ -72,7 +74,8 @@ inline typename S::V vtanh(typename S::V x) {
   const V m1 = vexpm1_reduced<S>(z, n);
   const V s = S::pow2i(n);
   const V e = S::fma(s, m1, S::sub(s, S::set1(1.0f)));  // expm1(z), in [0, 4.9e8]
-  return S::or_sign(S::mul(e, S::recip(S::add(e, S::set1(2.0f)))), x);
+  const V d = S::fma(s, m1, S::add(s, S::set1(1.0f)));  // expm1(z) + 2
+  return S::or_sign(S::ratio(e, d), x);
 }
 
 // Cephes' logf, as math.h's fast_log, for finite normal x > 0.

@@ -6,8 +6,8 @@
 // variant draws the same normals to within the rounding of a fused multiply-add (and the same
 // uniforms exactly).
 //
-// Beyond gemm_kernel.h's list, S provides: sqrt, recip1 (recip on one float, the same
-// instruction), and the int32 lane operations add_i, xor_i, slli_i<n>, to_int (truncate),
+// Beyond gemm_kernel.h's list, S provides: sqrt, recip1 and ratio1 (recip and ratio on one
+// float, the same instructions), and the int32 lane operations add_i, xor_i, slli_i<n>, to_int (truncate),
 // select_i (a mask's lanes from t, the others from f) and mulhilo (the high and low 32 bits of
 // each lane times a 32-bit constant).
 #include <immintrin.h>
@@ -53,7 +53,7 @@ inline void vsincos_2pi(typename S::V u, typename S::V& sin_out, typename S::V& 
 // computed alone (a batch of one, a short tail) has the same bits as in a full vector. Exact
 // because every operation either rounds correctly in both forms (add, mul, div, sqrt, fma: the
 // files build with -ffp-contract=off, so no multiply-add is fused that S does not fuse) or is the
-// same instruction on one lane (S::recip1: AVX-512's reciprocal estimate).
+// same instruction on one lane (S::recip1 and S::ratio1: AVX-512's reciprocal estimate).
 template <class S>
 struct Lane {
   using V = float;
@@ -70,6 +70,7 @@ struct Lane {
   static V div(V a, V b) { return a / b; }
   static V sqrt(V x) { return __builtin_sqrtf(x); }
   static V recip(V d) { return S::recip1(d); }
+  static V ratio(V a, V b) { return S::ratio1(a, b); }
   static V min_nan(V c, V x) { return c < x ? c : x; }
   static V max_nan(V c, V x) { return c > x ? c : x; }
   static V abs(V x) { return from_bits(bits(x) & 0x7fffffffu); }
