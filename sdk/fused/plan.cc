@@ -2152,14 +2152,19 @@ struct FusedPlan::Impl {
           int64_t choice = 0;
           if (random) {
             // The inverse CDF of the masses scaled to their sum, as multinomial normalizes its
-            // probabilities (they sum to 1 only up to rounding).
+            // probabilities (they sum to 1 only up to rounding): the first class with mass whose
+            // cdf passes u, else the last class with mass (should rounding leave u >= cdf). No
+            // branch on the draw: a loop that stopped at the drawn class would be mispredicted
+            // about as often as the draw is uncertain.
             const double u = uniform[r] * total;
             double cdf = 0;
             choice = -1;
+            bool found = false;
             for (int64_t k = 0; k < k_max; ++k) {
               cdf += mass[k];
-              if (mass[k] > 0) choice = k;  // the last class with mass, should rounding leave u >= cdf
-              if (u < cdf && mass[k] > 0) break;
+              const bool has_mass = mass[k] > 0;
+              choice = !found && has_mass ? k : choice;
+              found = found | (has_mass & (u < cdf));
             }
             // Nothing to draw (run() refuses a mask row without a class before any tile; here the
             // logits are NaN); LibTorch's multinomial raises for it too.
