@@ -14,13 +14,17 @@ and adds TORCH_PRELUDE_COPTS:
 
 gcc uses the `.gch` only where nothing that affects it differs (its -m and -f options, the macros
 the headers test); elsewhere it reads the header as written, so a mismatch costs time, never
-correctness (-Winvalid-pch names it). Under clang (the fuzzers, the Bazel consumer workspace) no
+correctness (`--copt=-Winvalid-pch` names it; under -c opt it also names the variant each file
+passes over). Under clang (the fuzzers, the Bazel consumer workspace) no
 `.gch` is made and nothing is prepended: those builds still check that every file includes what
 it uses, which the prelude hides from gcc. A target that checks what a header pulls in
 (tests/actor:actor_header_test) keeps @libtorch and no prelude.
 """
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+
+def _shell_quote(word):
+    return "'" + word.replace("'", "'\\''") + "'"
 
 def _cc_precompiled_header_impl(ctx):
     cc_toolchain = find_cpp_toolchain(ctx)
@@ -38,28 +42,42 @@ def _cc_precompiled_header_impl(ctx):
             unsupported_features = ctx.disabled_features,
         )
         context = deps.compilation_context
-        gch = ctx.actions.declare_file(header.basename + ".gch", sibling = header)
-        variables = cc_common.create_compile_variables(
-            feature_configuration = feature_configuration,
-            cc_toolchain = cc_toolchain,
-            user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts + ["-x", "c++-header"],
-            source_file = header.path,
-            output_file = gch.path,
-            include_directories = context.includes,
-            quote_include_directories = context.quote_includes,
-            system_include_directories = context.system_includes,
-            framework_include_directories = context.framework_includes,
-            preprocessor_defines = context.defines,
-            use_pic = True,
-        )
         action = "c++-compile"
-        ctx.actions.run(
-            executable = cc_common.get_tool_for_action(feature_configuration = feature_configuration, action_name = action),
-            arguments = cc_common.get_memory_inefficient_command_line(
+
+        # gcc reads every precompiled header in the `.gch` folder and uses the first that fits the
+        # file's compile. Bazel compiles position-independent code everywhere except for the
+        # binaries of -c opt (position-independent executables, gcc's default on Debian), which
+        # also compiles each library for its shared form.
+        gch = ctx.actions.declare_directory(header.basename + ".gch", sibling = header)
+        variants = [("pic", True)] + ([("pie", False)] if ctx.var["COMPILATION_MODE"] == "opt" else [])
+        commands = []
+        for variant, use_pic in variants:
+            variables = cc_common.create_compile_variables(
+                feature_configuration = feature_configuration,
+                cc_toolchain = cc_toolchain,
+                # -MD records in the .gch the headers it was made of, which -fpch-deps then lists in
+                # each file's dependency output: Bazel recompiles the file when one of them changes.
+                user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
+                                     ["-x", "c++-header", "-MD", "-MF", "/dev/null"],
+                source_file = header.path,
+                output_file = "{}/{}".format(gch.path, variant),
+                include_directories = context.includes,
+                quote_include_directories = context.quote_includes,
+                system_include_directories = context.system_includes,
+                framework_include_directories = context.framework_includes,
+                preprocessor_defines = context.defines,
+                use_pic = use_pic,
+            )
+            command_line = [cc_common.get_tool_for_action(feature_configuration = feature_configuration, action_name = action)]
+            command_line += cc_common.get_memory_inefficient_command_line(
                 feature_configuration = feature_configuration,
                 action_name = action,
                 variables = variables,
-            ),
+            )
+            commands.append(" ".join([_shell_quote(word) for word in command_line]) + " &")
+        ctx.actions.run_shell(
+            command = "\n".join(["set -e", "mkdir -p " + _shell_quote(gch.path)] + commands +
+                                ["for job in $(jobs -p); do wait $job; done"]),
             env = cc_common.get_environment_variables(
                 feature_configuration = feature_configuration,
                 action_name = action,
@@ -68,7 +86,7 @@ def _cc_precompiled_header_impl(ctx):
             inputs = depset([header], transitive = [context.headers, cc_toolchain.all_files]),
             outputs = [gch],
             mnemonic = "CppPrecompileHeader",
-            progress_message = "Precompiling %s" % ctx.file.hdr.short_path,
+            progress_message = "Precompiling %s (%s)" % (ctx.file.hdr.short_path, ", ".join([v for v, _ in variants])),
         )
         outputs.append(gch)
 
@@ -96,5 +114,5 @@ cc_precompiled_header = rule(
 # The copts that read //third_party:torch_prelude's header (and so its .gch) before anything else.
 TORCH_PRELUDE_COPTS = select({
     str(Label("//third_party:clang")): [],
-    "//conditions:default": ["-Winvalid-pch", "-include", "tdp_torch_prelude.h"],
+    "//conditions:default": ["-fpch-deps", "-include", "tdp_torch_prelude.h"],
 })
