@@ -10,7 +10,8 @@ PublicHeadersInfo = provider(fields = ["headers"])
 
 def _collect_impl(target, ctx):
     own = []
-    if CcInfo in target and target.label.workspace_name == "":
+    # third_party holds build aids (LibTorch's precompiled prelude), not headers of the SDK.
+    if CcInfo in target and target.label.workspace_name == "" and target.label.package != "third_party":
         cc = target[CcInfo].compilation_context
         own = cc.direct_public_headers
     transitive = [dep[PublicHeadersInfo].headers for dep in getattr(ctx.rule.attr, "deps", []) if PublicHeadersInfo in dep]
