@@ -87,7 +87,10 @@ def _cc_precompiled_header_impl(ctx):
                 action_name = action,
                 variables = variables,
             )
-        command_line = [cc_common.get_tool_for_action(feature_configuration = feature_configuration, action_name = action)]
+        command_line = [cc_common.get_tool_for_action(
+            feature_configuration = feature_configuration,
+            action_name = action,
+        )]
         command_line += cc_common.get_memory_inefficient_command_line(
             feature_configuration = feature_configuration,
             action_name = action,
