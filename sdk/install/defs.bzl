@@ -10,8 +10,8 @@ PublicHeadersInfo = provider(fields = ["headers"])
 
 def _collect_impl(target, ctx):
     own = []
-    # third_party holds build aids (LibTorch's precompiled prelude), not headers of the SDK.
-    if CcInfo in target and target.label.workspace_name == "" and target.label.package != "third_party":
+    # A precompiled header (//third_party:torch_prelude) is a build aid, not a header of the SDK.
+    if CcInfo in target and target.label.workspace_name == "" and ctx.rule.kind != "cc_precompiled_header":
         cc = target[CcInfo].compilation_context
         own = cc.direct_public_headers
     transitive = [dep[PublicHeadersInfo].headers for dep in getattr(ctx.rule.attr, "deps", []) if PublicHeadersInfo in dep]
