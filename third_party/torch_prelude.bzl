@@ -17,7 +17,9 @@ the headers test); elsewhere it reads the header as written, so a mismatch costs
 correctness (`--copt=-Winvalid-pch` names it; under -c opt it also names the variant each file
 passes over). clang (the fuzzers, the Bazel consumer workspace) refuses to compile a file that no
 variant fits ("no suitable precompiled header file found"): every target with these copts
-compiles with the configuration's flags alone, as the variants do. Since every SDK file is
+compiles with the configuration's flags alone, as the variants do. clang also refuses one made
+before an upgrade of the compiler or the system headers, which Bazel does not track ("has been
+modified since the precompiled header was built"): `./bazelw clean` rebuilds it. Since every SDK file is
 compiled after the prelude, a missing LibTorch include shows only where a public header is used
 without it: a target that checks what a header pulls in (tests/actor:actor_header_test) keeps
 @libtorch and no prelude, as the CMake consumer of an install does.
