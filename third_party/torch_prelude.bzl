@@ -66,37 +66,26 @@ def _cc_precompiled_header_impl(ctx):
     # default on Debian), which also compiles each library for its shared form.
     gch = ctx.actions.declare_directory(header.basename + ".gch", sibling = header)
     variants = [("pic", True)] + ([("pie", False)] if ctx.var["COMPILATION_MODE"] == "opt" else [])
+    variables = [cc_common.create_compile_variables(
+        feature_configuration = feature_configuration,
+        cc_toolchain = cc_toolchain,
+        user_compile_flags = flags,
+        source_file = header.path,
+        output_file = "{}/{}".format(gch.path, variant),
+        include_directories = context.includes,
+        quote_include_directories = context.quote_includes,
+        system_include_directories = context.system_includes,
+        framework_include_directories = context.framework_includes,
+        preprocessor_defines = context.defines,
+        use_pic = use_pic,
+    ) for variant, use_pic in variants]
+    tool = cc_common.get_tool_for_action(feature_configuration = feature_configuration, action_name = action)
     commands = []
-    environment = None
-    for variant, use_pic in variants:
-        variables = cc_common.create_compile_variables(
-            feature_configuration = feature_configuration,
-            cc_toolchain = cc_toolchain,
-            user_compile_flags = flags,
-            source_file = header.path,
-            output_file = "{}/{}".format(gch.path, variant),
-            include_directories = context.includes,
-            quote_include_directories = context.quote_includes,
-            system_include_directories = context.system_includes,
-            framework_include_directories = context.framework_includes,
-            preprocessor_defines = context.defines,
-            use_pic = use_pic,
-        )
-        if environment == None:
-            # The toolchain's environment for a compile (the same for every variant).
-            environment = cc_common.get_environment_variables(
-                feature_configuration = feature_configuration,
-                action_name = action,
-                variables = variables,
-            )
-        command_line = [cc_common.get_tool_for_action(
+    for variant_variables in variables:
+        command_line = [tool] + cc_common.get_memory_inefficient_command_line(
             feature_configuration = feature_configuration,
             action_name = action,
-        )]
-        command_line += cc_common.get_memory_inefficient_command_line(
-            feature_configuration = feature_configuration,
-            action_name = action,
-            variables = variables,
+            variables = variant_variables,
         )
         words = [_shell_quote(word) for word in command_line]
         if clang:
@@ -106,7 +95,12 @@ def _cc_precompiled_header_impl(ctx):
     ctx.actions.run_shell(
         command = "\n".join(["set -e", "mkdir -p " + _shell_quote(gch.path)] + commands +
                             ["for job in $(jobs -p); do wait $job; done"]),
-        env = environment,
+        # The toolchain's environment for a compile, the same for every variant.
+        env = cc_common.get_environment_variables(
+            feature_configuration = feature_configuration,
+            action_name = action,
+            variables = variables[0],
+        ),
         inputs = depset([header], transitive = [context.headers, cc_toolchain.all_files]),
         outputs = [gch],
         mnemonic = "CppPrecompileHeader",
@@ -137,9 +131,11 @@ cc_precompiled_header = rule(
 
 # Where //third_party:torch_prelude puts its header, from the execution root: clang's driver looks
 # for the precompiled header beside the path -include names (gcc searches the include path).
+_PRELUDE_HEADER = "tdp_torch_prelude.h"
 _PRELUDE_PATH = "$(BINDIR)/" + "/".join([part for part in [
     Label("//third_party:BUILD.bazel").workspace_root,
-    "third_party/torch_prelude/tdp_torch_prelude.h",
+    "third_party/torch_prelude",
+    _PRELUDE_HEADER,
 ] if part])
 
 # The copts that read //third_party:torch_prelude's header (and so its precompiled form) before
@@ -147,5 +143,5 @@ _PRELUDE_PATH = "$(BINDIR)/" + "/".join([part for part in [
 # (the execution root; its system headers are found as without it).
 TORCH_PRELUDE_COPTS = select({
     str(Label("//third_party:clang")): ["-include", _PRELUDE_PATH, "-Xclang", "-isysroot", "-Xclang", "."],
-    "//conditions:default": ["-fpch-deps", "-include", "tdp_torch_prelude.h"],
+    "//conditions:default": ["-fpch-deps", "-include", _PRELUDE_HEADER],
 })
