@@ -5,6 +5,8 @@
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <c10/util/Exception.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/torch.h>
@@ -91,6 +93,29 @@ class TemporaryPackage {
 std::string first_line(const c10::Error& error) {
   const std::string message = error.what_without_backtrace();
   return message.substr(0, message.find('\n'));
+}
+
+// A package's compiled code names libtorch.so among the libraries it needs, with no search path.
+// The SDK links only libtorch_cpu and libc10, because the wheel's libtorch.so pulls in
+// libtorch_cuda and the CUDA libraries, a third of every CPU process's start even where no package
+// is ever loaded. So the first package loads libtorch.so from libtorch_cpu.so's folder, once; after
+// that the dynamic loader finds it by name. Empty, or what went wrong.
+const std::string& load_libtorch_for_packages() {
+  static const std::string error = []() -> std::string {
+    if (dlopen("libtorch.so", RTLD_NOW | RTLD_NOLOAD) != nullptr) return "";
+    void* cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+    char folder[PATH_MAX] = "";
+    if (cpu == nullptr || dlinfo(cpu, RTLD_DI_ORIGIN, folder) != 0) {
+      return "an AOTInductor package needs libtorch.so, and libtorch_cpu.so's folder (where it lies) is unknown";
+    }
+    const std::string path = absl::StrCat(folder, "/libtorch.so");
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* why = dlerror();
+      return absl::StrCat("an AOTInductor package needs ", path, ", which did not load: ", why ? why : "");
+    }
+    return "";
+  }();
+  return error;
 }
 
 class AotiPackageImpl : public torch::nn::Module {
@@ -206,6 +231,9 @@ class AotiPackageImpl : public torch::nn::Module {
   // Loads the package on device `index` (-1 on the CPU). Not `load`, which would hide
   // torch::nn::Module::load(InputArchive&).
   void open_on(c10::DeviceIndex index) {
+    if (const std::string& error = load_libtorch_for_packages(); !error.empty()) {
+      throw std::invalid_argument(absl::StrCat(source_, ": ", error));
+    }
     TemporaryPackage file(bytes_);
     try {
       loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(file.path(), "model",

@@ -5,6 +5,7 @@
 #include "sdk/nn/aoti_package.h"
 
 #include <gmock/gmock.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -61,8 +62,12 @@ tdpolicy::PolicySpec spec_with(const std::string& package_fields, const std::str
       " } } } }");
 }
 
+bool libtorch_so_loaded() { return dlopen("libtorch.so", RTLD_NOW | RTLD_NOLOAD) != nullptr; }
+
 class AotiPackageTest : public ::testing::Test {
  protected:
+  // Before any test of the suite has loaded a package, whatever order they run in.
+  static void SetUpTestSuite() { libtorch_so_loaded_before_packages_ = libtorch_so_loaded(); }
   void SetUp() override {
     if (package_dir().empty()) GTEST_FAIL() << "TDP_AOTI_PACKAGE_DIR is not set (run aoti_package_test.sh)";
     expected_ = read_expected();
@@ -72,7 +77,17 @@ class AotiPackageTest : public ::testing::Test {
   }
   std::string sha() const { return "sha256: \"" + expected_.sha256 + "\""; }
   Expected expected_;
+  static bool libtorch_so_loaded_before_packages_;
 };
+
+bool AotiPackageTest::libtorch_so_loaded_before_packages_ = false;
+
+// libtorch.so brings the CUDA libraries with it: a process that never loads a package never loads it.
+TEST_F(AotiPackageTest, LibTorchSoLoadsWithTheFirstPackage) {
+  EXPECT_FALSE(libtorch_so_loaded_before_packages_) << "libtorch.so was loaded before any package";
+  ASSERT_OK_AND_ASSIGN(Policy policy, build(spec_with(sha())));
+  EXPECT_TRUE(libtorch_so_loaded());
+}
 
 TEST_F(AotiPackageTest, ComputesWhatPyTorchComputedAtAnyBatchDims) {
   ASSERT_OK_AND_ASSIGN(Policy policy, build(spec_with(sha())));
