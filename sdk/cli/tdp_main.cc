@@ -55,6 +55,7 @@
 
 // Optional values are strings so that "not given" differs from every value.
 ABSL_FLAG(std::string, input, "", "run: JSON file of named input tensors; - reads stdin");
+ABSL_FLAG(bool, self_tests, false, "run: first run the spec's self tests, as validate does (a failure ends the run)");
 ABSL_FLAG(std::string, interaction, "",
           "run, bench: mode, median, mean, random or deterministic (default: each module's own)");
 ABSL_FLAG(std::string, seed, "", "run, bench: seed of the actor's random stream (default 0, as an Actor's)");
@@ -107,10 +108,10 @@ constexpr const char* kUsageText =
     "                  keys do not need dashed)\n"
     "  run SPEC --input=FILE.json [--interaction=mode|median|mean|random|deterministic]\n"
     "           [--seed=N] [--lp_aggregate=true|false] [--backend=auto|libtorch|fused]\n"
-    "           [--device=cpu|cuda[:N]] [--cuda_graph=spec|on|off]\n"
+    "           [--device=cpu|cuda[:N]] [--cuda_graph=spec|on|off] [--self_tests]\n"
     "                  runs the policy on a JSON object of named tensors (nested lists; nested\n"
     "                  keys as nested objects; --input=- reads stdin) and prints the resulting\n"
-    "                  TensorDict as JSON on stdout\n"
+    "                  TensorDict as JSON on stdout; --self_tests runs validate's self tests first\n"
     "  bench SPEC --batch=B [--iterations=N] [--warmup=N] [--interaction=...] [--backend=...]\n"
     "           [--device=...] [--cuda_graph=...]\n"
     "                  times calls on random inputs of the declared shapes at batch B, on the\n"
@@ -320,11 +321,17 @@ std::vector<std::pair<std::string, std::shared_ptr<tdp::nn::TensorDictModuleBase
   return named;
 }
 
+// The spec loaded and its self tests run. Self tests hold per-part log-probs (composite_lp_aggregate
+// false), and a probabilistic module fixes its log-prob keys by the mode in force when it is built:
+// build under that mode too, whatever COMPOSITE_LP_AGGREGATE says.
+absl::StatusOr<std::unique_ptr<tdp::actor::Actor>> load_self_tested(const std::string& path,
+                                                                    const tdp::policy::LoadOptions& load) {
+  return tdp::actor::Actor::load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true),
+                                 load);
+}
+
 int validate(const std::string& path, const tdp::policy::LoadOptions& load) {
-  // Self tests hold per-part log-probs (composite_lp_aggregate false), and a probabilistic
-  // module fixes its log-prob keys by the mode in force when it is built: build under that mode
-  // too, whatever COMPOSITE_LP_AGGREGATE says.
-  auto actor = tdp::actor::Actor::load(path, tdp::actor::ActorOptions().composite_lp_aggregate(false).run_self_tests(true), load);
+  auto actor = load_self_tested(path, load);
   if (!actor.ok()) return failed(actor.status());
   std::cout << "OK: " << (*actor)->spec().name() << " " << (*actor)->spec().version() << "\n";
   return kOk;
@@ -371,6 +378,11 @@ int run(const std::string& path, const tdp::policy::LoadOptions& load) {
   if (input.empty()) return usage_error("run needs --input=FILE.json (or --input=- for stdin)");
   auto flags = RunFlags::parse();
   if (!flags.ok()) return usage_error(std::string(flags.status().message()), /*show_usage=*/false);
+  // In the same process as the run, which spares a caller that wants both (tdpolicy.check) a
+  // second start of LibTorch.
+  if (absl::GetFlag(FLAGS_self_tests)) {
+    if (auto tested = load_self_tested(path, load); !tested.ok()) return failed(tested.status());
+  }
   auto actor = load_actor(path, *flags, load, /*return_all_entries=*/true);
   if (!actor.ok()) return failed(actor.status());
   auto json = tdp::policy::read_bounded_file(input, load.limits.max_input_bytes, "max_input_bytes",

@@ -163,7 +163,8 @@ TEST(TdpCli, Validate) {
   EXPECT_THAT(invalid.err, HasSubstr("gaussian"));
 }
 
-// A self test built from what `tdp run` printed passes `tdp validate`; a wrong one fails it.
+// A self test built from what `tdp run` printed passes `tdp validate`; a wrong one fails it, and
+// ends `tdp run --self_tests`.
 TEST(TdpCli, ValidateRunsSelfTests) {
   Result run = tdp({"run", kActor, "--input=" + kInput, "--interaction=deterministic"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -220,6 +221,20 @@ TEST(TdpCli, ValidateRunsSelfTests) {
   EXPECT_EQ(fails.exit_code, 1);
   EXPECT_EQ(fails.out, "");
   EXPECT_THAT(fails.err, HasSubstr("action"));
+
+  // run --self_tests: the self tests, then the run, in one process; a failing self test ends it
+  // with validate's message and prints no output.
+  const std::vector<std::string> run_flags{"--input=" + kInput, "--interaction=deterministic", "--self_tests"};
+  std::vector<std::string> tested_run{"run", good};
+  tested_run.insert(tested_run.end(), run_flags.begin(), run_flags.end());
+  Result tested = tdp(tested_run);
+  EXPECT_EQ(tested.exit_code, 0) << tested.err;
+  EXPECT_EQ(tested.out, run.out);
+  tested_run[1] = bad;
+  Result untested = tdp(tested_run);
+  EXPECT_EQ(untested.exit_code, 1);
+  EXPECT_EQ(untested.out, "");
+  EXPECT_EQ(untested.err, fails.err);
 }
 
 TEST(TdpCli, Describe) {

@@ -431,8 +431,8 @@ class ExporterTest(ExportTestCase):
         report = tdpolicy.check(path, actor, td, raise_on_mismatch=False)
         self.assertFalse(report.ok)
         self.assertIn("action_log_prob", str(report))
-        # With actions in td, their log-probs join the spec's own self tests in one tdp validate,
-        # which still fails on the spec's.
+        # With actions in td, their log-probs join the spec's own self tests in `tdp run
+        # --self_tests`, which still fails on the spec's; a run without them compares the outputs.
         with_actions = td.clone().set("action", torch.arange(BATCH) % 3)
         report = tdpolicy.check(path, actor, with_actions, raise_on_mismatch=False)
         self.assertEqual([ok for _, ok, _ in report.steps], [False, True], str(report))

@@ -1,13 +1,14 @@
 """tdpolicy.check: runs a spec through the C++ `tdp` command and compares it with Python, key by key.
 
-Three comparisons, each through the C++ binary a deployment uses (`//sdk/cli:tdp`):
-  1. `tdp validate SPEC`: the spec loads and its own self tests (recorded by export) pass;
+Three comparisons, each through the C++ binary a deployment uses (`//sdk/cli:tdp`), in one
+`tdp run --self_tests` (each `tdp` start loads LibTorch):
+  1. the spec loads and its own self tests (recorded by export) pass, as `tdp validate` checks;
   2. the log-probs of given actions on `td`: when `td` holds entries at the module's sample keys,
-     a self test built from `td` joins them, and `tdp validate` runs all of them on a temporary
-     copy of the spec instead (one process: each `tdp` start loads LibTorch);
-  3. `tdp run SPEC --interaction=deterministic` on `td`'s inputs: every entry of the C++ output
-     TensorDict against the Python module's output on the same inputs (the same key set, shapes
-     and values to atol + rtol * |python|).
+     a self test built from `td` joins them, on a temporary copy of the spec;
+  3. the run on `td`'s inputs (`--interaction=deterministic` by default): every entry of the C++
+     output TensorDict against the Python module's output on the same inputs (the same key set,
+     shapes and values to atol + rtol * |python|). When the self tests fail, a second `tdp run`
+     without them still compares the outputs.
 """
 
 import json
@@ -167,15 +168,14 @@ def _sample_keys(module):
     return keys
 
 
-def _validate(binary, path, spec, module, td, input_td, atol, rtol, report):
-    """check's steps 1 and 2: `tdp validate` of the spec's own self tests and, when td holds
-    actions at the module's sample keys, of one more self test with their log-probs, on a temporary
-    copy of the spec (in the spec's folder, so that its parameters_file and TorchScript files
-    resolve)."""
+def _self_tested_spec(path, spec, module, td, input_td, atol, rtol):
+    """check's steps 1 and 2: (the spec file `tdp run --self_tests` runs, whether it is a temporary
+    copy the caller deletes, what the report calls its self tests). When td holds actions at the
+    module's sample keys, the copy has one more self test with their log-probs; it lies in the
+    spec's folder, so that its parameters_file and TorchScript files resolve."""
     actions = [k for k in _sample_keys(module) if k in td.keys(True, True)]
     if not actions:
-        _run([binary, "validate", path], report, "tdp validate %s" % os.path.basename(path))
-        return
+        return path, False, "its self tests"
     was_training = module.training
     module.eval()
     try:
@@ -191,11 +191,10 @@ def _validate(binary, path, spec, module, td, input_td, atol, rtol, report):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(copy.SerializeToString(deterministic=True))
-        _run([binary, "validate", temporary], report,
-             "tdp validate %s (its self tests and the log-probs of td's %s)"
-             % (os.path.basename(path), ", ".join(key_text(k) for k in actions)))
-    finally:
+    except BaseException:
         os.unlink(temporary)
+        raise
+    return temporary, True, "its self tests and the log-probs of td's %s" % ", ".join(key_text(k) for k in actions)
 
 
 _INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": InteractionType.MODE,
@@ -247,22 +246,27 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
         raise ValueError("td holds none of the spec's inputs (%s)" % ", ".join(e.key for e in spec.inputs))
     input_td = TensorDict(inputs, batch_size=td.batch_size)
 
-    # 1 and 2. The self tests.
-    if self_tests:
-        _validate(binary, path, spec, module, td, input_td, atol, rtol, report)
-
-    # 3. Every output entry of a deterministic run.
+    # 1, 2 and 3 in one `tdp run --self_tests`; a second run without the self tests when it fails,
+    # so that the report still says which outputs differ.
+    flags = ["--lp_aggregate=false", "--backend=" + backend]
+    if interaction is not None:
+        flags.append("--interaction=" + interaction)
+    label = "tdp run %s %s" % (os.path.basename(path), " ".join(flags))
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(input_document(inputs.items()), f)
         input_path = f.name
+    tested_path, temporary = path, False
     try:
-        flags = ["--lp_aggregate=false", "--backend=" + backend]
-        if interaction is not None:
-            flags.append("--interaction=" + interaction)
-        result = _run([binary, "run", path, "--input=" + input_path] + flags, report,
-                      "tdp run %s %s" % (os.path.basename(path), " ".join(flags)))
+        if self_tests:
+            tested_path, temporary, tests = _self_tested_spec(path, spec, module, td, input_td, atol, rtol)
+            result = _run([binary, "run", tested_path, "--input=" + input_path, "--self_tests"] + flags, report,
+                          "%s --self_tests (%s)" % (label, tests))
+        if not self_tests or result.returncode != 0:
+            result = _run([binary, "run", path, "--input=" + input_path] + flags, report, label)
     finally:
         os.unlink(input_path)
+        if temporary:
+            os.unlink(tested_path)
     if result.returncode == 0:
         cpp = output_entries(result.stdout)
         was_training = module.training
