@@ -10,13 +10,16 @@
 namespace tdp::fused::internal::avx2 {
 
 // 8 floats; 6 rows by 2 vectors (16 columns): 12 accumulators, 2 weight vectors and a broadcast
-// in the 16 registers.
+// in the 16 registers. One row: 8 vectors (64 columns), 8 accumulators (one chain each) and a
+// broadcast, the weights read by the FMAs themselves.
 struct S {
   using V = __m256;
   using I = __m256i;
   static constexpr int W = 8;
   static constexpr int MR = 6;
   static constexpr int NC = 2;
+  static constexpr int NC1 = 8;
+  static constexpr int CHAINS1 = 8;
   static __m256i first(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }

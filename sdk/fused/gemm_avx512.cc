@@ -10,13 +10,15 @@
 namespace tdp::fused::internal::avx512 {
 
 // 16 floats; 6 rows by 4 vectors (64 columns): 24 accumulators, 4 weight vectors and a
-// broadcast in the 32 registers.
+// broadcast in the 32 registers. One row: the same 4 vectors, 16 accumulator chains.
 struct S {
   using V = __m512;
   using I = __m512i;
   static constexpr int W = 16;
   static constexpr int MR = 6;
   static constexpr int NC = 4;
+  static constexpr int NC1 = 4;
+  static constexpr int CHAINS1 = 16;
   static __mmask16 first(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float f) { return _mm512_set1_ps(f); }

@@ -5,7 +5,8 @@
 // with one the baseline code calls).
 //
 // S provides: V (the float vector), I (an int32 index vector), W (lanes), MR and NC (the register
-// block: MR rows by NC vectors of columns), and zero, set1, load, load_n (the first n lanes, the
+// block: MR rows by NC vectors of columns), NC1 and CHAINS1 (a single row's block: NC1 vectors,
+// CHAINS1 accumulators, so K = CHAINS1 / NC1 sets of them over the inputs), and zero, set1, load, load_n (the first n lanes, the
 // rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, recip (1 / d
 // within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
 // output, so AVX-512 uses its reciprocal estimate and a Newton step), ratio (a / b as the
@@ -145,17 +146,20 @@ inline typename S::V apply(Activation activation, typename S::V v) {
 
 // Rows [0, M) by columns [0, N * W) of y (the last vector `tail` lanes wide when kTail), x, wt,
 // bias and y already offset to the block. Below 3 rows the inputs are dealt round-robin to K sets
-// of accumulators (4 for one row, 2 for two), summed at the end: one row's N chains of dependent
-// FMAs would otherwise wait on the FMA latency (4 cycles, two FMAs a cycle: a 64-wide AVX-512 row
-// needs 8 chains in flight to keep both units busy, 16 to hide the loads' stalls too). One row's
-// 4 x N accumulators, N weight vectors and a broadcast fit both instruction sets' registers
-// (AVX-512: N = 4, 21 of 32; AVX2: N = 2, 11 of 16).
+// of accumulators (one row: CHAINS1 / N of them, 1 to 4; two rows: 2), summed at the end: one row's N
+// chains of dependent FMAs would otherwise wait on the FMA latency (4 cycles, two FMAs a cycle: a
+// row needs 8 chains in flight to keep both units busy, 16 to hide AVX-512's load stalls too).
+// At one row every weight is loaded once whatever the block, and each input is broadcast once per
+// block: AVX2's single-row block of 8 vectors broadcasts it once for 64 columns (a load per 8
+// FMAs, where 2-vector blocks took one per 2 and loads bounded the row).
 template <class S, int M, int N, bool kTail>
 inline void tile(const float* __restrict x, int64_t in, const float* __restrict wt, int64_t out,
                  const float* __restrict bias, float* __restrict y, int tail, Activation activation) {
   using V = typename S::V;
   constexpr int W = S::W;
-  constexpr int K = M == 1 ? 4 : M == 2 ? 2 : 1;
+  constexpr int kRowSets = S::CHAINS1 / N < 1 ? 1 : S::CHAINS1 / N > 4 ? 4 : S::CHAINS1 / N;
+  constexpr int K = M == 1 ? kRowSets : M == 2 ? 2 : 1;
+  static_assert(K == 1 || K == 2 || K == 4, "the epilogue sums 1, 2 or 4 sets");
   V acc[K][M][N];
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) {
@@ -347,8 +351,14 @@ void linear(const float* x, int64_t rows, int64_t in, const float* wt, const flo
     case 8: return narrow<S, 8>(x, rows, in, wt, bias, y, activation);
     default: break;
   }
-  constexpr int64_t kBlock = S::NC * W;
   int64_t o = 0;
+  if (rows == 1) {
+    constexpr int64_t kRowBlock = S::NC1 * W;
+    for (; o + kRowBlock <= out; o += kRowBlock) {
+      tile<S, 1, S::NC1, false>(x, in, wt + o, out, bias == nullptr ? nullptr : bias + o, y + o, 0, activation);
+    }
+  }
+  constexpr int64_t kBlock = S::NC * W;
   for (; o + kBlock <= out; o += kBlock) {
     columns<S, S::NC, false>(x, rows, in, wt + o, out, bias == nullptr ? nullptr : bias + o, y + o, 0, activation);
   }
