@@ -103,15 +103,15 @@ std::string first_line(const c10::Error& error) {
 const std::string& load_libtorch_for_packages() {
   static const std::string error = []() -> std::string {
     if (dlopen("libtorch.so", RTLD_NOW | RTLD_NOLOAD) != nullptr) return "";
+    // Beside libtorch_cpu.so, else wherever the dynamic loader looks (LD_LIBRARY_PATH).
     void* cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
     char folder[PATH_MAX] = "";
-    if (cpu == nullptr || dlinfo(cpu, RTLD_DI_ORIGIN, folder) != 0) {
-      return "an AOTInductor package needs libtorch.so, and libtorch_cpu.so's folder (where it lies) is unknown";
-    }
-    const std::string path = absl::StrCat(folder, "/libtorch.so");
+    const std::string path = cpu != nullptr && dlinfo(cpu, RTLD_DI_ORIGIN, folder) == 0
+                                 ? absl::StrCat(folder, "/libtorch.so")
+                                 : std::string("libtorch.so");
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
       const char* why = dlerror();
-      return absl::StrCat("an AOTInductor package needs ", path, ", which did not load: ", why ? why : "");
+      return absl::StrCat("an AOTInductor package needs LibTorch's libtorch.so, which did not load: ", why ? why : path);
     }
     return "";
   }();
