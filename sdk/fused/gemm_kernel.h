@@ -6,7 +6,7 @@
 //
 // S provides: V (the float vector), I (an int32 index vector), W (lanes), MR and NC (the register
 // block: MR rows by NC vectors of columns), NC1 and CHAINS1 (a single row's block: NC1 vectors,
-// CHAINS1 accumulators, so K = CHAINS1 / NC1 sets of them over the inputs), and zero, set1, load, load_n (the first n lanes, the
+// CHAINS1 accumulator chains), and zero, set1, load, load_n (the first n lanes, the
 // rest zero, no fault past them), store, store_n, fma (a * b + c), add, sub, mul, recip (1 / d
 // within an ulp, exact for 1, NaN for NaN: the epilogue's tanh and sigmoid divide once per
 // output, so AVX-512 uses its reciprocal estimate and a Newton step), ratio (a / b as the
@@ -146,7 +146,7 @@ inline typename S::V apply(Activation activation, typename S::V v) {
 
 // Rows [0, M) by columns [0, N * W) of y (the last vector `tail` lanes wide when kTail), x, wt,
 // bias and y already offset to the block. Below 3 rows the inputs are dealt round-robin to K sets
-// of accumulators (one row: CHAINS1 / N of them, 1 to 4; two rows: 2), summed at the end: one row's N
+// of accumulators (one row: CHAINS1 / N, 1 to 4; two rows: 2), summed at the end: one row's N
 // chains of dependent FMAs would otherwise wait on the FMA latency (4 cycles, two FMAs a cycle: a
 // row needs 8 chains in flight to keep both units busy, 16 to hide AVX-512's load stalls too).
 // At one row every weight is loaded once whatever the block, and each input is broadcast once per

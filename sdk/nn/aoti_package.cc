@@ -111,7 +111,8 @@ const std::string& load_libtorch_for_packages() {
                                  : std::string("libtorch.so");
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
       const char* why = dlerror();
-      return absl::StrCat("an AOTInductor package needs LibTorch's libtorch.so, which did not load: ", why ? why : path);
+      return absl::StrCat("an AOTInductor package needs LibTorch's libtorch.so, which did not load: ",
+                          why != nullptr ? why : path);
     }
     return "";
   }();
