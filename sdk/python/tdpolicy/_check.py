@@ -169,13 +169,13 @@ def _sample_keys(module):
 
 
 def _self_tested_spec(path, spec, module, td, input_td, atol, rtol):
-    """check's steps 1 and 2: (the spec file `tdp run --self_tests` runs, whether it is a temporary
-    copy the caller deletes, what the report calls its self tests). When td holds actions at the
-    module's sample keys, the copy has one more self test with their log-probs; it lies in the
-    spec's folder, so that its parameters_file and TorchScript files resolve."""
+    """check's steps 1 and 2: (the spec file `tdp run --self_tests` runs, what the report calls its
+    self tests). When td holds actions at the module's sample keys, that file is a temporary copy
+    (the caller deletes it) with one more self test, their log-probs; it lies in the spec's folder,
+    so that its parameters_file and TorchScript files resolve."""
     actions = [k for k in _sample_keys(module) if k in td.keys(True, True)]
     if not actions:
-        return path, False, "its self tests"
+        return path, "its self tests"
     was_training = module.training
     module.eval()
     try:
@@ -194,7 +194,7 @@ def _self_tested_spec(path, spec, module, td, input_td, atol, rtol):
     except BaseException:
         os.unlink(temporary)
         raise
-    return temporary, True, "its self tests and the log-probs of td's %s" % ", ".join(key_text(k) for k in actions)
+    return temporary, "its self tests and the log-probs of td's %s" % ", ".join(key_text(k) for k in actions)
 
 
 _INTERACTIONS = {"deterministic": InteractionType.DETERMINISTIC, "mode": InteractionType.MODE,
@@ -255,17 +255,17 @@ def check(path, module, td, *, transforms=None, tdp=None, atol=1e-6, rtol=1e-6, 
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(input_document(inputs.items()), f)
         input_path = f.name
-    tested_path, temporary = path, False
+    tested_path = path
     try:
         if self_tests:
-            tested_path, temporary, tests = _self_tested_spec(path, spec, module, td, input_td, atol, rtol)
+            tested_path, tests = _self_tested_spec(path, spec, module, td, input_td, atol, rtol)
             result = _run([binary, "run", tested_path, "--input=" + input_path, "--self_tests"] + flags, report,
                           "%s --self_tests (%s)" % (label, tests))
         if not self_tests or result.returncode != 0:
             result = _run([binary, "run", path, "--input=" + input_path] + flags, report, label)
     finally:
         os.unlink(input_path)
-        if temporary:
+        if tested_path != path:
             os.unlink(tested_path)
     if result.returncode == 0:
         cpp = output_entries(result.stdout)
