@@ -23,6 +23,7 @@
 // vector that divide it (1, 2, 4, 8: value heads, CartPole's logits, a Normal's loc and scale)
 // vectorize over `in` instead: W / out inputs of a row spread to `out` lanes each, multiplied by
 // W contiguous weights, the lanes of one output summed at the end.
+#include <algorithm>
 #include <cstdint>
 
 #include "sdk/fused/kernels.h"
@@ -157,8 +158,7 @@ inline void tile(const float* __restrict x, int64_t in, const float* __restrict 
                  const float* __restrict bias, float* __restrict y, int tail, Activation activation) {
   using V = typename S::V;
   constexpr int W = S::W;
-  constexpr int kRowSets = S::CHAINS1 / N < 1 ? 1 : S::CHAINS1 / N > 4 ? 4 : S::CHAINS1 / N;
-  constexpr int K = M == 1 ? kRowSets : M == 2 ? 2 : 1;
+  constexpr int K = M == 1 ? std::clamp(S::CHAINS1 / N, 1, 4) : M == 2 ? 2 : 1;
   static_assert(K == 1 || K == 2 || K == 4, "the epilogue sums 1, 2 or 4 sets");
   V acc[K][M][N];
 #pragma GCC unroll 8
