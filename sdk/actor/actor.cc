@@ -317,8 +317,8 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
 absl::Status Actor::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
                              std::optional<nn::InteractionType> type) {
   FusedBackend& fused = impl_->fused;
-  const std::shared_ptr<const fused::FusedPlan> taken = fused.plan();
-  if (taken == nullptr) {
+  const fused::FusedPlan* const layout = fused.layout();
+  if (layout == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("Actor.act_flat needs the fused plan: ", impl_->fused.status().message()));
   }
@@ -327,18 +327,18 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
   }
   if (!type) type = impl_->core.options.interaction_type();
   if (impl_->core.options.check_finite() && batch > 0 && observation != nullptr) {
-    const int64_t width = taken->observation_size();
+    const int64_t width = layout->observation_size();
     if (const int64_t bad = first_out_of_range(observation, batch * width); bad >= 0) {
       return absl::InvalidArgumentError(out_of_range_error("Actor.act_flat", impl_->core.policy.signature.inputs[0].name,
                                                          observation[bad], bad, width));
     }
   }
-  if (fused.runs(batch, type)) return fused.act_flat(*taken, observation, batch, action, log_prob, type);
+  if (fused.runs(batch, type)) return fused.act_flat(observation, batch, action, log_prob, type);
   if (batch < 0 || (batch > 0 && (observation == nullptr || action == nullptr))) {
     return absl::InvalidArgumentError("Actor.act_flat: a negative batch, or a null observation or action buffer");
   }
   // LibTorch: larger batches under kAuto, and interaction types the plan has no closed form for.
-  const fused::FusedPlan& plan = *taken;
+  const fused::FusedPlan& plan = *layout;
   try {
     at::Tensor obs = at::from_blob(const_cast<float*>(observation), {batch, plan.observation_size()}, at::kFloat);
     TensorDict out = act(TensorDict({{plan.slot(plan.input_slots()[0]).key, obs}}, {batch}), type);

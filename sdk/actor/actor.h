@@ -213,10 +213,11 @@ class Actor {
   void reset();
 
   // The policy's parameters were changed in place (a trainer's optimizer step on module()): the
-  // fused plan, which runs on its own copy of the weights, lowers them again. Not synchronized
-  // with act(): call it between calls. An error (a parameter changed shape) leaves the actor as
-  // it was. An aoti_package network's weights are compiled into its package and are not among
-  // module()'s parameters: nothing here changes them (export and load the policy again).
+  // fused plan, which runs on its own copy of the weights, lowers them again. May be called while
+  // other threads act: each call runs wholly on the old plan or wholly on the new one. An error
+  // (a parameter changed shape) leaves the actor as it was. An aoti_package network's weights are
+  // compiled into its package and are not among module()'s parameters: nothing here changes them
+  // (export and load the policy again).
   absl::Status refresh_parameters();
 
   ActorInfo describe() const;

@@ -106,7 +106,7 @@ FusedBackend::FusedBackend(ActorCore& core) : core_(core) {
   auto lowered = lower();
   if (precondition.ok() && lowered.ok()) {
     layout_ = *std::move(lowered);
-    current_ = layout_;
+    current_.replace(layout_);
     output_slots_ = layout_->output_slots();
     // return_all_entries: every entry the modules write, after the observation's.
     const std::vector<int>& inputs = layout_->input_slots();
@@ -130,8 +130,6 @@ absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> FusedBackend::lower() co
   nn::CompositeLpAggregateGuard aggregate(core_.lp_aggregate, /*thread_local_only=*/true);
   return fused::FusedPlan::lower(core_.policy);
 }
-
-std::shared_ptr<const fused::FusedPlan> FusedBackend::plan() const { return std::atomic_load(&current_); }
 
 nn::InteractionType FusedBackend::plan_type(std::optional<nn::InteractionType> type) const {
   return type.value_or(layout_->default_interaction_type());
@@ -181,8 +179,8 @@ void FusedBackend::act_into(const ActCall& call, TensorDict& out) {
 void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   const TensorDict& observation = call.observation;
   const int64_t batch = observation.batch_size()[0];
-  // Taken once: a refresh during the call swaps in a new plan without touching this one.
-  const std::shared_ptr<const fused::FusedPlan> taken = std::atomic_load(&current_);
+  // Held for the call: a refresh during it swaps in a new plan without freeing this one.
+  const CurrentPlan::Hold taken = current_.hold();
   const fused::FusedPlan& plan = *taken;
   // Inference mode, as the other backends run, wherever this call makes a tensor (its outputs are
   // then inference tensors, as theirs are); a call whose every output goes in place never enters
@@ -307,10 +305,11 @@ absl::Status FusedBackend::flat_status() const {
   return layout_->flat_status();
 }
 
-absl::Status FusedBackend::act_flat(const fused::FusedPlan& plan, const float* observation, int64_t batch,
-                                    float* action, float* log_prob, std::optional<nn::InteractionType> type) {
-  return plan.run_flat(observation, batch, plan_type(type), {core_.options.seed(), calls_.fetch_add(1)},
-                       fused::FlatOutputs{action, log_prob});
+absl::Status FusedBackend::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
+                                    std::optional<nn::InteractionType> type) {
+  const CurrentPlan::Hold plan = current_.hold();
+  return plan->run_flat(observation, batch, plan_type(type), {core_.options.seed(), calls_.fetch_add(1)},
+                        fused::FlatOutputs{action, log_prob});
 }
 
 absl::Status FusedBackend::refresh() {
@@ -319,7 +318,7 @@ absl::Status FusedBackend::refresh() {
   auto lowered = lower();
   if (!lowered.ok()) return lowered.status();
   if (absl::Status same = same_layout(*layout_, **lowered); !same.ok()) return same;
-  std::atomic_store(&current_, std::shared_ptr<const fused::FusedPlan>(*std::move(lowered)));
+  current_.replace(*std::move(lowered));
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sdk/actor/backend.h"
+#include "sdk/actor/current_plan.h"
 #include "sdk/fused/plan.h"
 
 namespace tdp::actor {
@@ -37,16 +38,16 @@ class FusedBackend : public ActorBackend {
   bool runs(int64_t batch, std::optional<nn::InteractionType> type) const;
   // OK when act_flat applies; else why not (FailedPrecondition).
   absl::Status flat_status() const;
-  // The flat call on `plan` (the caller's plan(), taken once per call); runs(batch, type) must hold.
-  absl::Status act_flat(const fused::FusedPlan& plan, const float* observation, int64_t batch, float* action,
-                        float* log_prob, std::optional<nn::InteractionType> type);
+  // The flat call on the plan as it is when the call starts; runs(batch, type) must hold.
+  absl::Status act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
+                        std::optional<nn::InteractionType> type);
   // Lowers the module's current parameters again and swaps the new plan in; an error (a plan of
   // another layout: a parameter changed shape) leaves the plan as it was. Safe while other
   // threads act: a call runs wholly on the plan it took when it started, the old or the new one.
   absl::Status refresh();
-  // The plan calls run now (null when the policy did not lower; status() says why). A refresh may
-  // replace it at any time: the pointer keeps this one alive for the caller.
-  std::shared_ptr<const fused::FusedPlan> plan() const;
+  // The first plan lowered (null when the policy did not lower; status() says why): its slots,
+  // shapes and heads are every later plan's too, its weights may be out of date.
+  const fused::FusedPlan* layout() const { return layout_.get(); }
   const absl::Status& status() const { return status_; }
 
  private:
@@ -60,10 +61,9 @@ class FusedBackend : public ActorBackend {
   // The first plan lowered: what accepts(), runs() and describe() read. A refresh keeps the
   // layout (slots, shapes, heads), so these answers hold for every later plan too.
   std::shared_ptr<const fused::FusedPlan> layout_;
-  // The plan calls run, with the refreshed weights; read and replaced only through
-  // std::atomic_load / std::atomic_store (taken once per call), so a refresh racing a call never
-  // frees the plan under it nor mixes two plans in one call.
-  std::shared_ptr<const fused::FusedPlan> current_;
+  // The plan calls run, with the refreshed weights, held once per call: a refresh racing a call
+  // never frees the plan under it nor mixes two plans in one call.
+  CurrentPlan current_;
   std::mutex refresh_mutex_;  // one refresh at a time
   absl::Status status_ = absl::OkStatus();
   // Calls on the plan so far: the Philox counter of the next one.

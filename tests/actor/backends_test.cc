@@ -7,11 +7,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sdk/actor/backend.h"
+#include "sdk/actor/current_plan.h"
 #include "sdk/actor/fused_backend.h"
 #include "sdk/actor/libtorch_backend.h"
 #include "sdk/actor/recurrent_state.h"
@@ -124,7 +128,7 @@ TEST(LibTorchBackendTest, TakesEveryCallAndChecksTheObservationAgainstTheSignatu
 TEST(FusedBackendTest, TakesOnlyTheCallsThePlanComputes) {
   ActorCore core(load(kCategorical), ActorOptions().fused_max_batch(8));
   FusedBackend fused(core);
-  ASSERT_NE(fused.plan(), nullptr);
+  ASSERT_NE(fused.layout(), nullptr);
   const policy::Signature& signature = core.policy.signature;
   const TensorDict small = observations(8);
   const TensorDict large = observations(9);
@@ -189,12 +193,91 @@ TEST(FusedBackendTest, DescribesThePlanAndTheFlatApi) {
 
   ActorCore libtorch_core(load(kCategorical), ActorOptions().backend(Backend::kLibTorch));
   FusedBackend none(libtorch_core);
-  EXPECT_EQ(none.plan(), nullptr);
+  EXPECT_EQ(none.layout(), nullptr);
   ActorInfo none_info;
   none.describe(none_info);
   EXPECT_THAT(none_info.fused_status.message(), HasSubstr("kLibTorch"));
   const TensorDict one = observations(1);
   EXPECT_FALSE(none.accepts(ActCall(libtorch_core.policy.signature, one, InteractionType::kRandom, std::nullopt)));
+}
+
+TEST(CurrentPlanTest, AHoldKeepsItsPlanAliveAndCurrentForItWhileAReplacementWaitsForIt) {
+  const policy::Policy policy = load(kCategorical);
+  auto lowered = [&] {
+    absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> plan = fused::FusedPlan::lower(policy);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return *std::move(plan);
+  };
+  std::shared_ptr<const fused::FusedPlan> first = lowered(), second = lowered(), third = lowered();
+  const fused::FusedPlan* const first_address = first.get();
+  const fused::FusedPlan* const second_address = second.get();
+  const std::weak_ptr<const fused::FusedPlan> first_alive = first, second_alive = second;
+  CurrentPlan current;
+  current.replace(std::move(first));
+  std::atomic<bool> replaced{false};
+  std::thread refresher;
+  {
+    const CurrentPlan::Hold held = current.hold();
+    EXPECT_EQ(&*held, first_address);
+    refresher = std::thread([&] {
+      current.replace(std::move(second));
+      replaced = true;
+    });
+    // New holds take the new plan at once, while the replacement waits for this hold.
+    for (;;) {
+      const CurrentPlan::Hold now = current.hold();
+      if (&*now == second_address) break;
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(replaced.load());
+    EXPECT_FALSE(first_alive.expired());
+    EXPECT_EQ(held->observation_size(), 4);
+    EXPECT_EQ(&*held, first_address);
+  }
+  // The hold ended: the replacement frees the first plan and returns.
+  refresher.join();
+  EXPECT_TRUE(replaced.load());
+  EXPECT_TRUE(first_alive.expired());
+  current.replace(std::move(third));  // no hold left on the second: returns at once
+  EXPECT_TRUE(second_alive.expired());
+}
+
+TEST(CurrentPlanTest, ManyThreadsHoldWhileOneReplacesAndEveryHoldSeesALivePlan) {
+  const policy::Policy policy = load(kCategorical);
+  CurrentPlan current;
+  std::atomic<int64_t> alive{0};
+  auto lowered = [&] {
+    absl::StatusOr<std::shared_ptr<const fused::FusedPlan>> plan = fused::FusedPlan::lower(policy);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    ++alive;
+    // Counts the plans not yet freed: a hold must never see one freed.
+    return std::shared_ptr<const fused::FusedPlan>((*plan).get(), [keep = *plan, &alive](const fused::FusedPlan*) {
+      --alive;
+    });
+  };
+  current.replace(lowered());
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> holds{0}, bad{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      while (!done.load()) {
+        const CurrentPlan::Hold plan = current.hold();
+        if (plan->observation_size() != 4) ++bad;
+        ++holds;
+      }
+    });
+  }
+  for (int i = 0; i < 100; ++i) {
+    current.replace(lowered());
+    EXPECT_EQ(alive.load(), 1);  // once replace() returns, the plan it replaced is freed
+  }
+  while (holds.load() < 1000) std::this_thread::yield();
+  done = true;
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(alive.load(), 1);
 }
 
 }  // namespace
