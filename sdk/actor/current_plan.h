@@ -1,8 +1,9 @@
 // CurrentPlan: the fused plan the calls run, which refresh_parameters() replaces from any thread
 // while other threads call. A call takes a Hold on the plan for its duration: two atomic additions
 // on a counter, no lock and no reference count (an atomic shared_ptr load would take a lock from
-// libstdc++'s pool and update a reference count twice: 25-30 ns, a twentieth of a batch-1 call). replace() publishes the new plan in the other of two slots, then waits for the calls
-// still holding the old plan to finish before it frees it. Internal to sdk/actor.
+// libstdc++'s pool and update a reference count twice: 25-30 ns, a twentieth of a batch-1 call).
+// replace() publishes the new plan in the other of two slots, then waits for the calls still
+// holding the old plan to finish before it frees it. Internal to sdk/actor.
 //
 //   CurrentPlan current;
 //   current.replace(std::move(lowered));                  // one replacement at a time
