@@ -178,7 +178,10 @@ class Actor {
   // the batch in `observation`, or every entry with return_all_entries. Every declared input must
   // be present with batch_size + its declared shape and dtype; recurrent state keys may be left
   // out (the actor supplies its kept state) or all given (the stateless form). The observation
-  // itself is not modified. Safe to call from many threads (see the README).
+  // itself is not modified. Safe to call from many threads (see the README). The outputs are the
+  // caller's: on the fused plan a later call on the same thread may write into a tensor returned
+  // earlier only once nothing refers to it or its memory any more (no copy, view or weak reference
+  // left), instead of making a new one.
   TensorDict act(const TensorDict& observation);
   // `type` for this call only; empty: each module's default_interaction_type.
   TensorDict act(const TensorDict& observation, std::optional<nn::InteractionType> type,

@@ -57,7 +57,32 @@ struct CallScratch {
   std::vector<fused::FusedPlan::Destination> destinations;
   std::vector<int64_t> shape;
   std::vector<float> integers;  // the integer outputs' values as the plan writes them
+  // What act() returned on this thread lately, oldest first, for later calls to write into once
+  // their callers have dropped them.
+  std::vector<at::Tensor> returned;
 };
+
+// How many returned tensors a thread keeps: a simulator's `action = actor.act(obs)` still holds
+// the previous call's outputs while the next call runs, so the outputs of two calls, a few
+// entries each.
+constexpr size_t kReturnedKept = 8;
+
+// A tensor an earlier act() on this thread returned that nothing but `returned` refers to any
+// more (the caller dropped it, no view or weak reference to it or its storage is left), of the
+// output's shape and dtype: the call writes into it instead of making a new tensor, which at
+// batch 1 costs about as much as the plan's arithmetic (a TensorImpl, a StorageImpl and their
+// memory made, then freed by the caller).
+at::Tensor take_returned(std::vector<at::Tensor>& returned, c10::IntArrayRef shape, at::ScalarType dtype) {
+  for (auto it = returned.begin(); it != returned.end(); ++it) {
+    if (it->use_count() == 1 && it->weak_use_count() == 1 && it->storage().use_count() == 1 &&
+        takes_in_place(*it, shape, dtype, c10::Device(c10::kCPU))) {
+      at::Tensor taken = std::move(*it);
+      returned.erase(it);
+      return taken;
+    }
+  }
+  return at::Tensor();
+}
 
 // An output tensor: a CPU tensor made directly (at::empty's trip through the dispatcher was a
 // third of its cost at batch 1), its memory from OutputAllocator.
@@ -195,7 +220,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   // Per-thread scratch, reused from call to call: the only allocations per call are the output
   // tensors `out` cannot take in place.
   thread_local CallScratch scratch;
-  auto& [inputs, input_data, outs, in_place, destinations, shape, integers] = scratch;
+  auto& [inputs, input_data, outs, in_place, destinations, shape, integers, returned] = scratch;
   inputs.clear();
   input_data.clear();
   const std::vector<int>& input_slots = plan.input_slots();
@@ -246,8 +271,12 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
                        std::none_of(call.inputs.begin(), call.inputs.end(), shared) &&
                        std::none_of(outs.begin(), outs.end(), shared);
     in_place.push_back(reuse);
-    if (!reuse) making_tensors();
-    outs.push_back(reuse ? std::move(existing) : new_output(shape, dtype));
+    at::Tensor tensor = reuse ? std::move(existing) : reuse_out ? at::Tensor() : take_returned(returned, shape, dtype);
+    if (!tensor.defined()) {
+      making_tensors();
+      tensor = new_output(shape, dtype);
+    }
+    outs.push_back(std::move(tensor));
     if (slot.integer) {
       destinations.push_back({s, integers.data() + integer_offset});
       integer_offset += batch * slot.width;
@@ -287,6 +316,10 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       // Written through its data pointer: a tensor made outside inference mode counts the write.
       if (!outs[i].is_inference()) outs[i].unsafeGetTensorImpl()->bump_version();
     } else {
+      if (!reuse_out) {
+        if (returned.size() == kReturnedKept) returned.erase(returned.begin());
+        returned.push_back(outs[i]);
+      }
       out.set(slot.key, std::move(outs[i]));
     }
   }

@@ -1,7 +1,8 @@
 // Actor::act_into: the outputs of act() written into the caller's TensorDict, in place where its
 // tensors can take them, on every CPU backend: the same values as act() for the same stream, the
 // same tensors from call to call, what it replaces and what it leaves alone, and that a call that
-// fails leaves the caller's tensors as they were.
+// fails leaves the caller's tensors as they were. And act()'s own reuse on the fused plan: a
+// tensor it returned is written again only once the caller has dropped every reference to it.
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <gmock/gmock.h>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sdk/actor/actor.h"
@@ -73,6 +75,57 @@ TEST(ActIntoTest, GivesActsOutputsIntoTheSameTensorsOnEveryCpuBackend) {
       expect_same_entries(out, acting->act(obs, InteractionType::kDeterministic));
     }
   }
+}
+
+TEST(ActIntoTest, ActWritesIntoATensorItReturnedOnlyOnceNothingElseRefersToIt) {
+  ASSERT_OK_AND_ASSIGN(auto actor, load(test_specs::kCategorical, ActorOptions().backend(Backend::kFused).seed(4)));
+  ASSERT_OK_AND_ASSIGN(auto reference, load(test_specs::kCategorical, ActorOptions().backend(Backend::kFused).seed(4)));
+  std::vector<TensorDict> wants;
+  auto call = [&](int seed) {
+    const TensorDict obs = observations(1, seed);
+    TensorDict want = reference->act(obs);
+    wants.push_back(want);  // kept: the reference actor never recycles these
+    TensorDict got = actor->act(obs);
+    expect_same_entries(got, want);
+    return got;
+  };
+  auto data = [](const TensorDict& td) { return td.get("action").const_data_ptr(); };
+  TensorDict first = call(0);
+  const void* first_action = data(first);
+  TensorDict second = call(1);  // `first` is held: a new tensor
+  EXPECT_NE(data(second), first_action);
+  // A view of the first call's action outlives it: its memory is never written again.
+  const at::Tensor view = first.get("action").view({-1});
+  const at::Tensor view_value = view.clone();
+  first = TensorDict();
+  for (int i = 2; i < 6; ++i) {
+    const TensorDict later = call(i);
+    EXPECT_NE(data(later), first_action);
+  }
+  EXPECT_TRUE(view.equal(view_value));
+  // A tensor kept alone (its TensorDict dropped) is not written either.
+  const at::Tensor kept = second.get("action_log_prob");
+  const at::Tensor kept_value = kept.clone();
+  second = TensorDict();
+  for (int i = 6; i < 10; ++i) call(i);
+  EXPECT_TRUE(kept.equal(kept_value));
+  // Dropped entirely: the next call writes into the returned tensors, with the right values (on
+  // a thread of its own: what a thread's calls returned is reused by that thread's calls only).
+  std::thread([&] {
+    const TensorDict obs_a = observations(1, 10), obs_b = observations(1, 11);
+    const TensorDict want_a = reference->act(obs_a), want_b = reference->act(obs_b);  // held
+    TensorDict a = actor->act(obs_a);
+    expect_same_entries(a, want_a);
+    const void* a_action = data(a);
+    a = TensorDict();
+    const TensorDict b = actor->act(obs_b);
+    EXPECT_EQ(data(b), a_action);
+    expect_same_entries(b, want_b);
+  }).join();
+  // At another batch size: the right shapes, nothing of batch 1 reused.
+  const TensorDict obs = observations(5, 13);
+  const TensorDict big = actor->act(obs);
+  expect_same_entries(big, reference->act(obs));
 }
 
 // An entry that cannot take its output in place (another dtype, another shape, not contiguous,
