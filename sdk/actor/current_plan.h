@@ -46,7 +46,9 @@ class CurrentPlan {
   // The plan now; replace() must have been called once. Never blocks.
   Hold hold() const;
   // Makes `plan` the one later holds take and frees the previous plan once no hold is left on it
-  // (waits for those calls to end). Callers serialize their replacements.
+  // (waits for those calls to end). Callers serialize their replacements, and hold no lock a call
+  // may wait for (Python's bindings release the GIL around a refresh: a call freeing a tensor
+  // Python wrapped takes it).
   void replace(std::shared_ptr<const fused::FusedPlan> plan);
 
  private:

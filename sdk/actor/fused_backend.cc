@@ -71,10 +71,12 @@ constexpr size_t kReturnedKept = 8;
 // more (the caller dropped it, no view or weak reference to it or its storage is left), of the
 // output's shape and dtype: the call writes into it instead of making a new tensor, which at
 // batch 1 costs about as much as the plan's arithmetic (a TensorImpl, a StorageImpl and their
-// memory made, then freed by the caller).
+// memory made, then freed by the caller). Never one Python has wrapped: torch keeps its Python
+// object alive with it, and a Python weak reference to that object would see the new values.
 at::Tensor take_returned(std::vector<at::Tensor>& returned, c10::IntArrayRef shape, at::ScalarType dtype) {
   for (auto it = returned.begin(); it != returned.end(); ++it) {
     if (it->use_count() == 1 && it->weak_use_count() == 1 && it->storage().use_count() == 1 &&
+        it->unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() == nullptr &&
         takes_in_place(*it, shape, dtype, c10::Device(c10::kCPU))) {
       at::Tensor taken = std::move(*it);
       returned.erase(it);
