@@ -64,8 +64,11 @@ struct CallScratch {
 
 // How many returned tensors a thread keeps: a simulator's `action = actor.act(obs)` still holds
 // the previous call's outputs while the next call runs, so the outputs of two calls, a few
-// entries each.
+// entries each. Only small ones: making a tensor costs as much as the arithmetic at batch 1, a
+// sliver of it at batch 1024, and a thread that acted once on a large batch should not keep its
+// outputs' memory.
 constexpr size_t kReturnedKept = 8;
+constexpr size_t kReturnedMaxBytes = 16384;
 
 // A tensor an earlier act() on this thread returned that nothing but `returned` refers to any
 // more (the caller dropped it, no view or weak reference to it or its storage is left), of the
@@ -318,7 +321,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       // Written through its data pointer: a tensor made outside inference mode counts the write.
       if (!outs[i].is_inference()) outs[i].unsafeGetTensorImpl()->bump_version();
     } else {
-      if (!reuse_out) {
+      if (!reuse_out && outs[i].nbytes() <= kReturnedMaxBytes) {
         if (returned.size() == kReturnedKept) returned.erase(returned.begin());
         returned.push_back(outs[i]);
       }

@@ -126,6 +126,19 @@ TEST(ActIntoTest, ActWritesIntoATensorItReturnedOnlyOnceNothingElseRefersToIt) {
   const TensorDict obs = observations(5, 13);
   const TensorDict big = actor->act(obs);
   expect_same_entries(big, reference->act(obs));
+  // What a thread keeps (the two actors' streams no longer in step): a small output until later
+  // calls push it out, a large one not at all.
+  std::thread([&] {
+    auto kept_after_drop = [&](int64_t batch) {
+      TensorDict got = actor->act(observations(batch, 14));
+      const c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> weak(
+          got.get("action").getIntrusivePtr());
+      got = TensorDict();
+      return !weak.expired();
+    };
+    EXPECT_TRUE(kept_after_drop(1));
+    EXPECT_FALSE(kept_after_drop(4096));  // 32 KiB of int64 actions
+  }).join();
 }
 
 // An entry that cannot take its output in place (another dtype, another shape, not contiguous,
