@@ -252,10 +252,12 @@ py::object PyActor::act(py::object td, py::object interaction, py::kwargs tensor
     throw py::type_error(absl::StrCat("Actor.act: td is a ", py::str(py::type::of(td)).cast<std::string>(),
                                       ", expected a tensordict.TensorDict, a dict of tensors or a tensor"));
   }
+  // Into an empty TensorDict: act()'s tensors, none of them kept by the actor for reuse (a tensor
+  // Python wraps is never reused; keeping it would only delay its free to a later call).
   TensorDict out;
   {
     py::gil_scoped_release release;
-    out = actor_->act(inputs, type);
+    actor_->act_into(inputs, out, type);
   }
   return returns == kTensorDict ? to_py_tensordict(out) : py::object(outputs_to_dict(out));
 }
@@ -351,13 +353,9 @@ PyObject* PyActor::act_tensor(PyObject* self, PyObject* const* args, Py_ssize_t 
         out.set(me.out_keys_[i], into);
       }
     }
-    auto call = [&] {
-      if (out_arg != nullptr) {
-        me.actor_->act_into(inputs, out, type);
-      } else {
-        out = me.actor_->act(inputs, type);
-      }
-    };
+    // Without out=, into the empty `out`: act()'s tensors, none kept by the actor for reuse (as
+    // in act() above).
+    auto call = [&] { me.actor_->act_into(inputs, out, type); };
     if (rows >= me.gil_release_rows) {
       py::gil_scoped_release release;
       call();
