@@ -28,7 +28,23 @@ struct S {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static V load_n(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, first(n), v); }
+  // The first n lanes in pieces of 4, 2 and 1: a masked store (VMASKMOVPS) takes about 22 cycles
+  // on AMD's Zen 3, where the narrow layer stores each row's few outputs and the heads their tails.
+  static void store_n(float* p, V v, int n) {
+    if (n >= W) return store(p, v);
+    __m128 part = _mm256_castps256_ps128(v);
+    if (n & 4) {
+      _mm_storeu_ps(p, part);
+      part = _mm256_extractf128_ps(v, 1);
+      p += 4;
+    }
+    if (n & 2) {
+      _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+      part = _mm_movehl_ps(part, part);
+      p += 2;
+    }
+    if (n & 1) _mm_store_ss(p, part);
+  }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
