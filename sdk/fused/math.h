@@ -96,18 +96,28 @@ inline float fast_log1p(float x) {
   return u == 1.0f ? x : fast_log(u) * (x / (u - 1.0f));
 }
 
-// tanh(x) = expm1(2|x|) / (expm1(2|x|) + 2) with the sign of x, where
-// expm1(z) = 2^n (e^r - 1) + (2^n - 1) has no cancellation near 0 (|x| is clamped to 10, where
-// the quotient rounds to 1): within 3 ulp everywhere, and a third fewer operations than an
-// exp-based tanh with a polynomial branch near 0 (a tanh MLP spends about half its time in tanh).
-// The divisor is 2^n (e^r - 1) + (2^n + 1), formed beside the dividend rather than from it, so
-// the division does not wait for one more addition. NaN stays NaN, +-inf gives +-1.
+// tanh(x) = expm1(2a) / (expm1(2a) + 2) with the sign of x, a = |x| clamped to 10 (where the
+// quotient rounds to 1), where expm1(2a) = 2^n (e^r - 1) + (2^n - 1) has no cancellation near 0:
+// within 3 ulp everywhere, and a third fewer operations than an exp-based tanh with a
+// polynomial branch near 0 (a tanh MLP spends about half its time in tanh). The vector kernels'
+// vtanh (gemm_kernel.h) in scalar code: u = r / 2 = a - n ln 2 / 2, e^r - 1 = 2u + u^2 q(u) with
+// Cephes' coefficients scaled by 2^(k+2), 2^n from the bits of n + 1.5 * 2^23; without a fused
+// multiply-add, ln 2 / 2 in two parts (n times the first is exact). NaN stays NaN, +-inf gives +-1.
 inline float fast_tanh(float x) {
-  const float a = x < 0 ? -x : x;
-  float n;
-  const float m1 = expm1_reduced(2.0f * (a > 10.0f ? 10.0f : a), n);
-  const float s = pow2i(n);
-  const float e = s * m1 + (s - 1.0f);  // expm1(2|x|), in [0, 4.9e8]
+  float a = x < 0 ? -x : x;
+  a = a > 10.0f ? 10.0f : a;
+  const float shifter = 12582912.0f;
+  const float n_shifted = a * (2.0f * 1.44269504088896341f) + shifter;
+  const float n = n_shifted - shifter;
+  const float u = (a - n * (0.5f * 0.693359375f)) - n * (0.5f * -2.12194440e-4f);
+  const float u2 = u * u;
+  const float u4 = u2 * u2;
+  const float q01 = (8.0f * 1.6666665459E-1f) * u + 4.0f * 5.0000001201E-1f;
+  const float q23 = (32.0f * 8.3334519073E-3f) * u + 16.0f * 4.1665795894E-2f;
+  const float q45 = (128.0f * 1.9875691500E-4f) * u + 64.0f * 1.3981999507E-3f;
+  const float m1 = u2 * (u4 * q45 + (u2 * q23 + q01)) + (u + u);  // e^r - 1
+  const float s = bits_to_float((float_to_bits(n_shifted) + 127u) << 23);  // 2^n
+  const float e = s * m1 + (s - 1.0f);  // expm1(2a), in [0, 4.9e8]
   const float t = e / (s * m1 + (s + 1.0f));
   return x < 0 ? -t : t;
 }
