@@ -67,6 +67,10 @@ struct S {
   }
   static I load_idx(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static V permute(V v, I idx) { return _mm256_permutevar8x32_ps(v, idx); }
+  static V unpack_lo(V v) { return _mm256_unpacklo_ps(v, v); }
+  static V unpack_hi(V v) { return _mm256_unpackhi_ps(v, v); }
+  static V even_chunks(V a, V b) { return _mm256_permute2f128_ps(a, b, 0x20); }
+  static V odd_chunks(V a, V b) { return _mm256_permute2f128_ps(a, b, 0x31); }
   static V sqrt(V x) { return _mm256_sqrt_ps(x); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static I set1_i(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }

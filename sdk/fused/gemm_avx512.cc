@@ -58,6 +58,10 @@ struct S {
   static V pow2i(V n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
   static I load_idx(const int32_t* p) { return _mm512_loadu_si512(p); }
   static V permute(V v, I idx) { return _mm512_permutexvar_ps(idx, v); }
+  static V unpack_lo(V v) { return _mm512_unpacklo_ps(v, v); }
+  static V unpack_hi(V v) { return _mm512_unpackhi_ps(v, v); }
+  static V even_chunks(V a, V b) { return _mm512_shuffle_f32x4(a, b, 0x88); }
+  static V odd_chunks(V a, V b) { return _mm512_shuffle_f32x4(a, b, 0xDD); }
   static V sqrt(V x) { return _mm512_sqrt_ps(x); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static I set1_i(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }

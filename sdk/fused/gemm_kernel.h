@@ -12,7 +12,9 @@
 // output, so AVX-512 uses its reciprocal estimate and a Newton step), ratio (a / b as the
 // instruction set divides cheapest: a division with AVX2, a * recip(b) with AVX-512), min_nan
 // and max_nan (min/max(c, x) that return x when x is NaN), abs, or_sign (a >= 0 with x's sign),
-// select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]), div, and
+// select_lt (a < b ? t : f), pow2i (2^n for integral n), load_idx, permute (v[idx[l]]), unpack_lo
+// and unpack_hi (UNPCKLPS / UNPCKHPS of v with itself: lanes 0, 0, 1, 1 and 2, 2, 3, 3 of each
+// 128-bit chunk), even_chunks and odd_chunks (a's even 128-bit chunks then b's, and the odd), div, and
 // for vlog's and vtanh's bit work the int32 lane operations set1_i, add_i, sub_i, and_i, or_i,
 // srli_i<n>, slli_i<n>, to_float (convert), bits (float -> int32 bits) and from_bits.
 //
@@ -306,7 +308,27 @@ inline void narrow_tile(const float* __restrict x, int64_t in, const float* __re
 #pragma GCC unroll 8
   for (int r = 0; r < M; ++r) acc[r] = S::zero();
   int64_t i = 0;
-  if constexpr (M == 1) {
+  if constexpr (kOut == 2) {
+    // Two outputs: W inputs at a time, each row's vector unpacked into its inputs 0, 1, 4, 5, ...
+    // and 2, 3, 6, 7, ... each twice (in-lane unpacks, where a permute per W / 2 inputs and a
+    // masked load bounded the layer), against the weights' 128-bit chunks in the same order; two
+    // accumulators per row.
+    V acc_hi[M];
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) acc_hi[r] = S::zero();
+    for (; i + W <= in; i += W) {
+      const V first = S::load(wt + i * 2), second = S::load(wt + i * 2 + W);
+      const V w_lo = S::even_chunks(first, second), w_hi = S::odd_chunks(first, second);
+#pragma GCC unroll 8
+      for (int r = 0; r < M; ++r) {
+        const V xv = S::load(x + r * in + i);
+        acc[r] = S::fma(S::unpack_lo(xv), w_lo, acc[r]);
+        acc_hi[r] = S::fma(S::unpack_hi(xv), w_hi, acc_hi[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) acc[r] = S::add(acc[r], acc_hi[r]);
+  } else if constexpr (M == 1) {
     // One row: a second accumulator takes every other vector of inputs, so consecutive FMAs do
     // not wait on each other.
     V odd = S::zero();

@@ -74,7 +74,9 @@ std::vector<Shape> shapes() {
                             {1, 64, 200}, {1, 70, 130},  {1, 256, 256}};
   // Every row count to past two row blocks, on shapes that take each path.
   for (int64_t rows = 1; rows <= 13; ++rows) {
-    for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 2}, {19, 64}, {8, 23}, {3, 8}}) all.push_back({rows, in, out});
+    for (auto [in, out] : {std::pair<int64_t, int64_t>{5, 2}, {21, 2}, {19, 64}, {8, 23}, {3, 8}}) {
+      all.push_back({rows, in, out});
+    }
   }
   return all;
 }
