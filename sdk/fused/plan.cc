@@ -2163,7 +2163,8 @@ struct FusedPlan::Impl {
             for (int64_t k = 0; k < k_max; ++k) {
               cdf += mass[k];
               const bool has_mass = mass[k] > 0;
-              choice = !found && has_mass ? k : choice;
+              // A mask, not `cond ? k : choice`, which GCC compiles to a branch on `found`.
+              choice ^= (choice ^ k) & -static_cast<int64_t>(!found & has_mass);
               found = found | (has_mass & (u < cdf));
             }
             // Nothing to draw (run() refuses a mask row without a class before any tile; here the
