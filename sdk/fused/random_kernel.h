@@ -339,9 +339,11 @@ inline void in_place(float* x, int64_t n) {
 }
 
 // kernels.h's log_softmax: a row's maximum and sum in scalar code (its few values), the exps and
-// the logs of the sums on the vector units, 64 rows at a time.
-template <class S>
-void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+// the logs of the sums on the vector units, 64 rows at a time. kD > 0 fixes d at compile time (the
+// common small ones: their per-row loops unrolled); 0 reads it from `d_given`.
+template <class S, int kD>
+void log_softmax_rows(const float* x, int64_t rows, int64_t d_given, float* log_p, float* mass) {
+  const int64_t d = kD > 0 ? kD : d_given;
   constexpr int64_t kRows = 64;
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int64_t n = rows - r0 < kRows ? rows - r0 : kRows;
@@ -366,6 +368,16 @@ void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* m
       const float lse = total[r] != total[r] ? total[r] : top[r] + log_total[r];
       for (int64_t k = 0; k < d; ++k) log_p[(r0 + r) * d + k] = xs[r * d + k] - lse;
     }
+  }
+}
+
+template <class S>
+void log_softmax(const float* x, int64_t rows, int64_t d, float* log_p, float* mass) {
+  switch (d) {
+    case 2: return log_softmax_rows<S, 2>(x, rows, d, log_p, mass);
+    case 3: return log_softmax_rows<S, 3>(x, rows, d, log_p, mass);
+    case 4: return log_softmax_rows<S, 4>(x, rows, d, log_p, mass);
+    default: return log_softmax_rows<S, 0>(x, rows, d, log_p, mass);
   }
 }
 
