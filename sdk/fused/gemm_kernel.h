@@ -49,9 +49,10 @@ inline typename S::V vexpm1_reduced(typename S::V x, typename S::V& n) {
   r = S::fma(n, S::set1(2.12194440e-4f), r);
   // Estrin's scheme, as expm1_reduced: a chain of four dependent FMAs after r, not seven.
   const V r2 = S::mul(r, r);
-  const V p01 = S::fma(S::set1(1.6666665459E-1f), r, S::set1(5.0000001201E-1f));
-  const V p23 = S::fma(S::set1(8.3334519073E-3f), r, S::set1(4.1665795894E-2f));
-  const V p45 = S::fma(S::set1(1.9875691500E-4f), r, S::set1(1.3981999507E-3f));
+  const float* c = kExpm1Coefficients;
+  const V p01 = S::fma(S::set1(c[1]), r, S::set1(c[0]));
+  const V p23 = S::fma(S::set1(c[3]), r, S::set1(c[2]));
+  const V p45 = S::fma(S::set1(c[5]), r, S::set1(c[4]));
   const V p = S::fma(S::fma(p45, r2, p23), r2, p01);
   return S::fma(p, r2, r);
 }
@@ -87,9 +88,10 @@ inline typename S::V vtanh(typename S::V x) {
   const V u = S::fma(n, S::set1(-0.5f * 0.693147180559945309f), a);
   const V u2 = S::mul(u, u);
   const V u4 = S::mul(u2, u2);
-  const V q01 = S::fma(S::set1(8.0f * 1.6666665459E-1f), u, S::set1(4.0f * 5.0000001201E-1f));
-  const V q23 = S::fma(S::set1(32.0f * 8.3334519073E-3f), u, S::set1(16.0f * 4.1665795894E-2f));
-  const V q45 = S::fma(S::set1(128.0f * 1.9875691500E-4f), u, S::set1(64.0f * 1.3981999507E-3f));
+  const float* c = kExpm1Coefficients;
+  const V q01 = S::fma(S::set1(8.0f * c[1]), u, S::set1(4.0f * c[0]));
+  const V q23 = S::fma(S::set1(32.0f * c[3]), u, S::set1(16.0f * c[2]));
+  const V q45 = S::fma(S::set1(128.0f * c[5]), u, S::set1(64.0f * c[4]));
   const V m1 = S::fma(u2, S::fma(u4, q45, S::fma(u2, q23, q01)), S::add(u, u));  // e^r - 1
   // 2^n: n sits in the low bits of n_shifted's (1.5 * 2^23 is 0x4B400000, whose bits the shift drops).
   const V s = S::from_bits(S::template slli_i<23>(S::add_i(S::bits(n_shifted), S::set1_i(127))));

@@ -22,6 +22,10 @@ namespace tdp::fused {
 // leaves float's normal range, and a class mass exp(x - max) that low counts as 0.
 inline constexpr float kExpMax = 88.3762626647949f;
 inline constexpr float kExpMin = -87.3365447504f;
+// Cephes' expf polynomial: e^r - 1 = r + r^2 (c[0] + c[1] r + ... + c[5] r^5) for |r| <= ln 2 / 2,
+// which the fused path's exp and tanh read, in scalar code and on the vector units.
+inline constexpr float kExpm1Coefficients[6] = {5.0000001201E-1f, 1.6666665459E-1f, 4.1665795894E-2f,
+                                                8.3334519073E-3f, 1.3981999507E-3f, 1.9875691500E-4f};
 
 enum class Activation { kIdentity, kTanh, kRelu, kElu, kGelu, kLeakyRelu, kSigmoid, kSoftplus };
 

@@ -28,8 +28,8 @@ inline uint32_t float_to_bits(float f) {
 
 // Cephes' float reduction for exp: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts; n
 // rounded without a branch or a call by adding and subtracting 1.5 * 2^23), and
-// e^r - 1 = r + r^2 p(r) from Cephes' polynomial. Sets n; returns e^r - 1. fast_exp and
-// fast_tanh build on it (and the micro-kernels' vexp and vtanh, vectorized).
+// e^r - 1 = r + r^2 p(r) from Cephes' polynomial. Sets n; returns e^r - 1. fast_exp builds on
+// it (and the micro-kernels' vexp, vectorized).
 inline float expm1_reduced(float x, float& n) {
   const float shifter = 12582912.0f;
   n = x * 1.44269504088896341f + shifter;
@@ -39,9 +39,10 @@ inline float expm1_reduced(float x, float& n) {
   // p(r) by Estrin's scheme (three independent pairs, then r^2 twice): a dependent chain of
   // four multiply-adds where Horner's has seven, which is what a batch-1 call waits on.
   const float r2 = r * r;
-  const float p01 = 1.6666665459E-1f * r + 5.0000001201E-1f;
-  const float p23 = 8.3334519073E-3f * r + 4.1665795894E-2f;
-  const float p45 = 1.9875691500E-4f * r + 1.3981999507E-3f;
+  const float* c = kExpm1Coefficients;
+  const float p01 = c[1] * r + c[0];
+  const float p23 = c[3] * r + c[2];
+  const float p45 = c[5] * r + c[4];
   const float p = (p45 * r2 + p23) * r2 + p01;
   return p * r2 + r;
 }
@@ -111,9 +112,10 @@ inline float fast_tanh(float x) {
   const float u = (a - n * (0.5f * 0.693359375f)) - n * (0.5f * -2.12194440e-4f);
   const float u2 = u * u;
   const float u4 = u2 * u2;
-  const float q01 = (8.0f * 1.6666665459E-1f) * u + 4.0f * 5.0000001201E-1f;
-  const float q23 = (32.0f * 8.3334519073E-3f) * u + 16.0f * 4.1665795894E-2f;
-  const float q45 = (128.0f * 1.9875691500E-4f) * u + 64.0f * 1.3981999507E-3f;
+  const float* c = kExpm1Coefficients;
+  const float q01 = (8.0f * c[1]) * u + 4.0f * c[0];
+  const float q23 = (32.0f * c[3]) * u + 16.0f * c[2];
+  const float q45 = (128.0f * c[5]) * u + 64.0f * c[4];
   const float m1 = u2 * (u4 * q45 + (u2 * q23 + q01)) + (u + u);  // e^r - 1
   const float s = bits_to_float((float_to_bits(n_shifted) + 127u) << 23);  // 2^n
   const float e = s * m1 + (s - 1.0f);  // expm1(2a), in [0, 4.9e8]

@@ -7,7 +7,7 @@
 // uniforms exactly).
 //
 // Beyond gemm_kernel.h's list, S provides: sqrt, recip1 and ratio1 (recip and ratio on one
-// float, the same instructions), and the int32 lane operations add_i, xor_i, slli_i<n>, to_int (truncate),
+// float, the same instructions), and the int32 lane operations xor_i, to_int (truncate),
 // select_i (a mask's lanes from t, the others from f) and mulhilo (the high and low 32 bits of
 // each lane times a 32-bit constant).
 #include <immintrin.h>
