@@ -222,6 +222,44 @@ void mask_row(const Head& h, const float* given, const float* mask, int64_t d, f
   }
 }
 
+// Each row's class by the inverse CDF of its d masses scaled to their sum, as multinomial
+// normalizes its probabilities (they sum to 1 only up to rounding): the first class with mass
+// whose CDF, summed in double, passes u * total, else the last class with mass (should rounding
+// leave u * total at or past the CDF), else -1 (no class has mass: NaN logits). No branch on the
+// draw: a loop that stopped at the drawn class would be mispredicted about as often as the draw
+// is uncertain. kD > 0 fixes d at compile time (the common few classes: the loops unrolled, the
+// row in registers); 0 reads it from `d_given`.
+template <int kD, class Mass>
+void draw_classes(const Mass* mass, int64_t rows, int64_t d_given, const float* uniform, int64_t* choice) {
+  const int64_t d = kD > 0 ? kD : d_given;
+  for (int64_t r = 0; r < rows; ++r) {
+    const Mass* m = mass + r * d;
+    double total = 0;
+    for (int64_t k = 0; k < d; ++k) total += m[k];
+    const double u = uniform[r] * total;
+    double cdf = 0;
+    int64_t c = -1;
+    bool found = false;
+    for (int64_t k = 0; k < d; ++k) {
+      cdf += m[k];
+      const bool has_mass = m[k] > 0;
+      // A mask, not `cond ? k : c`, which GCC compiles to a branch on `found`.
+      c ^= (c ^ k) & -static_cast<int64_t>(!found & has_mass);
+      found = found | (has_mass & (u < cdf));
+    }
+    choice[r] = c;
+  }
+}
+
+void draw_classes(const float* mass, int64_t rows, int64_t d, const float* uniform, int64_t* choice) {
+  switch (d) {
+    case 2: return draw_classes<2>(mass, rows, d, uniform, choice);
+    case 3: return draw_classes<3>(mass, rows, d, uniform, choice);
+    case 4: return draw_classes<4>(mass, rows, d, uniform, choice);
+    default: return draw_classes<0>(mass, rows, d, uniform, choice);
+  }
+}
+
 // MaskedCategorical::log_prob of class k from the row's normalized logits: with
 // use_cross_entropy their log-softmax (torch's cross_entropy normalizes them once more), and
 // neg_inf for a score that is not finite (a masked-out class, a row that allows none).
@@ -2128,52 +2166,39 @@ struct FusedPlan::Impl {
         // every class a finite neg_inf (-1e9) masks has mass 1 each: LibTorch draws from it
         // uniformly too.
         const bool from_probs = head.from_probs && mask == nullptr;
-        if (!from_probs) log_softmax(given, rows, d, tile_log_p, tile_mass);
+        int64_t drawn[kTile];  // each row's class under RANDOM
+        if (!from_probs) {
+          log_softmax(given, rows, d, tile_log_p, tile_mass);
+          if (random) draw_classes(tile_mass, rows, d, uniform, drawn);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           const float* row = given + r * d;
           // Normalized log-probabilities (the distribution's logits), as Categorical keeps them.
           const float* logits = tile_log_p + r * d;
-          const int64_t k_max = d;
-          // Each class's unnormalized probability and their sum, for the draw.
-          double mass[kMaxEvent];
-          double total = 0;
           if (from_probs) {
             double sum = 0;
-            for (int64_t k = 0; k < k_max; ++k) sum += row[k];
+            for (int64_t k = 0; k < d; ++k) sum += row[k];
             const float eps = std::numeric_limits<float>::epsilon();
             float* normalized = tile_log_p + r * d;
-            for (int64_t k = 0; k < k_max; ++k) {
+            for (int64_t k = 0; k < d; ++k) {
               normalized[k] = std::log(std::min(std::max(static_cast<float>(row[k] / sum), eps), 1.0f - eps));
-              if (random) total += mass[k] = std::exp(static_cast<double>(normalized[k]));
             }
-          } else if (random) {
-            for (int64_t k = 0; k < k_max; ++k) total += mass[k] = tile_mass[r * d + k];
+            if (random) {
+              double mass[kMaxEvent];  // each class's probability
+              for (int64_t k = 0; k < d; ++k) mass[k] = std::exp(static_cast<double>(normalized[k]));
+              draw_classes<0>(mass, 1, d, uniform + r, drawn + r);
+            }
           }
           int64_t choice = 0;
           if (random) {
-            // The inverse CDF of the masses scaled to their sum, as multinomial normalizes its
-            // probabilities (they sum to 1 only up to rounding): the first class with mass whose
-            // cdf passes u, else the last class with mass (should rounding leave u >= cdf). No
-            // branch on the draw: a loop that stopped at the drawn class would be mispredicted
-            // about as often as the draw is uncertain.
-            const double u = uniform[r] * total;
-            double cdf = 0;
-            choice = -1;
-            bool found = false;
-            for (int64_t k = 0; k < k_max; ++k) {
-              cdf += mass[k];
-              const bool has_mass = mass[k] > 0;
-              // A mask, not `cond ? k : choice`, which GCC compiles to a branch on `found`.
-              choice ^= (choice ^ k) & -static_cast<int64_t>(!found & has_mass);
-              found = found | (has_mass & (u < cdf));
-            }
+            choice = drawn[r];
             // Nothing to draw (run() refuses a mask row without a class before any tile; here the
             // logits are NaN); LibTorch's multinomial raises for it too.
             if (choice < 0 && mask != nullptr) throw nothing_to_draw(head, first_row + r);
             if (choice < 0) choice = 0;
           } else {
             // argmax of the probabilities: the first maximal logit.
-            for (int64_t k = 1; k < k_max; ++k) {
+            for (int64_t k = 1; k < d; ++k) {
               if (row[k] > row[choice]) choice = k;
             }
           }
