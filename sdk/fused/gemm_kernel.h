@@ -74,8 +74,9 @@ inline typename S::V vexp(typename S::V x) {
 // chain, which bounds a tanh MLP's epilogue (the core holds only a few tanh in flight): the
 // reduction works on u = r / 2 = a - n ln 2 / 2 in one FMA (float's ln 2 is 1.9e-9 off, r by n
 // times that, n <= 29: under 0.1 ulp of tanh, where Cody-Waite's two parts take a second FMA);
-// e^r - 1 = 2u + u^2 q(u) from Cephes' polynomial, each coefficient scaled by 2^(k+2) (exactly),
-// by Estrin's scheme in three dependent FMAs, the last adding 2u (the leading term rounded once);
+// e^r - 1 = 2u + u^2 q(u) from kTanhExpm1Coefficients (a fit for u's range, one term shorter
+// than Cephes' for r's), by Estrin's scheme in three dependent FMAs after u^2, the last adding 2u
+// (the leading term rounded once);
 // 2^n from the bits of the rounded n + 1.5 * 2^23 (no conversion); the divisor its own FMA
 // beside the dividend.
 template <class S>
@@ -87,12 +88,10 @@ inline typename S::V vtanh(typename S::V x) {
   const V n = S::sub(n_shifted, shifter);
   const V u = S::fma(n, S::set1(-0.5f * 0.693147180559945309f), a);
   const V u2 = S::mul(u, u);
-  const V u4 = S::mul(u2, u2);
-  const float* c = kExpm1Coefficients;
-  const V q01 = S::fma(S::set1(8.0f * c[1]), u, S::set1(4.0f * c[0]));
-  const V q23 = S::fma(S::set1(32.0f * c[3]), u, S::set1(16.0f * c[2]));
-  const V q45 = S::fma(S::set1(128.0f * c[5]), u, S::set1(64.0f * c[4]));
-  const V m1 = S::fma(u2, S::fma(u4, q45, S::fma(u2, q23, q01)), S::add(u, u));  // e^r - 1
+  const float* c = kTanhExpm1Coefficients;
+  const V q01 = S::fma(S::set1(c[1]), u, S::set1(c[0]));
+  const V q23 = S::fma(S::set1(c[3]), u, S::set1(c[2]));
+  const V m1 = S::fma(u2, S::fma(u2, S::fma(u2, S::set1(c[4]), q23), q01), S::add(u, u));  // e^r - 1
   // 2^n: n sits in the low bits of n_shifted's (1.5 * 2^23 is 0x4B400000, whose bits the shift drops).
   const V s = S::from_bits(S::template slli_i<23>(S::add_i(S::bits(n_shifted), S::set1_i(127))));
   const V e = S::fma(s, m1, S::sub(s, S::set1(1.0f)));  // expm1(2a), in [0, 4.9e8]
