@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "sdk/fused/kernels.h"
+#include "sdk/fused/philox.h"
 
 #ifndef TDP_GEMM_NAMESPACE
 #error "include random_kernel.h after gemm_kernel.h, in a file that defines TDP_GEMM_NAMESPACE"
@@ -177,7 +178,9 @@ inline void philox_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, co
 }
 
 // kernels.h's philox_normals: one lane per Philox counter, that is per (row, block of four
-// values); the lanes' normals are written to their rows in scalar code.
+// values); the lanes' normals are written to their rows in scalar code. A call of a few counters
+// (a batch of one) runs them one by one on Lane (the same bits), without the vector loop's
+// set-up; a large call's short tail takes a vector all the same.
 template <class S>
 void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block0, int64_t d,
                     float* out) {
@@ -185,29 +188,41 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
   const int64_t blocks = (d + 3) / 4;
   const int64_t counters = rows * blocks;
   const int used = d < 4 ? static_cast<int>(d) : 4;  // the normals of a block anyone reads
-  int64_t row = 0, block = 0;                         // the next counter's
+  // The normals of counter (row, block) from lane l of normal[k * stride + l].
+  auto write = [&](int64_t row, int64_t block, const float* normal, int stride, int l) {
+    const int64_t j0 = 4 * block;
+    float* to = out + row * d + j0;
+    for (int k = 0; k < used && j0 + k < d; ++k) to[k] = normal[k * stride + l];
+  };
+  auto row_of = [&](int64_t row) {
+    return static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(row)));
+  };
+  if (!worth_a_vector<S>(counters)) {
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t block = 0; block < blocks; ++block) {
+        const int32_t r = row_of(row), b = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
+        float normal[4];
+        philox_lanes<Lane<S>, 1>(seed, call, &r, &b, used, normal);
+        write(row, block, normal, 1, 0);
+      }
+    }
+    return;
+  }
+  int64_t row = 0, block = 0;  // the next counter's
   for (int64_t c = 0; c < counters; c += W) {
     const int n = counters - c < W ? static_cast<int>(counters - c) : W;
     int64_t local_row[W], local_block[W];
-    int32_t row_of[W] = {}, block_of[W] = {};  // lanes past the last counter draw for row 0
+    int32_t rows_of[W] = {}, blocks_of[W] = {};  // lanes past the last counter draw for row 0
     for (int l = 0; l < n; ++l) {
       local_row[l] = row;
       local_block[l] = block;
-      row_of[l] = static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(row)));
-      block_of[l] = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
+      rows_of[l] = row_of(row);
+      blocks_of[l] = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
       if (++block == blocks) block = 0, ++row;
     }
     float normal[4 * W];
-    if (worth_a_vector<S>(n)) {
-      philox_lanes<S, W>(seed, call, row_of, block_of, used, normal);
-    } else {
-      for (int l = 0; l < n; ++l) philox_lanes<Lane<S>, W>(seed, call, row_of + l, block_of + l, used, normal + l);
-    }
-    for (int l = 0; l < n; ++l) {
-      const int64_t j0 = 4 * local_block[l];
-      float* to = out + local_row[l] * d + j0;
-      for (int k = 0; k < used && j0 + k < d; ++k) to[k] = normal[k * W + l];
-    }
+    philox_lanes<S, W>(seed, call, rows_of, blocks_of, used, normal);
+    for (int l = 0; l < n; ++l) write(local_row[l], local_block[l], normal, W, l);
   }
 }
 
@@ -220,10 +235,17 @@ inline void uniform_lanes(uint64_t seed, uint64_t call, const int32_t* row_of, c
 }
 
 // kernels.h's philox_uniforms: one lane per row; integer work and an exact conversion, so every
-// variant gives the same bits.
+// variant gives the same bits. A call of a few rows (a batch of one) goes through philox.h's
+// generator row by row, which gives those bits too, without the vector loop's set-up; a large
+// call's short tail takes a vector all the same.
 template <class S>
 void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t rows, uint32_t block, float* out) {
   constexpr int W = S::W;
+  if (!worth_a_vector<S>(rows)) {
+    const Philox4x32 rng(seed);
+    for (int64_t r = 0; r < rows; ++r) out[r] = uniform01(rng(philox_counter(call, first_row + r, block))[0]);
+    return;
+  }
   int32_t blocks[W];
   for (int l = 0; l < W; ++l) blocks[l] = static_cast<int32_t>(block);
   for (int64_t r0 = 0; r0 < rows; r0 += W) {
@@ -233,11 +255,7 @@ void philox_uniforms(uint64_t seed, uint64_t call, uint64_t first_row, int64_t r
       row_of[l] = static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(r0 + l)));
     }
     float u[W];
-    if (worth_a_vector<S>(n)) {
-      uniform_lanes<S>(seed, call, row_of, blocks, u);
-    } else {
-      for (int l = 0; l < n; ++l) uniform_lanes<Lane<S>>(seed, call, row_of + l, blocks + l, u + l);
-    }
+    uniform_lanes<S>(seed, call, row_of, blocks, u);
     for (int l = 0; l < n; ++l) out[r0 + l] = u[l];
   }
 }
