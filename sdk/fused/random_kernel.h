@@ -362,6 +362,18 @@ inline void in_place(float* x, int64_t n) {
 template <class S, int kD>
 void log_softmax_rows(const float* x, int64_t rows, int64_t d_given, float* log_p, float* mass) {
   const int64_t d = kD > 0 ? kD : d_given;
+  if (kD > 0 && rows == 1) {
+    // A batch of one: the row in registers on Lane (the same bits as below), where the loop below
+    // would store its few values and read them back as a vector.
+    float m = x[0];
+    for (int64_t k = 1; k < kD; ++k) m = m < x[k] ? x[k] : m;
+    double t = 0;
+    for (int64_t k = 0; k < kD; ++k) t += mass[k] = ShiftedExp::template apply<Lane<S>>(x[k] - m);
+    const float total = static_cast<float>(t);
+    const float lse = total != total ? total : m + Log::template apply<Lane<S>>(total);
+    for (int64_t k = 0; k < kD; ++k) log_p[k] = x[k] - lse;
+    return;
+  }
   constexpr int64_t kRows = 64;
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     const int64_t n = rows - r0 < kRows ? rows - r0 : kRows;
