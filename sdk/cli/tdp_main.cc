@@ -549,7 +549,7 @@ int main(int argc, char** argv) {
   // Everything the command wrote is out once its streams are flushed (its files were closed when
   // it returned). Leaving without static destructors skips LibTorch's, which deregister each of
   // its thousands of operators: about a quarter of a short `tdp run`. Sanitized builds leave
-  // normally, so that LeakSanitizer's check at exit still runs.
+  // normally, so that LeakSanitizer's check and ThreadSanitizer's exit status still apply.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return status;
 #else

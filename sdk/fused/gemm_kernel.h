@@ -76,9 +76,8 @@ inline typename S::V vexp(typename S::V x) {
 // times that, n <= 29: under 0.1 ulp of tanh, where Cody-Waite's two parts take a second FMA);
 // e^r - 1 = 2u + u^2 q(u) from kTanhExpm1Coefficients (a fit for u's range, one term shorter
 // than Cephes' for r's), by Estrin's scheme in three dependent FMAs after u^2, the last adding 2u
-// (the leading term rounded once);
-// 2^n from the bits of the rounded n + 1.5 * 2^23 (no conversion); the divisor its own FMA
-// beside the dividend.
+// (the leading term rounded once); 2^n from the bits of the rounded n + 1.5 * 2^23 (no
+// conversion); the divisor its own FMA beside the dividend.
 template <class S>
 inline typename S::V vtanh(typename S::V x) {
   using V = typename S::V;
@@ -114,11 +113,12 @@ inline typename S::V vlog(typename S::V x) {
   m = S::select_lt(m, half_sqrt2, S::sub(S::add(m, m), S::set1(1.0f)), S::sub(m, S::set1(1.0f)));
   const V z = S::mul(m, m);
   const V z2 = S::mul(z, z);
-  const V p01 = S::fma(S::set1(-2.4999993993E-1f), m, S::set1(3.3333331174E-1f));
-  const V p23 = S::fma(S::set1(-1.6668057665E-1f), m, S::set1(2.0000714765E-1f));
-  const V p45 = S::fma(S::set1(-1.2420140846E-1f), m, S::set1(1.4249322787E-1f));
-  const V p67 = S::fma(S::set1(-1.1514610310E-1f), m, S::set1(1.1676998740E-1f));
-  const V p47 = S::fma(S::fma(S::set1(7.0376836292E-2f), z, p67), z, p45);
+  const float* c = kLogCoefficients;
+  const V p01 = S::fma(S::set1(c[1]), m, S::set1(c[0]));
+  const V p23 = S::fma(S::set1(c[3]), m, S::set1(c[2]));
+  const V p45 = S::fma(S::set1(c[5]), m, S::set1(c[4]));
+  const V p67 = S::fma(S::set1(c[7]), m, S::set1(c[6]));
+  const V p47 = S::fma(S::fma(S::set1(c[8]), z, p67), z, p45);
   const V p = S::fma(p47, z2, S::fma(p23, z, p01));
   V y = S::mul(S::mul(p, m), z);
   y = S::fma(S::set1(-2.12194440e-4f), fe, y);

@@ -26,6 +26,12 @@ inline constexpr float kExpMin = -87.3365447504f;
 // which the fused path's exp reads, in scalar code and on the vector units.
 inline constexpr float kExpm1Coefficients[6] = {5.0000001201E-1f, 1.6666665459E-1f, 4.1665795894E-2f,
                                                 8.3334519073E-3f, 1.3981999507E-3f, 1.9875691500E-4f};
+// Cephes' logf polynomial: log(1 + m) = m - m^2 / 2 + m^3 (c[0] + c[1] m + ... + c[8] m^8) for
+// m in [sqrt(1/2) - 1, sqrt(2) - 1), which the fused path's log reads, in scalar code and on the
+// vector units.
+inline constexpr float kLogCoefficients[9] = {3.3333331174E-1f,  -2.4999993993E-1f, 2.0000714765E-1f,
+                                              -1.6668057665E-1f, 1.4249322787E-1f,  -1.2420140846E-1f,
+                                              1.1676998740E-1f,  -1.1514610310E-1f, 7.0376836292E-2f};
 // tanh's e^(2u) - 1 = 2u + u^2 (c[0] + c[1] u + ... + c[4] u^4) on its reduced argument
 // |u| <= ln 2 / 4: a minimax fit of the relative error of e^(2u) - 1 on that range (0.14 ulp with
 // these float coefficients), a term shorter than Cephes' polynomial, whose range is twice as wide.

@@ -76,11 +76,12 @@ inline float fast_log(float x) {
   const float z = m * m;
   const float z2 = z * z;
   // The degree-8 polynomial by Estrin's scheme, as the vector kernels' vlog.
-  const float p01 = -2.4999993993E-1f * m + 3.3333331174E-1f;
-  const float p23 = -1.6668057665E-1f * m + 2.0000714765E-1f;
-  const float p45 = -1.2420140846E-1f * m + 1.4249322787E-1f;
-  const float p67 = -1.1514610310E-1f * m + 1.1676998740E-1f;
-  const float p47 = (7.0376836292E-2f * z + p67) * z + p45;
+  const float* c = kLogCoefficients;
+  const float p01 = c[1] * m + c[0];
+  const float p23 = c[3] * m + c[2];
+  const float p45 = c[5] * m + c[4];
+  const float p67 = c[7] * m + c[6];
+  const float p47 = (c[8] * z + p67) * z + p45;
   const float p = p47 * z2 + (p23 * z + p01);
   float y = p * m * z;
   const float fe = static_cast<float>(e);
