@@ -6,6 +6,7 @@
 #include <absl/strings/str_cat.h>
 #include <c10/core/Device.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <cstring>
@@ -45,11 +46,12 @@ inline bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
 
 }  // namespace internal
 
-// Entries in insertion order. A linear scan beats hashing for the handful of keys a policy uses.
+// Entries in insertion order. A linear scan beats hashing for the handful of keys a policy uses;
+// a policy step's few entries live inside the impl (one allocation, make_shared's, per TensorDict).
 struct TensorDictImpl {
   std::vector<int64_t> batch_size;
   std::optional<c10::Device> device;
-  std::vector<std::pair<std::string, Entry>> entries;
+  c10::SmallVector<std::pair<std::string, Entry>, 4> entries;
 
   static TensorDictImpl& of(const TensorDict& td) { return *td.impl_; }
   static TensorDict wrap(std::shared_ptr<TensorDictImpl> impl) { return TensorDict(std::move(impl)); }

@@ -123,8 +123,6 @@ TensorDictImpl* TensorDictImpl::create_parents(const NestedKey& key, size_t dept
 }
 
 void TensorDictImpl::add(const std::string& name, Entry value) {
-  // Room for a policy step's few entries at the first write: no reallocation at the second.
-  if (entries.empty()) entries.reserve(4);
   entries.emplace_back(name, std::move(value));
 }
 
