@@ -78,7 +78,7 @@ int64_t first_out_of_range(const float* data, int64_t n) {
   return -1;
 }
 
-std::string out_of_range_error(const std::string& who, const std::string& name, double value, int64_t element,
+std::string out_of_range_error(const char* who, const std::string& name, double value, int64_t element,
                                int64_t per_row) {
   const int64_t row = per_row > 0 ? element / per_row : 0;
   const std::string shown =
@@ -108,7 +108,7 @@ ActCall::ActCall(const policy::Signature& signature, const TensorDict& observati
     : observation(observation), type(type), generator(std::move(generator)),
       inputs(look_up_inputs(signature, observation)) {}
 
-void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const std::string& who) {
+void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const char* who) {
   for (size_t i = 0; i < signature.inputs.size(); ++i) {
     const policy::TensorSignature& input = signature.inputs[i];
     const at::Tensor& x = inputs[i];
@@ -117,7 +117,7 @@ void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> 
     int64_t per_row = 1;
     for (int64_t d : input.shape) per_row *= d;
     if (x.scalar_type() == at::kFloat && x.device().is_cpu() && x.is_contiguous()) {
-      const float* data = x.const_data_ptr<float>();
+      const float* data = static_cast<const float*>(x.const_data_ptr());  // float32, checked above
       const int64_t bad = first_out_of_range(data, x.numel());
       if (bad >= 0) throw std::invalid_argument(out_of_range_error(who, input.name, data[bad], bad, per_row));
       continue;
@@ -133,7 +133,7 @@ void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> 
 }
 
 void check_finite_inputs(const policy::Signature& signature, const TensorDict& observation, const std::string& who) {
-  check_finite(signature, look_up_inputs(signature, observation), who);
+  check_finite(signature, look_up_inputs(signature, observation), who.c_str());
 }
 
 ActorCore::ActorCore(policy::Policy loaded, ActorOptions actor_options)
@@ -145,9 +145,18 @@ ActorCore::ActorCore(policy::Policy loaded, ActorOptions actor_options)
       returned_keys(policy.signature.output_keys()) {}
 
 bool takes_in_place(const at::Tensor& into, c10::IntArrayRef sizes, at::ScalarType dtype, c10::Device device) {
-  return into.defined() && into.layout() == at::kStrided && into.scalar_type() == dtype && into.device() == device &&
-         into.sizes() == sizes && into.is_contiguous() && !into.requires_grad() && into.has_storage() &&
-         (into.numel() == 0 || into.const_data_ptr() != nullptr);
+  if (!into.defined() || into.layout() != at::kStrided || into.scalar_type() != dtype || into.device() != device ||
+      !into.has_storage()) {
+    return false;
+  }
+  // Dim by dim, inline: ArrayRef's == calls memcmp out of line, and a batch-1 act() asks per output.
+  const c10::IntArrayRef have = into.sizes();
+  if (have.size() != sizes.size()) return false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (have[d] != sizes[d]) return false;
+  }
+  return into.is_contiguous() && !into.requires_grad() &&
+         (into.numel() == 0 || into.unsafeGetTensorImpl()->unsafe_storage().data() != nullptr);
 }
 
 bool shares_memory(const at::Tensor& into, const at::Tensor& other) {

@@ -51,7 +51,7 @@ struct ActCall {
 };
 
 // check_finite_inputs (actor.h) of a call's inputs, already looked up.
-void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const std::string& who);
+void check_finite(const policy::Signature& signature, c10::ArrayRef<at::Tensor> inputs, const char* who);
 
 // Whether `into` can take a value of `sizes`, `dtype` and `device` in place: a contiguous strided
 // tensor of exactly those, which no gradient is recorded for.

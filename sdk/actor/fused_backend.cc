@@ -234,7 +234,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     const NestedKey& key = plan.slot(s).key;
     const at::Tensor& given = call.inputs[i];
     if (given.defined() && given.scalar_type() == at::kFloat && given.is_contiguous()) {
-      input_data.push_back(given.const_data_ptr<float>());  // call.inputs holds it
+      input_data.push_back(static_cast<const float*>(given.const_data_ptr()));  // call.inputs holds it
       continue;
     }
     making_tensors();
@@ -249,7 +249,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
     } else {
       inputs.push_back(at::zeros({batch, plan.slot(s).width}));  // a missing is_init: false
     }
-    input_data.push_back(inputs.back().const_data_ptr<float>());
+    input_data.push_back(static_cast<const float*>(inputs.back().const_data_ptr()));
   }
   const std::vector<int>& slots = core_.options.return_all_entries() ? all_slots_ : output_slots_;
   // Each output's tensor: out's own where it can take the values in place, else a new one, set
@@ -286,7 +286,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       destinations.push_back({s, integers.data() + integer_offset});
       integer_offset += batch * slot.width;
     } else {
-      destinations.push_back({s, outs.back().data_ptr<float>()});
+      destinations.push_back({s, static_cast<float*>(outs.back().data_ptr())});  // float32: made or checked so
     }
   }
   try {
@@ -303,7 +303,7 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
   for (size_t i = 0; i < slots.size(); ++i) {
     const fused::FusedPlan::Slot& slot = plan.slot(slots[i]);
     if (slot.integer) {
-      int64_t* to = outs[i].data_ptr<int64_t>();
+      int64_t* to = static_cast<int64_t*>(outs[i].data_ptr());  // int64: made or checked so
       for (int64_t j = 0; j < batch * slot.width; ++j) to[j] = static_cast<int64_t>(destinations[i].data[j]);
     }
     auto k = kept ? std::find(next_keys.begin(), next_keys.end(), slot.key) : next_keys.end();
