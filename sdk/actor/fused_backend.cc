@@ -282,11 +282,15 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       tensor = new_output(shape, dtype);
     }
     outs.push_back(std::move(tensor));
+    // Field by field: a braced temporary is stored as two words and reloaded as one, a store the
+    // core cannot forward (it stalled each batch-1 call twice).
+    fused::FusedPlan::Destination& destination = destinations.emplace_back();
+    destination.slot = s;
     if (slot.integer) {
-      destinations.push_back({s, integers.data() + integer_offset});
+      destination.data = integers.data() + integer_offset;
       integer_offset += batch * slot.width;
     } else {
-      destinations.push_back({s, static_cast<float*>(outs.back().data_ptr())});  // float32: made or checked so
+      destination.data = static_cast<float*>(outs.back().data_ptr());  // float32: made or checked so
     }
   }
   try {

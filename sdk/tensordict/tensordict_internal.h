@@ -49,6 +49,10 @@ inline bool has_prefix(c10::IntArrayRef shape, c10::IntArrayRef prefix) {
 // Entries in insertion order. A linear scan beats hashing for the handful of keys a policy uses;
 // a policy step's few entries live inside the impl (one allocation, make_shared's, per TensorDict).
 struct TensorDictImpl {
+  // User-provided: make_shared's value-initialization would otherwise zero the whole impl, the
+  // entries' inline storage included, before constructing it.
+  TensorDictImpl() {}
+
   std::vector<int64_t> batch_size;
   std::optional<c10::Device> device;
   c10::SmallVector<std::pair<std::string, Entry>, 4> entries;
