@@ -324,7 +324,10 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
 }
 
 absl::Status Actor::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
-                             std::optional<nn::InteractionType> type) {
+                             std::optional<nn::InteractionType> given) {
+  // Chosen whole: `if (!type) type = ...` wrote the optional's flag byte and then passed the
+  // optional as one 8-byte word, a load the core cannot forward from that store (a stall per call).
+  const std::optional<nn::InteractionType> type = given ? given : impl_->core.options.interaction_type();
   FusedBackend& fused = impl_->fused;
   const fused::FusedPlan* const layout = fused.layout();
   if (layout == nullptr) {
@@ -334,7 +337,6 @@ absl::Status Actor::act_flat(const float* observation, int64_t batch, float* act
   if (absl::Status flat = fused.flat_status(); !flat.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("Actor.act_flat: ", flat.message()));
   }
-  if (!type) type = impl_->core.options.interaction_type();
   if (impl_->core.options.check_finite() && batch > 0 && observation != nullptr) {
     const int64_t width = layout->observation_size();
     if (const int64_t bad = first_out_of_range(observation, batch * width); bad >= 0) {
