@@ -325,8 +325,8 @@ TensorDict Actor::act(const std::vector<std::pair<NestedKey, at::Tensor>>& obser
 
 absl::Status Actor::act_flat(const float* observation, int64_t batch, float* action, float* log_prob,
                              std::optional<nn::InteractionType> given) {
-  // Chosen whole: `if (!type) type = ...` wrote the optional's flag byte and then passed the
-  // optional as one 8-byte word, a load the core cannot forward from that store (a stall per call).
+  // Chosen whole, not assigned into: assigning writes the optional's flag byte alone, and passing
+  // the optional on loads it as one 8-byte word, which the core cannot forward from that store.
   const std::optional<nn::InteractionType> type = given ? given : impl_->core.options.interaction_type();
   FusedBackend& fused = impl_->fused;
   const fused::FusedPlan* const layout = fused.layout();

@@ -282,8 +282,8 @@ void FusedBackend::run(const ActCall& call, TensorDict& out, bool reuse_out) {
       tensor = new_output(shape, dtype);
     }
     outs.push_back(std::move(tensor));
-    // Field by field: a braced temporary is stored as two words and reloaded as one, a store the
-    // core cannot forward (it stalled each batch-1 call twice).
+    // Field by field: a braced temporary would be stored as two words and reloaded as one, which
+    // the core cannot forward from those stores (a stall per output at batch 1).
     fused::FusedPlan::Destination& destination = destinations.emplace_back();
     destination.slot = s;
     if (slot.integer) {

@@ -197,10 +197,11 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
   auto row_of = [&](int64_t row) {
     return static_cast<int32_t>(static_cast<uint32_t>(first_row + static_cast<uint64_t>(row)));
   };
+  auto block_of = [&](int64_t block) { return static_cast<int32_t>(block0 + static_cast<uint32_t>(block)); };
   if (!worth_a_vector<S>(counters)) {
     for (int64_t row = 0; row < rows; ++row) {
       for (int64_t block = 0; block < blocks; ++block) {
-        const int32_t r = row_of(row), b = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
+        const int32_t r = row_of(row), b = block_of(block);
         float normal[4];
         philox_lanes<Lane<S>, 1>(seed, call, &r, &b, used, normal);
         write(row, block, normal, 1, 0);
@@ -217,7 +218,7 @@ void philox_normals(uint64_t seed, uint64_t call, uint64_t first_row, int64_t ro
       local_row[l] = row;
       local_block[l] = block;
       rows_of[l] = row_of(row);
-      blocks_of[l] = static_cast<int32_t>(block0 + static_cast<uint32_t>(block));
+      blocks_of[l] = block_of(block);
       if (++block == blocks) block = 0, ++row;
     }
     float normal[4 * W];
